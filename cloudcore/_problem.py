@@ -1,0 +1,133 @@
+"""Input checks and the reshaping shared by every solver (validation happens once, here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numpy.typing import ArrayLike
+
+from cloudcore._kernels import gram
+from cloudcore.result import Decomposition
+
+# How far outside [0, 1] observed values may lie before we refuse them: DN scaling produces
+# exact 0 and 1, float32 round-trips a few ulps beyond.
+_RANGE_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated solver input in the solvers' internal *wide* layout.
+
+    ``D`` is (short, long) and C-contiguous: normally Dᵀ (dates × pixels), so that the kernels'
+    inner loops run over contiguous pixels; D itself when the caller's D has fewer pixels than
+    dates (the ALM commutes with transposition, so either orientation gives the same answer).
+    """
+
+    D: np.ndarray  # (short, long), C-contiguous, float32 or float64, zeros where unobserved
+    obs: np.ndarray | None  # bool, same layout; None when every entry is observed
+    kept_rows: np.ndarray | None  # caller's rows kept (observed at least once); None = all
+    shape: tuple[int, int]  # the caller's (d, n)
+    transposed: bool  # D here is the caller's Dᵀ
+
+    def expand(self, x: np.ndarray) -> np.ndarray:
+        """Map an internal array back to the caller's (d, n), NaN in rows observed on no date."""
+        if self.transposed:
+            x = x.T  # a view: (d, n) in Fortran order, each date's column contiguous
+        if self.kept_rows is None:
+            return x
+        out = np.full(self.shape, np.nan, dtype=x.dtype)
+        out[self.kept_rows] = x
+        return out
+
+
+def prepare(D: ArrayLike, mask: ArrayLike | None) -> Problem:
+    """Validate ``D`` (d × n, values in [0, 1]) and ``mask`` (True = observed)."""
+    a = np.asarray(D)
+    if a.ndim != 2:
+        raise ValueError(f"D must be a 2-D (pixels × dates) matrix, got shape {a.shape}")
+    if a.dtype not in (np.float32, np.float64):
+        a = a.astype(np.float64)
+    d, n = a.shape
+    if n < 2 or d < 2:
+        raise ValueError(
+            f"D has shape {a.shape}: a time series needs at least 2 dates (columns) and 2 pixels"
+        )
+    if mask is None:
+        bad = ~np.isfinite(a)
+        if bad.any():
+            raise ValueError(
+                f"D holds {int(bad.sum())} NaN/inf values; pass mask= (True = observed) to mark "
+                "missing entries"
+            )
+        obs = None
+    else:
+        obs = np.asarray(mask)
+        if obs.shape != a.shape or obs.dtype != np.bool_:
+            raise ValueError(
+                f"mask must be a boolean array of D's shape {a.shape}, got {obs.dtype} {obs.shape}"
+            )
+        if not np.isfinite(a[obs]).all():
+            raise ValueError("D holds NaN/inf at entries the mask marks as observed")
+        if obs.all():
+            obs = None
+    values = a if obs is None else a[obs]
+    if values.size and (values.min() < -_RANGE_SLACK or values.max() > 1 + _RANGE_SLACK):
+        raise ValueError(
+            f"D has values in [{values.min():.4g}, {values.max():.4g}], outside [0, 1]; divide by "
+            "the sensor's maximum DN first"
+        )
+    kept = None
+    if obs is not None:
+        seen = obs.any(axis=1)
+        if not seen.all():
+            kept = np.flatnonzero(seen)
+            a, obs = a[kept], obs[kept]
+        a = np.where(obs, a, 0.0).astype(a.dtype, copy=False)
+    transposed = a.shape[0] >= a.shape[1]
+    if transposed:
+        a = a.T
+        obs = None if obs is None else obs.T
+    a = np.ascontiguousarray(a)
+    obs = None if obs is None else np.ascontiguousarray(obs)
+    return Problem(D=a, obs=obs, kept_rows=kept, shape=(d, n), transposed=transposed)
+
+
+def zero_result(problem: Problem, lam: float, method: str) -> Decomposition:
+    """The defined answer for an all-zero D (‖D‖₂ = 0): L = C = N = 0, nothing to iterate."""
+    zeros = problem.expand(np.zeros_like(problem.D))
+    return Decomposition(
+        L=zeros,
+        C=zeros.copy(),
+        N=zeros.copy(),
+        iterations=0,
+        converged=True,
+        residual=0.0,
+        lam=lam,
+        method=method,
+    )
+
+
+def spectral_norm(a: np.ndarray) -> float:
+    """‖a‖₂ of a wide (short × long) matrix via its Gram matrix (float64)."""
+    return float(np.sqrt(max(np.linalg.eigvalsh(gram(a))[-1], 0.0)))
+
+
+@contextmanager
+def numba_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` numba threads (None: leave numba's setting alone)."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    previous = numba.get_num_threads()
+    limit = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+    numba.set_num_threads(min(threads, limit))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)

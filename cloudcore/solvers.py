@@ -1,0 +1,291 @@
+"""Low-rank + sparse decompositions of a (pixels × dates) matrix: aATM, ATM, RPCA, NN-RPCA.
+
+All solvers share the inexact-ALM schedule of the reference code (SPEC-NOTES §2): Y₀ = D /
+max(‖D‖₂, ‖D‖_∞/λ), μ₀ = 1.25/‖D‖₂, μ ← min(1.5μ, 10⁷μ₀), stop when ‖Z‖_F/‖D‖_F < tol.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from cloudcore import _kernels
+from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
+from cloudcore.lam import lambda_default
+from cloudcore.result import ConvergenceWarning, Decomposition
+from cloudcore.svt import svt, svt_weights
+
+__all__ = ["METHODS", "Method", "decompose"]
+
+Method = Literal["aatm", "rpca", "nnrpca", "atm"]
+METHODS: tuple[str, ...] = ("aatm", "rpca", "nnrpca", "atm")
+
+_RHO = 1.5
+_MU_RANGE = 1e7
+# float32 entries carry ~6e-8 relative rounding, so ‖Z‖/‖D‖ cannot be driven much below ~1e-7 in
+# float32: the constraint residual is floored here for float32 input (see README "Precision").
+FLOAT32_TOL_FLOOR = 1e-6
+
+
+def decompose(
+    D: ArrayLike,
+    method: str = "aatm",
+    *,
+    lam: float | None = None,
+    beta: float = 1.0,
+    tol: float = 1e-7,
+    max_iter: int = 1000,
+    mask: ArrayLike | None = None,
+    threads: int | None = None,
+) -> Decomposition:
+    """Split a scene-series matrix into ground, cloud and haze.
+
+    Parameters
+    ----------
+    D
+        Observed matrix of shape (d, n): one row per pixel, one column per date, values in [0, 1]
+        (DN divided by the sensor's maximum DN). float32 input is solved in float32 (Gram matrices
+        in float64); anything else in float64.
+    method
+        ``"aatm"`` (D = L + C + N, Alg. 2, the default), ``"atm"`` (D = L∘(1 − C) + C, Alg. 1),
+        ``"rpca"`` (D = L + C) or ``"nnrpca"`` (RPCA with C clamped to [0, 1]).
+    lam
+        Sparsity weight λ. Default 1/√d with d the pixels solved (1/√max(d, n) if d < n).
+    beta
+        Haze weight β of aATM (ignored by the other methods); must be > 0.
+    tol
+        Stop when ‖D − L − C − N‖_F / ‖D‖_F < tol. For float32 input the effective tolerance is
+        ``max(tol, FLOAT32_TOL_FLOOR)``, since float32 rounding floors the residual near 1e-7.
+    max_iter
+        Iteration limit; reaching it without convergence emits a :class:`ConvergenceWarning`.
+    mask
+        Boolean (d, n), True where observed. Only observed entries are fitted; the others are
+        filled from the low-rank part (C = N = 0 there). Rows observed on no date come back NaN.
+    threads
+        numba threads for this call (None: numba's current setting).
+
+    Returns
+    -------
+    Decomposition
+        ``L``, ``C``, ``N`` in the input precision, plus iterations, convergence and λ.
+
+    Raises
+    ------
+    ValueError
+        On an unknown method, bad parameters, fewer than 2 dates or pixels, NaN/inf without a mask,
+        or observed values outside [0, 1].
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    _check_parameters(beta, tol, max_iter)
+    problem = prepare(D, mask)
+    lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
+    if not (math.isfinite(lam) and lam > 0):
+        raise ValueError(f"lam must be a positive finite number, got {lam}")
+    if problem.D.dtype == np.float32:
+        tol = max(tol, FLOAT32_TOL_FLOOR)
+    norm_two = spectral_norm(problem.D)
+    if norm_two == 0.0:
+        return zero_result(problem, lam, method)
+    with numba_threads(threads):
+        if method == "atm":
+            L, C, N, it, res = _atm(problem, lam, norm_two, tol, max_iter)
+        else:
+            L, C, N, it, res = _alm(problem, lam, norm_two, method, beta, tol, max_iter)
+    converged = res < tol
+    if not converged:
+        warnings.warn(
+            f"{method} did not converge in {max_iter} iterations (residual {res:.2e} > tol "
+            f"{tol:.0e}); raise max_iter or check λ = {lam:.3g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return Decomposition(
+        L=problem.expand(L),
+        C=problem.expand(C),
+        N=problem.expand(N),
+        iterations=it,
+        converged=converged,
+        residual=res,
+        lam=lam,
+        method=method,
+    )
+
+
+def _check_parameters(beta: float, tol: float, max_iter: int) -> None:
+    if not (math.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a positive finite number, got {beta}")
+    if not (math.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be a positive number, got {tol}")
+    if int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
+
+
+def initial_state(D: np.ndarray, lam: float, norm_two: float) -> tuple[np.ndarray, float]:
+    """Y₀ and μ₀ of the reference schedule."""
+    dual = max(norm_two, float(np.abs(D).max()) / lam)
+    return (D / dual).astype(D.dtype, copy=False), 1.25 / norm_two
+
+
+def run_alm(
+    problem: Problem,
+    lam: float,
+    norm_two: float,
+    *,
+    clip_c: bool,
+    beta: float | None,
+    tol: float,
+    max_iter: int,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+    """Fused inexact ALM shared by aATM (``beta`` set), RPCA, NN-RPCA and weighted RPCA (MC).
+
+    ``weights`` (same shape as D) scales λ per entry; Y₀ then uses ‖D / weights‖_∞.
+    """
+    D, obs = problem.D, problem.obs
+    dtype = D.dtype
+    has_weights = weights is not None
+    dummy = np.zeros((1, 1), dtype=dtype)
+    obs_arr = obs if obs is not None else np.ones((1, 1), dtype=np.bool_)
+    w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
+    if has_weights:
+        assert weights is not None
+        dual = max(norm_two, float(np.abs(D / weights).max()) / lam)
+        Y, mu = (D / dual).astype(dtype, copy=False), 1.25 / norm_two
+    else:
+        Y, mu = initial_state(D, lam, norm_two)
+    Y = np.ascontiguousarray(Y)
+    mu_max = mu * _MU_RANGE
+    d_norm = float(np.linalg.norm(D))
+    L = np.zeros_like(D)
+    C = np.zeros_like(D)
+    C_next = np.empty_like(D)
+    N = np.zeros_like(D)  # stays zero for the RPCA variants (n_factor = 0)
+    masked = obs is not None
+    gram = _kernels.first_sparse_step(
+        D, L, N, Y, C, obs_arr, w_arr, masked, has_weights, lam, 1.0 / mu, clip_c
+    )
+    res = math.inf
+    it = 0
+    while it < max_iter:
+        it += 1
+        W, _ = svt_weights(gram, 1.0 / mu)
+        n_factor = mu / (beta + mu) if beta is not None else 0.0
+        mu_next = min(mu * _RHO, mu_max)
+        gram, z2 = _kernels.fused_iteration(
+            D,
+            C,
+            C_next,
+            N,
+            Y,
+            L,
+            obs_arr,
+            w_arr,
+            W,
+            masked,
+            has_weights,
+            clip_c,
+            lam,
+            mu,
+            n_factor,
+            mu_next,
+        )
+        mu = mu_next
+        res = math.sqrt(z2) / d_norm
+        if res < tol:
+            break
+        C, C_next = C_next, C
+    return L, C, N, it, res
+
+
+def _alm(
+    problem: Problem,
+    lam: float,
+    norm_two: float,
+    method: str,
+    beta: float,
+    tol: float,
+    max_iter: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+    return run_alm(
+        problem,
+        lam,
+        norm_two,
+        clip_c=method in ("aatm", "nnrpca"),
+        beta=beta if method == "aatm" else None,
+        tol=tol,
+        max_iter=max_iter,
+    )
+
+
+# ATM's inner loop (Alg. 1): at most this many accelerated proximal-gradient steps per outer
+# iteration, stopping when the inner objective changes by less than _INNER_TOL (absolute, as in
+# the paper).
+_INNER_MAX_ITER = 100
+_INNER_TOL = 1e-3
+
+
+def _atm(
+    problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+    """ATM, Alg. 1: exact scattering model D = L∘(1 − C) + C with box constraints.
+
+    Two corrections to the printed algorithm (SPEC-NOTES §2): the C step soft-thresholds the
+    stationary point with magnitude (|b| − λ)/a, and the inner loop takes a proximal *gradient*
+    step, L ← SVT_{1/μ}(W + (B − (1 − C)∘W)∘(1 − C)) with B = D − C + Y/μ, where the print shows
+    only SVT_{1/μ}(W). The Lipschitz constant of the smooth part is max (1 − C)² ≤ 1 (ℓ_p = 1).
+    """
+    D, obs = problem.D, problem.obs
+    Y, mu = initial_state(D, lam, norm_two)
+    mu_max = mu * _MU_RANGE
+    d_norm = float(np.linalg.norm(D))
+    L = np.zeros_like(D)
+    C = np.zeros_like(D)
+    observed = np.ones(D.shape, dtype=bool) if obs is None else obs
+    res = math.inf
+    it = 0
+    while it < max_iter:
+        it += 1
+        R = D - L + Y / mu
+        one_minus_l = 1.0 - L
+        a = mu * one_minus_l**2
+        safe = (a > 0) & observed  # a = 0 where L = 1: the constraint holds for any C, take C = 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stationary = np.where(safe, R / np.where(safe, one_minus_l, 1.0), 0.0)
+            thr = np.where(safe, lam / np.where(safe, a, 1.0), np.inf)
+        C = np.clip(np.sign(stationary) * np.maximum(np.abs(stationary) - thr, 0.0), 0.0, 1.0)
+        C = C.astype(D.dtype, copy=False)
+        L = _atm_lowrank(D, C, L, Y, mu, observed)
+        Z = np.where(observed, D - C - (1.0 - C) * L, 0.0).astype(D.dtype, copy=False)
+        Y = Y + mu * Z
+        mu = min(mu * _RHO, mu_max)
+        res = float(np.linalg.norm(Z)) / d_norm
+        if res < tol:
+            break
+    return L, C, np.zeros_like(D), it, res
+
+
+def _atm_lowrank(
+    D: np.ndarray, C: np.ndarray, L: np.ndarray, Y: np.ndarray, mu: float, observed: np.ndarray
+) -> np.ndarray:
+    """Inner Nesterov-accelerated proximal-gradient loop of Alg. 1 for L, then clip to [0, 1]."""
+    w = np.where(observed, 1.0 - C, 0.0).astype(D.dtype, copy=False)
+    B = np.where(observed, D - C + Y / mu, 0.0).astype(D.dtype, copy=False)
+    theta = theta_prev = 1.0
+    L_prev = L
+    f_prev, f = 0.0, math.inf
+    k = 0
+    while k < _INNER_MAX_ITER and abs(f - f_prev) > _INNER_TOL:
+        W = L + (theta / theta_prev - theta) * (L - L_prev)
+        L_prev = L
+        L, nuclear = svt(W + (B - w * W) * w, 1.0 / mu)
+        theta_prev = theta
+        theta = (math.sqrt(theta**4 + 4 * theta**2) - theta**2) / 2
+        f_prev = f
+        f = 0.5 * mu * float(np.linalg.norm(B - w * L)) ** 2 + nuclear
+        k += 1
+    return np.clip(L, 0.0, 1.0)

@@ -1,0 +1,350 @@
+"""Read one window of one acquisition onto the target grid (orthorectifying RPC products).
+
+Design (SPEC-NOTES §7, §8):
+
+* Every call opens the file itself: it runs inside Dask tasks in parallel, and shared handles
+  or rioxarray's default locks would serialise them.
+* RPC images are orthorectified with :func:`rasterio.warp.reproject` and ``rpcs=``, never with
+  ``WarpedVRT`` (it returned wrong pixels for RPC-only files).
+* Only the source region the window needs is read. A full PMS band is 10240², so the source
+  window is found by sending a grid of the destination window's points through the RPC
+  (ground → image, the direction GDAL evaluates exactly), padding it by the resampling kernel
+  and a safety margin. The sub-image is then warped with RPCs whose ``LINE_OFF``/``SAMP_OFF``
+  are reduced by the window offset: RPC image coordinates are plain pixel coordinates, so that
+  shift is exact and a sub-window read equals the same region of a full read.
+* Two GDAL settings make the result independent of how the grid is cut into windows:
+
+  - the exact transformer. By default rasterio wraps GDAL's transformer in an approximation
+    (straight lines along each destination row, up to 0.125 px off) whose error depends on the
+    window's extent; its ``tolerance`` argument is not passed through by
+    :func:`rasterio.warp.reproject`. rasterio switches to the exact transformer for RPC sources
+    when ``COORDINATE_OPERATION`` (or ``RPC_DEM``) is given, so the lon/lat → grid CRS operation
+    is passed explicitly, as PROJ pipeline text from pyproj in the CRSs' authority axis order
+    (GDAL converts its lon/lat data order to authority order around the operation). Should
+    pyproj not express the operation as a pipeline, the approximation is used (documented
+    error: at most 0.125 source pixel).
+  - a fixed resampling scale (``XSCALE``/``YSCALE``); GDAL otherwise derives the kernel
+    footprint from each chunk's source/destination size ratio.
+
+  Non-RPC (CRS) sources keep the approximation: exact when the file's CRS is the grid's (the
+  mapping is affine), else within 0.125 source pixel of a full read.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rasterio
+import rasterio.windows
+from affine import Affine
+from rasterio.enums import Resampling
+from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
+from rasterio.rpc import RPC
+from rasterio.transform import RPCTransformer
+from rasterio.warp import reproject
+from rasterio.warp import transform as transform_points
+from rasterio.windows import Window
+
+from pipeline.errors import ConfigError, InputError
+from pipeline.grid import TargetGrid
+from pipeline.sources import Acquisition
+
+__all__ = ["read_window", "source_window"]
+
+# Kernel radius in source pixels at scale 1, per resampling method.
+_KERNEL_RADIUS = {
+    Resampling.nearest: 1,
+    Resampling.bilinear: 1,
+    Resampling.cubic: 2,
+    Resampling.cubic_spline: 2,
+    Resampling.lanczos: 3,
+    Resampling.average: 1,
+    Resampling.mode: 1,
+    Resampling.min: 1,
+    Resampling.max: 1,
+    Resampling.med: 1,
+    Resampling.q1: 1,
+    Resampling.q3: 1,
+    Resampling.sum: 1,
+    Resampling.rms: 1,
+}
+# Extra source pixels beyond the kernel: covers curvature between the sampled points.
+_SAFETY_PX = 3
+# Spacing (destination pixels) of the points sent through the RPC to find the source window.
+_SAMPLE_STEP = 32
+
+
+def _resampling(name: str) -> Resampling:
+    try:
+        method = Resampling[name]
+    except KeyError:
+        valid = ", ".join(m.name for m in _KERNEL_RADIUS)
+        raise ConfigError(f"resampling: {name!r} is not one of {valid}") from None
+    return method
+
+
+def _window_points(grid: TargetGrid, window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """Grid-CRS coordinates of a lattice covering the window, edges included."""
+    nx = max(2, math.ceil(window.width / _SAMPLE_STEP) + 1)
+    ny = max(2, math.ceil(window.height / _SAMPLE_STEP) + 1)
+    cols = np.linspace(0.0, window.width, nx)
+    rows = np.linspace(0.0, window.height, ny)
+    cc, rr = np.meshgrid(cols, rows)
+    t = grid.window_transform(window)
+    xs = t.c + cc.ravel() * t.a
+    ys = t.f + rr.ravel() * t.e
+    return xs, ys
+
+
+def _rpc_image_coords(
+    rpcs: RPC, lon: np.ndarray, lat: np.ndarray, dem: Path | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ground → image (row, col) through GDAL's RPC transformer, NaN where it fails."""
+    options: dict[str, Any] = {"RPC_DEM": str(dem)} if dem is not None else {}
+    with RPCTransformer(rpcs, **options) as tr:
+        rows, cols = tr.rowcol(lon, lat, op=lambda v: v)
+    return np.asarray(rows, float), np.asarray(cols, float)
+
+
+def _scale(src_dx: np.ndarray, src_dy: np.ndarray) -> tuple[float, float]:
+    """GDAL's XSCALE/YSCALE: destination pixels per source pixel along each grid axis."""
+    return 1.0 / float(np.hypot(*src_dx)), 1.0 / float(np.hypot(*src_dy))
+
+
+def _rpc_scale(rpcs: RPC, grid: TargetGrid) -> tuple[float, float]:
+    """Resampling scale at the RPC centre: fixed per (image, grid), not per window."""
+    x0, y0 = transform_points("EPSG:4326", grid.crs, [rpcs.long_off], [rpcs.lat_off])
+    rx, ry = grid.resolution
+    lon, lat = transform_points(
+        grid.crs, "EPSG:4326", [x0[0], x0[0] + rx, x0[0]], [y0[0], y0[0], y0[0] - ry]
+    )
+    rows, cols = _rpc_image_coords(rpcs, np.asarray(lon), np.asarray(lat), None)
+    return _scale(
+        np.array([cols[1] - cols[0], rows[1] - rows[0]]),
+        np.array([cols[2] - cols[0], rows[2] - rows[0]]),
+    )
+
+
+def _crs_scale(src: rasterio.io.DatasetReader, grid: TargetGrid) -> tuple[float, float]:
+    cx, cy = src.xy(src.height / 2, src.width / 2)
+    gx, gy = transform_points(src.crs, grid.crs, [cx], [cy])
+    rx, ry = grid.resolution
+    xs, ys = transform_points(
+        grid.crs, src.crs, [gx[0], gx[0] + rx, gx[0]], [gy[0], gy[0], gy[0] - ry]
+    )
+    inv = ~src.transform
+    cols, rows = zip(*(inv @ (x, y) for x, y in zip(xs, ys, strict=True)), strict=True)
+    return _scale(
+        np.array([cols[1] - cols[0], rows[1] - rows[0]]),
+        np.array([cols[2] - cols[0], rows[2] - rows[0]]),
+    )
+
+
+@lru_cache(maxsize=32)
+def _lonlat_operation(crs: str) -> str | None:
+    """PROJ pipeline WGS84 lon/lat → ``crs`` in authority axis order, or None if unavailable."""
+    from pyproj import Transformer
+    from pyproj.exceptions import ProjError
+
+    try:
+        text = Transformer.from_crs("EPSG:4326", crs, always_xy=False).to_proj4()
+    except (ProjError, ValueError):
+        return None
+    return text or None
+
+
+def _pad_window(
+    rows: np.ndarray, cols: np.ndarray, margin: int, height: int, width: int
+) -> Window | None:
+    ok = np.isfinite(rows) & np.isfinite(cols)
+    if not ok.any():
+        return None
+    r0 = max(0, math.floor(rows[ok].min()) - margin)
+    c0 = max(0, math.floor(cols[ok].min()) - margin)
+    r1 = min(height, math.ceil(rows[ok].max()) + margin)
+    c1 = min(width, math.ceil(cols[ok].max()) + margin)
+    if r1 <= r0 or c1 <= c0:
+        return None
+    return Window(c0, r0, c1 - c0, r1 - r0)
+
+
+def source_window(
+    src: rasterio.io.DatasetReader,
+    acq: Acquisition,
+    grid: TargetGrid,
+    window: Window,
+    *,
+    margin: int,
+    dem: Path | None = None,
+) -> Window | None:
+    """The region of ``src`` that the grid ``window`` needs, padded by ``margin`` pixels.
+
+    Parameters
+    ----------
+    src
+        The open acquisition file.
+    acq
+        Its acquisition (for the georeferencing kind).
+    grid, window
+        The destination region.
+    margin
+        Source pixels added on every side (resampling kernel plus safety).
+    dem
+        DEM for RPC inputs; the heights shift the image position of every ground point.
+
+    Returns
+    -------
+    Window or None
+        Clipped to the image; None when the destination window misses the image entirely.
+    """
+    xs, ys = _window_points(grid, window)
+    if acq.georef == "rpc":
+        lon, lat = transform_points(grid.crs, "EPSG:4326", xs, ys)
+        rows, cols = _rpc_image_coords(src.rpcs, np.asarray(lon), np.asarray(lat), dem)
+    else:
+        sx, sy = transform_points(grid.crs, src.crs, xs, ys)
+        inv = ~src.transform
+        cols, rows = inv @ (np.asarray(sx), np.asarray(sy))
+    return _pad_window(np.asarray(rows), np.asarray(cols), margin, src.height, src.width)
+
+
+def _shift_rpcs(rpcs: RPC, window: Window) -> RPC:
+    """RPCs of a sub-image: image coordinates are pixels, so offsets simply shift."""
+    fields = rpcs.to_dict()
+    fields["line_off"] = rpcs.line_off - window.row_off
+    fields["samp_off"] = rpcs.samp_off - window.col_off
+    return RPC(**fields)
+
+
+def read_window(
+    acq: Acquisition,
+    grid: TargetGrid,
+    window: Window,
+    *,
+    bands: Sequence[int] | None = None,
+    dem: Path | None = None,
+    resampling: str = "bilinear",
+) -> np.ndarray:
+    """Read one grid window of one acquisition, orthorectified and scaled.
+
+    Parameters
+    ----------
+    acq
+        The acquisition to read.
+    grid
+        The common target grid.
+    window
+        Region of ``grid`` to fill (integer offsets and sizes).
+    bands
+        1-based band indexes (rasterio convention); default all bands in file order.
+    dem
+        Optional DEM (any GDAL raster, heights in metres above the WGS84 ellipsoid, as GDAL's
+        ``RPC_DEM`` expects) for RPC orthorectification; without it the terrain is taken at
+        height 0.
+    resampling
+        A :class:`rasterio.enums.Resampling` name.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 of shape (nbands, window.height, window.width) holding DN / ``acq.max_dn``;
+        NaN where the acquisition has no data (outside its footprint, or source no-data).
+
+    Raises
+    ------
+    ConfigError
+        Unknown resampling method or band index.
+    InputError
+        The file is unreadable, lacks RPCs, or holds DN above ``acq.max_dn`` in the region read.
+    """
+    method = _resampling(resampling)
+    window = Window(
+        *(int(v) for v in (window.col_off, window.row_off, window.width, window.height))
+    )
+    nb = len(acq.bands) if bands is None else len(bands)
+    out = np.full((nb, window.height, window.width), np.nan, dtype=np.float32)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotGeoreferencedWarning)
+            src = rasterio.open(acq.path)
+    except RasterioIOError as exc:
+        raise InputError(
+            f"{acq.path.name}: not readable ({exc}); re-download the product or "
+            "remove it from inputs.paths"
+        ) from None
+    with src:
+        indexes = list(range(1, src.count + 1)) if bands is None else [int(b) for b in bands]
+        bad = [b for b in indexes if not 1 <= b <= src.count]
+        if bad:
+            raise ConfigError(
+                f"bands: index {bad[0]} is outside 1..{src.count} of "
+                f"{acq.path.name}; use 1-based band indexes"
+            )
+        if acq.georef == "rpc" and src.rpcs is None:
+            raise InputError(f"{acq.path.name}: no RPCs (missing .rpb); re-download the product")
+
+        if acq.georef == "rpc":
+            xscale, yscale = _rpc_scale(src.rpcs, grid)
+        else:
+            xscale, yscale = _crs_scale(src, grid)
+        margin = math.ceil(_KERNEL_RADIUS[method] / min(1.0, xscale, yscale)) + _SAFETY_PX
+        src_win = source_window(src, acq, grid, window, margin=margin, dem=dem)
+        if src_win is None:
+            return out
+        data = src.read(indexes, window=src_win)
+
+        # One validity mask for all bands: a pixel is used only where every band has data,
+        # so GDAL's per-band and unified no-data handling cannot disagree.
+        valid = np.ones(data.shape[1:], dtype=bool)
+        if data.dtype.kind == "f":
+            valid &= np.isfinite(data).all(axis=0)
+        if acq.nodata is not None:
+            valid &= (data != acq.nodata).all(axis=0)
+        if not valid.any():
+            return out
+        vmax = float(data[:, valid].max())
+        if vmax > acq.max_dn:
+            raise InputError(
+                f"{acq.path.name}: DN {vmax:g} exceeds max_dn {acq.max_dn:g}; set inputs.max_dn "
+                "to the sensor's real maximum or use inputs.dn_rule: pow2"
+            )
+        scaled = data.astype(np.float32) / np.float32(acq.max_dn)
+        scaled[:, ~valid] = np.nan
+
+        common: dict[str, Any] = {
+            "src_nodata": np.nan,
+            "dst_transform": grid.window_transform(window),
+            "dst_crs": grid.crs,
+            "dst_nodata": np.nan,
+            "resampling": method,
+            "XSCALE": repr(xscale),
+            "YSCALE": repr(yscale),
+        }
+        if acq.georef == "rpc":
+            if dem is not None:
+                common["RPC_DEM"] = str(dem)
+            operation = _lonlat_operation(grid.crs)
+            if operation is not None:
+                common["COORDINATE_OPERATION"] = operation
+            reproject(
+                scaled,
+                out,
+                rpcs=_shift_rpcs(src.rpcs, src_win),
+                src_crs="EPSG:4326",
+                **common,
+            )
+        else:
+            reproject(
+                scaled,
+                out,
+                src_transform=src.transform @ Affine.translation(src_win.col_off, src_win.row_off),
+                src_crs=src.crs,
+                **common,
+            )
+    return out

@@ -1,0 +1,51 @@
+"""Shared small simulated series for the pipeline tests (session-scoped, written once).
+
+``gf4_products`` and ``geotiff_series`` are also meant for end-to-end tests of other modules.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.fixtures import SimulatedProducts, make_geotiff_series, make_gf4_series
+
+
+@pytest.fixture(scope="session")
+def gf4_products(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProducts:
+    """7 GF-4-like PMS product directories, 192² pixels, moving clouds."""
+    return make_gf4_series(tmp_path_factory.mktemp("gf4_products"), n_dates=7, size=192, seed=1)
+
+
+@pytest.fixture(scope="session")
+def geotiff_series(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProducts:
+    """5 georeferenced uint16 GeoTIFFs (EPSG:32650), 128² pixels, moving clouds."""
+    return make_geotiff_series(
+        tmp_path_factory.mktemp("geotiff_series"), n_dates=5, size=128, seed=2
+    )
+
+
+@pytest.fixture(scope="session")
+def gf4_clear(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProducts:
+    """3 cloud-free GF-4-like products, 128² pixels: geometry can be checked exactly."""
+    return make_gf4_series(
+        tmp_path_factory.mktemp("gf4_clear"),
+        n_dates=3,
+        size=128,
+        seed=3,
+        cloud_style="none",
+        shift_px=4.0,
+    )
+
+
+@pytest.fixture(scope="session")
+def gf4_pmi_archives(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProducts:
+    """2 PMI products (PMS + IRS files) as .tar.gz archives, 128² pixels."""
+    return make_gf4_series(
+        tmp_path_factory.mktemp("gf4_pmi"),
+        n_dates=2,
+        size=128,
+        seed=4,
+        sensor="PMI",
+        archive=True,
+        cloud_style="none",
+    )
