@@ -4,6 +4,7 @@ Public API: :func:`decompose` (aATM, ATM, RPCA, non-negative RPCA), :func:`compl
 post-step), the λ rules, and :func:`recovery_error`. Nothing here imports rasterio, zarr or dask.
 """
 
+from cloudcore.complete import cloud_mask, complete
 from cloudcore.lam import LambdaBounds, lambda_bounds, lambda_default, lambda_star
 from cloudcore.metrics import recovery_error
 from cloudcore.result import ConvergenceWarning, Decomposition
@@ -17,6 +18,8 @@ __all__ = [
     "Decomposition",
     "LambdaBounds",
     "__version__",
+    "cloud_mask",
+    "complete",
     "decompose",
     "lambda_bounds",
     "lambda_default",

@@ -1,0 +1,145 @@
+"""Matrix-completion (MC) post-step of the RPCA-based pipelines (paper eq. 2, SPEC-NOTES §2).
+
+Given a decomposition's cloud layer C, the entries judged cloudy form a mask Ω; then
+min ‖B‖_* + α‖S_Ω‖₁ + ‖S_Ω̄‖₁ s.t. D = B + S is solved with the same inexact ALM as RPCA, with λ = 1
+and per-entry weights α on Ω (clouds may go into S cheaply) and 1 elsewhere. B is the result.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import ndimage
+from skimage.morphology import disk
+
+from cloudcore._problem import numba_threads, prepare, spectral_norm, zero_result
+from cloudcore.result import ConvergenceWarning, Decomposition
+from cloudcore.solvers import FLOAT32_TOL_FLOOR, run_alm
+
+__all__ = ["cloud_mask", "complete"]
+
+
+def cloud_mask(
+    C: ArrayLike, image_shape: tuple[int, int], *, gamma: float = 0.8, radius: int = 3
+) -> np.ndarray:
+    """The MC mask of the reference experiments: |C| > γ·std(C), cleaned per date.
+
+    Each date's mask is opened with a disk of ``radius`` (drops specks) and then dilated twice
+    with the same disk (covers cloud edges).
+
+    Parameters
+    ----------
+    C
+        Cloud layer, shape (d, n) with d = h·w (C-order frames); NaN rows are ignored.
+    image_shape
+        (h, w) of one frame.
+    gamma
+        Threshold as a fraction of the standard deviation of C over the whole matrix.
+    radius
+        Disk radius of the morphological clean-up, in pixels.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean (d, n), True where the entry is taken as cloud.
+    """
+    c = np.asarray(C, dtype=np.float64)
+    h, w = image_shape
+    if c.ndim != 2 or c.shape[0] != h * w:
+        raise ValueError(f"C of shape {c.shape} does not hold frames of shape {image_shape}")
+    finite = np.isfinite(c)
+    spread = float(np.std(c[finite])) if finite.any() else 0.0
+    raw = finite & (np.abs(np.where(finite, c, 0.0)) > gamma * spread)
+    footprint = disk(radius)
+    out = np.empty_like(raw)
+    for j in range(c.shape[1]):
+        frame = ndimage.binary_opening(raw[:, j].reshape(h, w), structure=footprint)
+        frame = ndimage.binary_dilation(frame, structure=footprint, iterations=2)
+        out[:, j] = frame.ravel()
+    return out
+
+
+def complete(
+    D: ArrayLike,
+    C: ArrayLike,
+    image_shape: tuple[int, int],
+    *,
+    gamma: float = 0.8,
+    radius: int = 3,
+    alpha: float | None = None,
+    tol: float = 1e-7,
+    max_iter: int = 1000,
+    mask: ArrayLike | None = None,
+    threads: int | None = None,
+) -> Decomposition:
+    """Re-estimate the ground with the cloudy entries down-weighted (the MC step).
+
+    Parameters
+    ----------
+    D
+        The observed matrix (d, n) that was decomposed, values in [0, 1].
+    C
+        The cloud layer of that decomposition (d, n), e.g. ``decompose(D).C``.
+    image_shape
+        (h, w) of one frame; d must equal h·w.
+    gamma, radius
+        Mask rule, see :func:`cloud_mask`.
+    alpha
+        Weight of S on cloudy entries; default 0.1/√d.
+    tol, max_iter, mask, threads
+        As in :func:`cloudcore.decompose`; ``mask`` marks observed entries.
+
+    Returns
+    -------
+    Decomposition
+        ``L`` is the completed ground B, ``C`` the residual S, ``N`` zeros; ``lam`` is α.
+    """
+    problem = prepare(D, mask)
+    d = problem.shape[0]
+    alpha = 0.1 / math.sqrt(d) if alpha is None else float(alpha)
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a positive finite number, got {alpha}")
+    cloudy = cloud_mask(C, image_shape, gamma=gamma, radius=radius)
+    weights = np.where(cloudy, alpha, 1.0)
+    if problem.kept_rows is not None:
+        weights = weights[problem.kept_rows]
+    if problem.transposed:
+        weights = weights.T
+    weights = np.ascontiguousarray(weights, dtype=problem.D.dtype)
+    if problem.D.dtype == np.float32:
+        tol = max(tol, FLOAT32_TOL_FLOOR)
+    norm_two = spectral_norm(problem.D)
+    if norm_two == 0.0:
+        return zero_result(problem, alpha, "mc")
+    with numba_threads(threads):
+        B, S, _, it, res = run_alm(
+            problem,
+            1.0,
+            norm_two,
+            clip_c=False,
+            beta=None,
+            tol=tol,
+            max_iter=max_iter,
+            weights=weights,
+        )
+    converged = res < tol
+    if not converged:
+        warnings.warn(
+            f"MC did not converge in {max_iter} iterations (residual {res:.2e} > tol {tol:.0e})",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    zeros = np.zeros_like(B)
+    return Decomposition(
+        L=problem.expand(B),
+        C=problem.expand(S),
+        N=problem.expand(zeros),
+        iterations=it,
+        converged=converged,
+        residual=res,
+        lam=alpha,
+        method="mc",
+    )
