@@ -1,0 +1,163 @@
+"""The Dask cluster a run uses, and per-stage progress over its futures.
+
+A local cluster runs worker *processes* (the solver holds the GIL in places and numba threads
+are per process); an ``address`` connects to a scheduler someone else runs. Worker processes
+must see the same file paths as the client (a shared file system on real clusters).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed import Client, Future, LocalCluster, as_completed
+from tqdm import tqdm
+
+from pipeline.config import ClusterConfig
+from pipeline.errors import ConfigError
+
+__all__ = ["Task", "connect", "run_tasks", "solver_threads"]
+
+log = logging.getLogger(__name__)
+
+#: How long to wait for an existing scheduler before telling the user the address is wrong.
+CONNECT_TIMEOUT_S = 10
+
+
+def _local_layout(cfg: ClusterConfig) -> tuple[int, int]:
+    """(workers, threads per worker): one single-threaded process per core unless told."""
+    cores = os.cpu_count() or 1
+    threads = cfg.threads_per_worker or 1
+    workers = cfg.n_workers or max(cores // threads, 1)
+    return workers, threads
+
+
+def solver_threads(cfg: ClusterConfig) -> int:
+    """numba threads per solver call: 1 unless set, so workers × threads never oversubscribe."""
+    return cfg.solver_threads or 1
+
+
+def _dashboard_available() -> bool:
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextmanager
+def connect(cfg: ClusterConfig) -> Iterator[Client]:
+    """Start (or connect to) the cluster described by ``cfg`` and yield a client.
+
+    Parameters
+    ----------
+    cfg
+        The ``cluster`` section.
+
+    Yields
+    ------
+    distributed.Client
+        Closed (and a local cluster shut down) on exit.
+
+    Raises
+    ------
+    ConfigError
+        ``cluster.address`` cannot be reached.
+    """
+    dashboard = cfg.dashboard and _dashboard_available()
+    if cfg.dashboard and not dashboard:
+        log.info("dashboard off: it needs bokeh (pip install 'bokeh>=3.1')")
+    if cfg.kind == "address":
+        try:
+            client = Client(cfg.address, timeout=f"{CONNECT_TIMEOUT_S}s")
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(
+                f"cluster.address {cfg.address!r}: no scheduler answered within "
+                f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__}): start it or fix `cluster.address`"
+            ) from None
+        with client:
+            _announce(client, dashboard)
+            yield client
+        return
+    workers, threads = _local_layout(cfg)
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=threads,
+        processes=True,
+        silence_logs=logging.WARNING,
+        dashboard_address=":0",  # a free port: never clash with another cluster on 8787
+    )
+    with cluster, Client(cluster) as client:
+        log.info("local cluster: %d worker processes x %d threads", workers, threads)
+        _announce(client, dashboard)
+        yield client
+
+
+def _announce(client: Client, dashboard: bool) -> None:
+    if dashboard:
+        print(f"Dask dashboard: {client.dashboard_link}", flush=True)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work: ``key`` names the Dask task (a tile id or similar)."""
+
+    key: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def run_tasks(
+    client: Client, tasks: Iterable[Task], *, stage: str
+) -> tuple[dict[str, Any], dict[str, BaseException]]:
+    """Run independent tasks, one Dask task each, showing a progress bar.
+
+    Parameters
+    ----------
+    client
+        The cluster client.
+    tasks
+        Tasks with unique keys.
+    stage
+        Name shown on the progress bar and in the log.
+
+    Returns
+    -------
+    results, failures
+        Results by key for tasks that succeeded and the exception by key for the others; a failed
+        task never stops the others.
+    """
+    started = time.perf_counter()
+    futures: dict[Future, str] = {}
+    for task in tasks:
+        futures[
+            client.submit(task.fn, *task.args, key=f"{stage}-{task.key}", pure=False, **task.kwargs)
+        ] = task.key
+    results: dict[str, Any] = {}
+    failures: dict[str, BaseException] = {}
+    # tqdm disables itself when stderr is not a terminal (CI logs stay clean).
+    with tqdm(total=len(futures), desc=stage, unit="tile", disable=None) as bar:
+        for future in as_completed(futures):
+            key = futures[future]
+            if future.status == "error":
+                exc = future.exception()
+                failures[key] = exc
+                log.error("%s %s failed: %s", stage, key, exc)
+            else:
+                results[key] = future.result()
+            future.release()
+            bar.update()
+    log.info(
+        "%s: %d done, %d failed in %.1f s",
+        stage,
+        len(results),
+        len(failures),
+        time.perf_counter() - started,
+    )
+    return results, failures

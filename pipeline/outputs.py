@@ -1,0 +1,356 @@
+"""Everything a run writes: the output layout, Zarr templates, completion markers, final products.
+
+Layout of ``output.path``::
+
+    cube.zarr/            clear, cloud, haze (time, band, y, x) float32 + CRS; group diagnostics/
+    diagnostics.csv       one row per (band, tile): iterations, converged, residual, λ, seconds
+    cog/YYYYMMDD_<band>.tif   Cloud-Optimised GeoTIFF of the clear ground per date and band
+    quicklooks/YYYYMMDD.png   before | after per date
+    work/                 input.zarr, parts/ (per-tile solver output), done/ (markers); resumable
+
+Final products are written under a temporary name and renamed into place, so a crash never
+leaves a truncated file under a published name. Open the cube with
+``xarray.open_zarr(path, consolidated=False)``: Zarr v3 has no consolidated metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+__all__ = [
+    "COMPONENTS",
+    "Layout",
+    "create_store",
+    "publish_dir",
+    "read_markers",
+    "write_cogs",
+    "write_diagnostics",
+    "write_marker",
+    "write_quicklook",
+]
+
+#: Solver outputs in the order they are stacked in per-tile parts: clipped ground, cloud, haze.
+COMPONENTS = ("clear", "cloud", "haze")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths of everything under one output directory."""
+
+    root: Path
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def input_store(self) -> Path:
+        return self.work / "input.zarr"
+
+    @property
+    def parts(self) -> Path:
+        return self.work / "parts"
+
+    @property
+    def done(self) -> Path:
+        return self.work / "done"
+
+    @property
+    def products(self) -> Path:
+        return self.work / "products"
+
+    @property
+    def extract(self) -> Path:
+        return self.work / "extract"
+
+    @property
+    def cube(self) -> Path:
+        return self.root / "cube.zarr"
+
+    @property
+    def cube_partial(self) -> Path:
+        return self.root / "cube.zarr.partial"
+
+    @property
+    def cog_dir(self) -> Path:
+        return self.root / "cog"
+
+    @property
+    def quicklook_dir(self) -> Path:
+        return self.root / "quicklooks"
+
+    @property
+    def diagnostics_csv(self) -> Path:
+        return self.root / "diagnostics.csv"
+
+    def part(self, tile_id: str) -> Path:
+        """Per-tile solver output (clear, cloud, haze over the tile's halo)."""
+        return self.parts / f"{tile_id}.zarr"
+
+    def marker(self, tile_id: str) -> Path:
+        """Completion marker of one tile's work, written only after its data."""
+        return self.done / f"{tile_id}.json"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file, or all of the new one."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_marker(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a JSON completion marker atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, json.dumps(dict(record), sort_keys=True, default=str).encode())
+
+
+def read_markers(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The records of the markers that exist among ``paths``."""
+    records = []
+    for path in paths:
+        if path.exists():
+            records.append(json.loads(path.read_text()))
+    return records
+
+
+def _naive_utc(times: Sequence[datetime]) -> np.ndarray:
+    stamps = [pd.Timestamp(t) for t in times]
+    stamps = [s.tz_convert("UTC").tz_localize(None) if s.tzinfo else s for s in stamps]
+    return np.array(stamps, dtype="datetime64[ns]")
+
+
+def create_store(
+    path: Path,
+    grid: Any,
+    *,
+    times: Sequence[datetime],
+    bands: Sequence[str],
+    variables: Sequence[str],
+    tile_size: int,
+    attrs: Mapping[str, Any],
+) -> None:
+    """Create an empty (time, band, y, x) float32 Zarr store from a template; no data is written.
+
+    Chunks are (all dates, 1 band, tile_size, tile_size): the core of one tile in one band, so
+    each chunk has exactly one writer. Coordinates are the pixel centres of ``grid`` and the CRS
+    and transform are stored the rioxarray way, so ``.rio.crs``/``.rio.transform()`` work.
+
+    Parameters
+    ----------
+    path
+        Store to (re)create; anything there is replaced.
+    grid
+        The target grid (``pipeline.grid.TargetGrid``).
+    times, bands
+        Coordinate labels.
+    variables
+        Names of the data variables.
+    tile_size
+        Spatial chunk size.
+    attrs
+        Dataset attributes (JSON-serialisable).
+    """
+    import dask.array as da
+    import rioxarray  # noqa: F401  (registers the .rio accessor)
+
+    shape = (len(times), len(bands), grid.height, grid.width)
+    chunks = (len(times), 1, tile_size, tile_size)
+    y, x = grid.coords()
+    data_vars = {
+        name: (("time", "band", "y", "x"), da.empty(shape, dtype=np.float32, chunks=chunks))
+        for name in variables
+    }
+    coords = {
+        "time": _naive_utc(times),
+        "band": np.array(list(bands), dtype=object),  # vlen strings: specified in Zarr v3
+        "y": np.asarray(y, dtype=np.float64),
+        "x": np.asarray(x, dtype=np.float64),
+    }
+    ds = xr.Dataset(data_vars, coords=coords, attrs=dict(attrs))
+    ds = ds.rio.write_crs(grid.crs).rio.write_transform(grid.transform)
+    for name in variables:
+        # Update, not replace: write_crs put grid_mapping into the encoding. Listing spatial_ref
+        # as a coordinate makes a plain ``xarray.open_zarr`` give ``.rio.crs`` back.
+        ds[name].encoding.update(chunks=chunks, fill_value=np.nan, coordinates="spatial_ref")
+    if path.exists():
+        shutil.rmtree(path)
+    ds.to_zarr(path, mode="w", compute=False, consolidated=False, zarr_format=3)
+
+
+def publish_dir(partial: Path, final: Path) -> None:
+    """Move a finished directory into place, replacing the previous one only once it is complete."""
+    old = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(partial, final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def write_diagnostics(records: Sequence[Mapping[str, Any]], csv_path: Path, cube: Path) -> None:
+    """Write the per-tile diagnostics as CSV and as the ``diagnostics`` group of the cube."""
+    columns = ["tile_id", "band", "row", "col", "iterations", "converged", "residual", "lam"]
+    columns += ["seconds", "d", "n", "method"]
+    table = pd.DataFrame(list(records), columns=columns).sort_values(["band", "row", "col"])
+    table = table.reset_index(drop=True)
+    _atomic_write(csv_path, table.to_csv(index=False).encode())
+    ds = xr.Dataset({c: ("tile", table[c].to_numpy()) for c in columns if c != "tile_id"})
+    ds = ds.assign_coords(tile_id=("tile", table["tile_id"].to_numpy(dtype=object)))
+    for name in ("band", "method"):
+        ds[name] = ds[name].astype(object)
+    ds.to_zarr(cube, group="diagnostics", mode="w", consolidated=False, zarr_format=3)
+
+
+def write_cogs(
+    cube: Path,
+    dsts: Sequence[Path],
+    *,
+    band_index: int,
+    grid: Any,
+    dtype: str,
+    max_dn: float,
+    block: int,
+) -> list[str]:
+    """Write the clear ground of one band as one Cloud-Optimised GeoTIFF per date.
+
+    ``uint16`` stores ``round(clear · max_dn)`` with 0 reserved as nodata (a clear value that
+    would round to 0 is stored as 1); ``float32`` stores the [0, 1] value with NaN as nodata.
+    The band is read once, in blocks of ``block`` rows (all dates at a time, as the cube is
+    chunked), into temporary tiled GeoTIFFs that GDAL's COG driver converts; each COG is then
+    renamed into place.
+
+    Parameters
+    ----------
+    cube
+        The cube store holding ``clear``.
+    dsts
+        One destination per date, in the cube's time order.
+    band_index
+        Band to write.
+    grid
+        The target grid (CRS, transform, size).
+    dtype
+        ``"uint16"`` or ``"float32"``.
+    max_dn
+        DN of 1.0 for ``uint16``.
+    block
+        Rows read at a time (the cube's chunk height).
+
+    Returns
+    -------
+    list of str
+        The paths written.
+    """
+    import rasterio
+    import rasterio.shutil
+    import zarr
+
+    src = zarr.open_array(store=str(cube), path="clear", mode="r")
+    nodata: float = 0 if dtype == "uint16" else float("nan")
+    profile = {
+        "driver": "GTiff",
+        "width": grid.width,
+        "height": grid.height,
+        "count": 1,
+        "dtype": dtype,
+        "crs": grid.crs,
+        "transform": grid.transform,
+        "nodata": nodata,
+        "tiled": True,
+        "blockxsize": 256,
+        "blockysize": 256,
+    }
+    tag = uuid.uuid4().hex[:8]
+    scratch = [d.with_name(f".{d.stem}.{tag}.scratch.tif") for d in dsts]
+    partial = [d.with_name(f".{d.stem}.{tag}.partial.tif") for d in dsts]
+    for d in dsts:
+        d.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        outs = [rasterio.open(p, "w", **profile) for p in scratch]
+        try:
+            for r0 in range(0, grid.height, block):
+                r1 = min(r0 + block, grid.height)
+                clear = np.asarray(src[:, band_index, r0:r1, :])  # (time, rows, width)
+                for out, frame in zip(outs, clear, strict=True):
+                    out.write(_encode(frame, dtype, max_dn), 1, window=((r0, r1), (0, grid.width)))
+        finally:
+            for out in outs:
+                out.close()
+        for s_path, p_path, dst in zip(scratch, partial, dsts, strict=True):
+            rasterio.shutil.copy(
+                s_path, p_path, driver="COG", compress="DEFLATE", predictor=2, blocksize=512
+            )
+            os.replace(p_path, dst)
+    finally:
+        for leftover in (*scratch, *partial):
+            leftover.unlink(missing_ok=True)
+    return [str(d) for d in dsts]
+
+
+def _encode(clear: np.ndarray, dtype: str, max_dn: float) -> np.ndarray:
+    if dtype == "float32":
+        return clear.astype(np.float32)
+    dn = np.rint(np.clip(clear, 0.0, 1.0) * max_dn)
+    dn = np.clip(dn, 1, 65535)  # 0 is nodata
+    return np.where(np.isfinite(clear), dn, 0).astype(np.uint16)
+
+
+def write_quicklook(
+    input_store: Path,
+    cube: Path,
+    dst: Path,
+    *,
+    time_index: int,
+    bands: Sequence[int],
+    size: int = 1024,
+) -> str:
+    """Write a PNG with the observed (left) and the clear (right) image of one date.
+
+    ``bands`` are one (grey) or three (RGB) band indices. Both halves share one 2–98 % stretch
+    taken from the clear image, so haze and cloud show as brightening.
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    import matplotlib.image
+    import zarr
+
+    before = zarr.open_array(store=str(input_store), path="observed", mode="r")
+    after = zarr.open_array(store=str(cube), path="clear", mode="r")
+    height, width = after.shape[-2:]
+    step = max(1, -(-max(height, width) // size))
+    every = slice(None, None, step)
+    # Strided reads keep memory at the quicklook's size even for 10k-pixel scenes.
+    left = np.stack([np.asarray(before[time_index, b, every, every]) for b in bands], axis=-1)
+    right = np.stack([np.asarray(after[time_index, b, every, every]) for b in bands], axis=-1)
+    finite = right[np.isfinite(right)]
+    lo, hi = np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)
+    scale = max(hi - lo, 1e-6)
+    gap = np.ones((left.shape[0], max(left.shape[1] // 50, 2), left.shape[2]))
+    image = np.concatenate([left, gap * hi, right], axis=1)
+    image = np.nan_to_num(np.clip((image - lo) / scale, 0, 1), nan=0.0)
+    if image.shape[-1] == 1:
+        image = np.repeat(image, 3, axis=-1)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    partial = dst.with_name(f".{dst.stem}.{uuid.uuid4().hex[:8]}.png")
+    matplotlib.image.imsave(partial, image)
+    os.replace(partial, dst)
+    return str(dst)

@@ -1,0 +1,148 @@
+"""Stage 2: one decomposition per (band, tile), solved on the tile's halo.
+
+Each task reads the halo of all dates from ``input.zarr``, solves D = L + C + N with
+:func:`cloudcore.decompose` and writes the halo-shaped clear/cloud/haze stack to its *own* Zarr
+array under ``work/parts/`` (halos overlap, so they must never share a chunk of one store). The
+completion marker, holding the solver diagnostics, is written only after the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipeline.config import SolverConfig
+from pipeline.errors import TileError
+from pipeline.outputs import COMPONENTS, Layout, write_marker
+from pipeline.tiling import Tile
+
+__all__ = ["SolveJob", "resolve_lambda", "solve_tile"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SolveJob:
+    """The decomposition of one band of one tile."""
+
+    tile: Tile
+    band_index: int
+    band: str
+    tile_id: str
+    layout: Layout
+    solver: SolverConfig
+    threads: int
+
+
+def resolve_lambda(rule: str | float, d: int, n: int) -> float:
+    """λ for a d × n tile matrix: ``"auto"`` = 1/√d, ``"star"`` = λ̂*(d, n), or the number given.
+
+    d is the number of pixels of the matrix actually solved (the halo), not of the scene
+    (SPEC-NOTES §3).
+    """
+    import cloudcore
+
+    if rule == "auto":
+        return float(cloudcore.lambda_default(d))
+    if rule == "star":
+        return float(cloudcore.lambda_star(d, n))
+    return float(rule)
+
+
+def solve_tile(job: SolveJob) -> dict[str, Any]:
+    """Solve one (band, tile) and write its part and completion marker.
+
+    Runs on a worker.
+
+    Returns
+    -------
+    dict
+        The diagnostics written to the marker.
+
+    Raises
+    ------
+    TileError
+        The solver rejected the tile (e.g. fewer than 2 observed dates) or I/O failed.
+    """
+    import zarr
+
+    import cloudcore
+
+    halo = job.tile.halo
+    rows, cols = halo.slices
+    try:
+        source = zarr.open_array(store=str(job.layout.input_store), path="observed", mode="r")
+        stack = np.asarray(source[:, job.band_index, rows, cols])  # (n, h, w)
+    except Exception as exc:
+        raise TileError(job.tile_id, f"reading input.zarr: {type(exc).__name__}: {exc}") from exc
+    n = stack.shape[0]
+    d = halo.height * halo.width
+    # Row = pixel (C order over the halo), column = date.
+    D = np.ascontiguousarray(stack.reshape(n, d).T, dtype=job.solver.dtype)
+    mask = np.isfinite(D)
+    lam = resolve_lambda(job.solver.lam, d, n)
+    record: dict[str, Any] = {
+        "tile_id": job.tile_id,
+        "band": job.band,
+        "row": job.tile.row,
+        "col": job.tile.col,
+        "d": d,
+        "n": n,
+        "method": job.solver.method,
+        "lam": lam,
+    }
+    started = time.perf_counter()
+    if not mask.any():
+        # Outside every footprint: nothing to solve, the part stays NaN.
+        parts = np.full((len(COMPONENTS), n, halo.height, halo.width), np.nan, np.float32)
+        record.update(iterations=0, converged=True, residual=0.0)
+    else:
+        try:
+            with warnings.catch_warnings():
+                # Non-convergence is recorded per tile in the diagnostics instead.
+                warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
+                result = cloudcore.decompose(
+                    D,
+                    job.solver.method,
+                    lam=lam,
+                    beta=job.solver.beta,
+                    tol=job.solver.tol,
+                    max_iter=job.solver.max_iter,
+                    mask=None if mask.all() else mask,
+                    threads=job.threads,
+                )
+        except ValueError as exc:
+            raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
+        # The returned ground is clipped to [0, 1]: always safe for the user (SPEC-NOTES §2).
+        clear = np.clip(result.L, 0.0, 1.0)
+        parts = np.stack([clear, result.C, result.N]).astype(np.float32)  # (3, d, n)
+        parts = parts.transpose(0, 2, 1).reshape(len(COMPONENTS), n, halo.height, halo.width)
+        record.update(
+            iterations=int(result.iterations),
+            converged=bool(result.converged),
+            residual=float(result.residual),
+        )
+        if not result.converged:
+            log.warning(
+                "tile %s: no convergence after %d iterations", job.tile_id, result.iterations
+            )
+    record["seconds"] = round(time.perf_counter() - started, 4)
+    try:
+        out = zarr.create_array(
+            store=str(job.layout.part(job.tile_id)),
+            shape=parts.shape,
+            chunks=parts.shape,
+            dtype="float32",
+            fill_value=np.nan,
+            overwrite=True,
+        )
+        out[...] = parts
+    except Exception as exc:
+        raise TileError(job.tile_id, f"writing its part: {type(exc).__name__}: {exc}") from exc
+    write_marker(job.layout.marker(job.tile_id), record)
+    return record

@@ -1,0 +1,136 @@
+"""Stage 1: warp every acquisition onto the target grid into ``work/input.zarr``.
+
+The store is created from a template first; then one task per spatial tile reads its core window
+of every date (all bands) and writes exactly the chunks of that core, which no other task
+touches. Later stages read halos across chunk borders, which is safe once staging is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import TileError
+from pipeline.outputs import Layout, create_store, write_marker
+from pipeline.tiling import Tile, TileGrid
+
+__all__ = ["StageJob", "prepare_input_store", "stage_tile"]
+
+log = logging.getLogger(__name__)
+
+#: Attribute of input.zarr holding the identity of what it was staged from.
+TOKEN_ATTR = "cloudremoval_stage_token"
+
+
+def prepare_input_store(
+    layout: Layout,
+    grid: Any,
+    tiles: TileGrid,
+    acquisitions: Sequence[Any],
+    *,
+    token: str,
+) -> bool:
+    """Create ``work/input.zarr`` unless one staged from the same inputs and grid exists.
+
+    Parameters
+    ----------
+    layout
+        Output layout.
+    grid
+        The target grid.
+    tiles
+        The tiling (its tile size is the chunk size).
+    acquisitions
+        The series, in time order.
+    token
+        Identity of inputs, grid, tiling and code version; a store with another token is
+        replaced, and with it every staging marker (they describe the old store's chunks).
+
+    Returns
+    -------
+    bool
+        True when a fresh store was created.
+    """
+    import zarr
+
+    store = layout.input_store
+    if store.exists():
+        try:
+            if zarr.open_group(store=str(store), mode="r").attrs.get(TOKEN_ATTR) == token:
+                return False
+        except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
+            pass  # unreadable leftovers: recreate below
+    for marker in layout.done.glob("all-*.json") if layout.done.exists() else ():
+        marker.unlink()
+    create_store(
+        store,
+        grid,
+        times=[a.time for a in acquisitions],
+        bands=acquisitions[0].bands,
+        variables=["observed"],
+        tile_size=tiles.tile_size,
+        attrs={
+            TOKEN_ATTR: token,
+            "acquisitions": [a.id for a in acquisitions],
+            "max_dn": [float(a.max_dn) for a in acquisitions],
+        },
+    )
+    return True
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """Staging of one spatial tile: all dates and bands of its core window."""
+
+    tile: Tile
+    tile_id: str
+    acquisitions: tuple[Any, ...]
+    grid: Any
+    layout: Layout
+
+
+def stage_tile(job: StageJob) -> dict[str, Any]:
+    """Read the core window of every acquisition and write it into ``input.zarr``.
+
+    Runs on a worker. Writes the completion marker after the data.
+
+    Raises
+    ------
+    TileError
+        Reading or writing failed; the message names the acquisition.
+    """
+    import zarr
+
+    from pipeline.warp import read_window
+
+    core = job.tile.core
+    frames = []
+    for acq in job.acquisitions:
+        try:
+            frame = read_window(acq, job.grid, core.to_rasterio())
+        except Exception as exc:
+            raise TileError(job.tile_id, f"reading {acq.id}: {type(exc).__name__}: {exc}") from exc
+        frames.append(np.asarray(frame, dtype=np.float32))
+    cube = np.stack(frames)  # (time, band, h, w)
+    try:
+        target = zarr.open_array(store=str(job.layout.input_store), path="observed", mode="r+")
+        rows, cols = core.slices
+        target[:, :, rows, cols] = cube
+    except Exception as exc:
+        raise TileError(job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}") from exc
+    record = {"tile_id": job.tile_id, "row": job.tile.row, "col": job.tile.col}
+    record["valid_fraction"] = float(np.isfinite(cube).mean())
+    write_marker(job.layout.marker(job.tile_id), record)
+    return record
+
+
+def clear_work(layout: Layout) -> None:
+    """Remove everything a previous run left under ``work/`` except simulated/extracted inputs."""
+    for path in (layout.input_store, layout.parts, layout.done):
+        if path.exists():
+            shutil.rmtree(path)

@@ -1,0 +1,102 @@
+"""Configuration: validated at the door, one-line errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import Config, load_config, parse_config
+from pipeline.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+MINIMAL = {"inputs": {"kind": "simulated"}, "output": {"path": "out"}}
+
+
+def _with(section: str, values: dict) -> dict:
+    return {**MINIMAL, section: {**MINIMAL.get(section, {}), **values}}
+
+
+def test_defaults() -> None:
+    cfg = parse_config(MINIMAL)
+    assert cfg.tiling.tile_size == 512 and cfg.tiling.overlap == 32
+    assert cfg.solver.method == "aatm" and cfg.solver.lam == "auto" and cfg.solver.beta == 1.0
+    assert cfg.solver.tol == 1e-7 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
+    assert cfg.cluster.kind == "local" and cfg.cluster.solver_threads is None
+    assert cfg.output.cog_dtype == "uint16" and cfg.output.quicklooks is True
+    assert cfg.grid.crs is None and cfg.inputs.sensor == "PMS" and cfg.inputs.dn_rule == "sensor"
+
+
+def test_frozen() -> None:
+    cfg = parse_config(MINIMAL)
+    with pytest.raises(ValueError, match="frozen"):
+        cfg.tiling.tile_size = 3
+
+
+def test_unknown_key_suggests_nearest() -> None:
+    with pytest.raises(
+        ConfigError, match=r"unknown key `tiling.tile_sise`: did you mean `tiling.tile_size`\?"
+    ):
+        parse_config(_with("tiling", {"tile_sise": 256}))
+
+
+def test_unknown_section_suggests_nearest() -> None:
+    with pytest.raises(ConfigError, match=r"`solvr`: did you mean `solver`"):
+        parse_config({**MINIMAL, "solvr": {}})
+
+
+def test_wrong_type_names_key_got_and_expected() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(_with("tiling", {"tile_size": "big"}))
+    message = str(info.value)
+    assert "`tiling.tile_size`" in message and "'big'" in message and "integer" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "fragment"),
+    [
+        ("solver", {"lam": "huge"}, "`solver.lam`: got 'huge', expected 'auto', 'star'"),
+        ("solver", {"lam": -1}, "`solver.lam`"),
+        ("solver", {"method": "pca"}, "`solver.method`: got 'pca', expected 'aatm'"),
+        ("cluster", {"kind": "address"}, "cluster.address"),
+        ("tiling", {"tile_size": 64, "overlap": 40}, "tiling.overlap"),
+        ("grid", {"bounds": [0, 1]}, "`grid.bounds`"),
+    ],
+)
+def test_invalid_values(section: str, values: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace("?", r"\?")):
+        parse_config(_with(section, values))
+
+
+def test_lam_rules_and_numbers() -> None:
+    assert parse_config(_with("solver", {"lam": "star"})).solver.lam == "star"
+    assert parse_config(_with("solver", {"lam": 0.002})).solver.lam == 0.002
+
+
+def test_paths_required_for_real_inputs() -> None:
+    with pytest.raises(ConfigError, match=r"inputs\.paths"):
+        parse_config({"inputs": {"kind": "gf4"}, "output": {"path": "o"}})
+    cfg = parse_config({"inputs": {"kind": "gf4", "paths": "x/*.tar.gz"}, "output": {"path": "o"}})
+    assert cfg.inputs.paths == ("x/*.tar.gz",)
+
+
+def test_load_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("inputs: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_config(bad)
+
+
+@pytest.mark.parametrize("name", ["demo.yaml", "gf4-example.yaml", "geotiff-example.yaml"])
+def test_shipped_configs_are_valid(name: str) -> None:
+    assert isinstance(load_config(CONFIGS / name), Config)
+
+
+def test_resolved_config_round_trips() -> None:
+    cfg = parse_config(_with("solver", {"lam": 0.001}))
+    import yaml
+
+    assert parse_config(yaml.safe_load(cfg.to_yaml())) == cfg
