@@ -108,8 +108,10 @@ class GridConfig(_Section):
 class TilingConfig(_Section):
     """Tile size and halo overlap in target-grid pixels (``tiling``)."""
 
-    tile_size: int = Field(default=512, ge=16)
-    overlap: int = Field(default=32, ge=0)
+    # 1024² tiles (~100 per GF-4 PMS band) with a 128 px halo: tiles much larger than clouds keep
+    # the per-tile fits close to a whole-scene fit (README "Tiling and seams" has the figures).
+    tile_size: int = Field(default=1024, ge=16)
+    overlap: int = Field(default=128, ge=0)
 
     @model_validator(mode="after")
     def _overlap_fits(self) -> TilingConfig:
@@ -127,7 +129,9 @@ class SolverConfig(_Section):
     """Decomposition settings passed to :func:`cloudcore.decompose` (``solver``)."""
 
     method: Literal["aatm", "rpca", "nnrpca", "atm"] = "aatm"
-    lam: Literal["auto", "star"] | float = "auto"
+    # λ̂* (the paper's fitted best λ, per tile) by default: measured r 0.065 vs 0.104 for 1/√d on
+    # the paper's simulation, and far less sensitive to the tile size (README "Choosing λ").
+    lam: Literal["auto", "star"] | float = "star"
     beta: float = Field(default=1.0, gt=0)
     tol: float = Field(default=1e-7, gt=0)
     max_iter: int = Field(default=1000, ge=1)

@@ -21,7 +21,8 @@ from pipeline.grid import derive_grid
 from pipeline.run import RunSummary, run
 from pipeline.sources import discover_gf4
 
-TILE, OVERLAP = 128, 32
+# The issue's seam check: 256 px tiles with a 128 px halo against one whole-scene tile.
+TILE, OVERLAP = 256, 128
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +36,9 @@ def scheduler() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def reference_products(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProducts:
-    """7 GF-4-like dates with the paper's independent per-date clouds, 192² pixels."""
+    """7 GF-4-like dates with the paper's independent per-date clouds, 512² pixels."""
     return make_gf4_series(
-        tmp_path_factory.mktemp("ref"), n_dates=7, size=192, seed=5, cloud_style="reference"
+        tmp_path_factory.mktemp("ref"), n_dates=7, size=512, seed=5, cloud_style="reference"
     )
 
 
@@ -74,7 +75,7 @@ def whole(
         out,
         reference_products.paths,
         {"kind": "address", "address": scheduler},
-        tile_size=512,
+        tile_size=1024,
         overlap=0,
     )
     summary = run(cfg)
@@ -160,12 +161,17 @@ def test_outputs_are_on_the_target_grid(
 def test_tile_size_barely_changes_the_mosaic(
     tiled: tuple[Path, RunSummary], whole: Path, reference_products: SimulatedProducts
 ) -> None:
-    # Measured: r 0.101 (tiles of 128 + 32 on a 205 px grid) vs 0.090 (one tile). aATM fits one
-    # model per tile with λ = 1/√d of the tile (SPEC-NOTES §3), and the simulated clouds scale
-    # with the scene, so tiles half the scene's size cost ~12 %: the 3 % aim is not met here.
+    # aATM fits one model per tile (λ̂* of the tile's own d), so the mosaic depends on the tiling.
+    # Measured here: r 0.0955 tiled vs 0.1060 whole — tiles adapt locally and come out *better*;
+    # the check is that tiling never costs more than 3 % of r, and that the two mosaics agree.
     r_tiled, _ = _errors(tiled[0], reference_products.truth_path)
     r_whole, _ = _errors(whole, reference_products.truth_path)
-    assert abs(r_tiled - r_whole) < 0.15 * r_whole, (r_tiled, r_whole)
+    assert r_tiled < 1.03 * r_whole, (r_tiled, r_whole)
+    tiles, one = _open(tiled[0])[0].clear.values, _open(whole)[0].clear.values
+    both = np.isfinite(tiles) & np.isfinite(one)
+    gap = np.linalg.norm((tiles - one)[both]) / np.linalg.norm(one[both])
+    print(f"r tiled {r_tiled:.4f}, r whole {r_whole:.4f}, mosaics differ by {gap:.4f}")
+    assert gap < 0.05, gap
 
 
 def _border_to_interior_jump(clear: np.ndarray, axis: int) -> float:
