@@ -64,6 +64,7 @@ class RunSummary:
     seconds: float
     failures: tuple[TileFailure, ...] = ()
     products: tuple[str, ...] = field(default=())
+    phase_seconds: tuple[tuple[str, float], ...] = ()  # (phase, wall seconds), in run order
 
     @property
     def ok(self) -> bool:
@@ -77,6 +78,8 @@ class RunSummary:
             f"(skipped {self.stage_skipped}), solved {self.solved} (skipped {self.solve_skipped}), "
             f"blended {self.blended}; {self.seconds:.1f} s",
         ]
+        if self.phase_seconds:
+            lines.append("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds))
         lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
         return "\n".join(lines)
 
@@ -247,8 +250,17 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
     stage_ids = ids(None, scene)
     solve_ids = {b: ids(b, solve_settings) for b in bands}
     failures: list[TileFailure] = []
+    phases: list[tuple[str, float]] = []
+    mark = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases.append((name, now - mark))
+        mark = now
 
     with connect(config.cluster) as client:
+        lap("setup")
         # 1. Stage.
         prepare_input_store(
             layout,
@@ -274,6 +286,7 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         ]
         staged, failed = run_tasks(client, stage_jobs, stage="stage")
         failures += _failures("stage", failed)
+        lap("stage")
         unstaged = {key for key in failed}
 
         # 2. Solve (skip tiles whose marker and part exist, and tiles that could not be staged).
@@ -290,6 +303,7 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
                     solve_jobs.append(Task(sid, solve_tile, (job,)))
         solved, failed = run_tasks(client, solve_jobs, stage="solve")
         failures += _failures("solve", failed)
+        lap("solve")
 
         # 3. Blend into a cube built under a temporary name.
         cube_tmp = layout.cube_partial
@@ -317,8 +331,26 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         blended, failed = run_tasks(client, blend_jobs, stage="blend")
         failures += _failures("blend", failed)
 
+        lap("blend")
         records = read_markers(layout.marker(sid) for b in bands for sid in solve_ids[b].values())
         write_diagnostics(records, layout.diagnostics_csv, cube_tmp)
+        if failures:
+            # A cube with holes must never look like a result: keep it under its temporary name,
+            # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
+            return _summary(
+                layout,
+                tiles,
+                bands,
+                staged,
+                todo,
+                solved,
+                solve_skipped,
+                blended,
+                started,
+                failures,
+                {},
+                phases,
+            )
         publish_dir(cube_tmp, layout.cube)
 
         # 4. Per-date products from the published cube.
@@ -349,7 +381,38 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
                 )
         written, failed = run_tasks(client, product_jobs, stage="products")
         failures += _failures("products", failed)
+        lap("products")
 
+    return _summary(
+        layout,
+        tiles,
+        bands,
+        staged,
+        todo,
+        solved,
+        solve_skipped,
+        blended,
+        started,
+        failures,
+        written,
+        phases,
+    )
+
+
+def _summary(
+    layout: Layout,
+    tiles: TileGrid,
+    bands: tuple[str, ...],
+    staged: dict[str, Any],
+    todo: list[Any],
+    solved: dict[str, Any],
+    solve_skipped: int,
+    blended: dict[str, Any],
+    started: float,
+    failures: list[TileFailure],
+    written: dict[str, Any],
+    phases: list[tuple[str, float]],
+) -> RunSummary:
     summary = RunSummary(
         output=layout.root,
         tiles=len(tiles),
@@ -362,6 +425,7 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         seconds=time.perf_counter() - started,
         failures=tuple(failures),
         products=tuple(sorted(_flatten(written.values()))),
+        phase_seconds=tuple(phases),
     )
     log.info("%s", summary.describe())
     return summary

@@ -83,7 +83,9 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
     n = stack.shape[0]
     d = halo.height * halo.width
     # Row = pixel (C order over the halo), column = date.
-    D = np.ascontiguousarray(stack.reshape(n, d).T, dtype=job.solver.dtype)
+    # A transposed view of the C-ordered (n, d) stack: decompose works dates × pixels internally,
+    # so this avoids two transposing copies.
+    D = stack.reshape(n, d).astype(job.solver.dtype, copy=False).T
     mask = np.isfinite(D)
     lam = resolve_lambda(job.solver.lam, d, n)
     record: dict[str, Any] = {
