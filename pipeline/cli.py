@@ -1,8 +1,12 @@
-"""Command line: ``python -m pipeline run CONFIG`` and ``python -m pipeline simulate OUT_DIR``.
+"""Command line of the pipeline.
+
+``python -m pipeline run CONFIG`` (the main job), ``batch ARCHIVE_CONFIG`` (reprocess an archive),
+``experiment CONFIG`` (the paper's simulation trials), ``simulate OUT_DIR`` (GF-4-like test data).
 
 Exit codes: 0 success; 1 internal error (traceback with ``--debug``); 2 a :class:`PipelineError`
 the user can fix (bad configuration or input, unreachable cluster), printed as one line
-``error: …``; 3 the run finished but some tiles failed (listed on stderr; rerun to retry them).
+``error: …``; 3 the run finished but some tiles (``batch``: some series) failed (listed on
+stderr; rerun to retry them).
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the pipeline described by a YAML configuration")
     run.add_argument("config", type=Path, help="YAML configuration (see configs/)")
     run.add_argument("--overwrite", action="store_true", help="redo all tiles, ignore markers")
+
+    from pipeline.batch import add_batch_parser
+    from pipeline.experiment import add_experiment_parser
+
+    add_batch_parser(sub)
+    add_experiment_parser(sub)
 
     sim = sub.add_parser("simulate", help="write a simulated GF-4-like product series")
     sim.add_argument("out_dir", type=Path)
@@ -104,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 success, 1 internal error, 2 user-fixable error, 3 some tiles failed.
+        0 success, 1 internal error, 2 user-fixable error, 3 some tiles (or series) failed.
     """
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -113,6 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _quiet_distributed()
     try:
+        if args.command == "batch":
+            from pipeline.batch import run_batch_command
+
+            return int(run_batch_command(args))
+        if args.command == "experiment":
+            from pipeline.experiment import run_experiment_command
+
+            return int(run_experiment_command(args))
         return _run(args) if args.command == "run" else _simulate(args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -67,7 +67,8 @@ def connect(cfg: ClusterConfig) -> Iterator[Client]:
     Raises
     ------
     ConfigError
-        ``cluster.address`` cannot be reached.
+        ``cluster.address`` cannot be reached, or the back-end of ``cluster.kind`` (slurm, pbs,
+        kubernetes) is not installed.
     """
     dashboard = cfg.dashboard and _dashboard_available()
     if cfg.dashboard and not dashboard:
@@ -81,6 +82,15 @@ def connect(cfg: ClusterConfig) -> Iterator[Client]:
                 f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__}): start it or fix `cluster.address`"
             ) from None
         with client:
+            _announce(client, dashboard)
+            yield client
+        return
+    if cfg.kind in ("slurm", "pbs", "kubernetes"):
+        from pipeline.backends import make_cluster
+
+        # Jobs or pods start when the scheduler asks for them; tasks wait for workers.
+        with make_cluster(cfg) as cluster, Client(cluster) as client:
+            log.info("%s cluster: %s", cfg.kind, cluster.scheduler_address)
             _announce(client, dashboard)
             yield client
         return
