@@ -387,12 +387,20 @@ def _observe(
     gc, gr = inv @ (lon, lat)
     # Ground pixel centres sit at integer + 0.5 in transform space.
     coords = np.stack([gr - 0.5, gc - 0.5])
-    return np.stack([map_coordinates(truth[b], coords, order=1, mode="nearest") for b in band_idx])
+    # Image pixels that look beyond the simulated ground get the L1A fill value (NaN here, DN 0
+    # on disk) rather than replicated edge pixels: test data must not invent ground either.
+    h, w = truth.shape[1:]
+    outside = (
+        (coords[0] < -0.5) | (coords[0] > h - 0.5) | (coords[1] < -0.5) | (coords[1] > w - 0.5)
+    )
+    sampled = [map_coordinates(truth[b], coords, order=1, mode="nearest") for b in band_idx]
+    return np.where(outside, np.nan, np.stack(sampled))
 
 
 def _dn(obs: np.ndarray, max_dn: int) -> np.ndarray:
-    # DN 0 is the L1A fill value: keep every valid pixel at 1 or above.
-    return np.clip(np.round(obs * max_dn), 1, max_dn).astype(np.uint16)
+    # DN 0 is the L1A fill value: keep every valid pixel at 1 or above, NaN (no ground) at 0.
+    dn = np.clip(np.round(np.nan_to_num(obs, nan=0.0) * max_dn), 1, max_dn)
+    return np.where(np.isfinite(obs), dn, 0).astype(np.uint16)
 
 
 def make_gf4_series(
