@@ -19,7 +19,7 @@ import time
 import warnings
 from collections.abc import Callable
 from functools import partial
-from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from cloudcore.simulate import paper_case
 def load_truth() -> np.ndarray:
     import rasterio
 
-    path = resources.files("pipeline") / "data" / "tyrol-w1_1k_rgb.tif"
+    # By path, not importlib.resources: benchmarks/pipeline.py would shadow the package here.
+    path = Path(__file__).resolve().parents[1] / "pipeline" / "data" / "tyrol-w1_1k_rgb.tif"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
         with rasterio.open(str(path)) as src:
