@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.errors import TileError
-from pipeline.outputs import COMPONENTS, Layout
+from pipeline.outputs import COMPONENTS, Layout, storage_error
 from pipeline.tiling import Tile, TileGrid, feather_weights
 
 __all__ = ["BlendJob", "blend_tile"]
@@ -85,5 +85,7 @@ def blend_tile(job: BlendJob) -> str:
             target = zarr.open_array(store=job.cube, path=name, mode="r+")
             target[:, job.band_index, rows, cols] = stack[k]
     except Exception as exc:
-        raise TileError(job.tile_id, f"writing the cube: {type(exc).__name__}: {exc}") from exc
+        raise storage_error(exc, job.cube) or TileError(
+            job.tile_id, f"writing the cube: {type(exc).__name__}: {exc}"
+        ) from exc
     return job.tile_id

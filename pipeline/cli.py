@@ -1,7 +1,9 @@
 """Command line of the pipeline.
 
-``python -m pipeline run CONFIG`` (the main job), ``batch ARCHIVE_CONFIG`` (reprocess an archive),
-``experiment CONFIG`` (the paper's simulation trials), ``simulate OUT_DIR`` (GF-4-like test data).
+``python -m pipeline run CONFIG`` (the main job), ``plan CONFIG`` (which tiles a run would compute:
+new / done / stale), ``status CONFIG`` (progress of a running or stopped run, and what is
+published), ``batch ARCHIVE_CONFIG`` (reprocess an archive), ``experiment CONFIG`` (the paper's
+simulation trials), ``simulate OUT_DIR`` (GF-4-like test data).
 
 Exit codes: 0 success; 1 internal error (traceback with ``--debug``); 2 a :class:`PipelineError`
 the user can fix (bad configuration or input, unreachable cluster), printed as one line
@@ -37,6 +39,18 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the pipeline described by a YAML configuration")
     run.add_argument("config", type=Path, help="YAML configuration (see configs/)")
     run.add_argument("--overwrite", action="store_true", help="redo all tiles, ignore markers")
+
+    plan = sub.add_parser(
+        "plan", help="list the tiles a run would compute (new, stale) or skip (done); no compute"
+    )
+    plan.add_argument("config", type=Path, help="YAML configuration")
+    plan.add_argument(
+        "--summary", action="store_true", help="print the counts only, not one line per tile"
+    )
+    status = sub.add_parser(
+        "status", help="progress of a running or stopped run and what is published"
+    )
+    status.add_argument("config", type=Path, help="YAML configuration")
 
     from pipeline.batch import add_batch_parser
     from pipeline.experiment import add_experiment_parser
@@ -74,6 +88,29 @@ def _run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_TILES_FAILED
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.plan import describe_plan, make_plan, tile_states
+
+    plan = make_plan(load_config(args.config))
+    text = describe_plan(plan, tile_states(plan))
+    if args.summary:
+        text = "\n".join(
+            line for line in text.splitlines() if not line.startswith(("stage ", "solve "))
+        )
+    print(text)
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.outputs import Layout
+    from pipeline.plan import describe_status
+
+    print(describe_status(Layout(Path(load_config(args.config).output.path))))
+    return EXIT_OK
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -131,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline.experiment import run_experiment_command
 
             return int(run_experiment_command(args))
-        return _run(args) if args.command == "run" else _simulate(args)
+        commands = {"run": _run, "plan": _plan, "status": _status, "simulate": _simulate}
+        return commands[args.command](args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER

@@ -3,6 +3,21 @@
 A local cluster runs worker *processes* (the solver holds the GIL in places and numba threads
 are per process); an ``address`` connects to a scheduler someone else runs. Worker processes
 must see the same file paths as the client (a shared file system on real clusters).
+
+Every task is submitted with :data:`RETRIES` retries: an exception, or the loss of the worker
+running it, reschedules it (Dask reruns tasks of a lost worker on the others by itself).
+
+Test hooks (read *inside* each task, on the worker, so they exercise real failures):
+
+``CLOUDREMOVAL_FAIL_TILES``
+    Comma-separated ``[stage:]name`` tokens; a task of that stage (default ``solve``) whose key
+    contains ``name`` — a tile (``r01c00``), a band and tile (``B2-r01c00``) or a product
+    (``cog-B2``) — raises :class:`InjectedFault` on every attempt.
+``CLOUDREMOVAL_TASK_DELAY``
+    Seconds every task sleeps before it starts, so that tests can stop a run mid-stage.
+
+Workers read their own environment: set these where the workers start (a local cluster
+inherits the client's).
 """
 
 from __future__ import annotations
@@ -21,12 +36,39 @@ from tqdm import tqdm
 from pipeline.config import ClusterConfig
 from pipeline.errors import ConfigError
 
-__all__ = ["Task", "connect", "run_tasks", "solver_threads"]
+__all__ = ["RETRIES", "InjectedFault", "Task", "connect", "run_tasks", "solver_threads"]
 
 log = logging.getLogger(__name__)
 
 #: How long to wait for an existing scheduler before telling the user the address is wrong.
 CONNECT_TIMEOUT_S = 10
+
+#: Extra attempts per task: rides out transient I/O errors (a shared file system hiccup, an
+#: evicted worker) without rerunning the whole stage; a deterministic failure costs 2 retries.
+RETRIES = 2
+
+FAIL_ENV = "CLOUDREMOVAL_FAIL_TILES"
+DELAY_ENV = "CLOUDREMOVAL_TASK_DELAY"
+
+
+class InjectedFault(RuntimeError):
+    """Raised inside a task selected by ``CLOUDREMOVAL_FAIL_TILES`` (tests only)."""
+
+
+def _fault_hooks(stage: str, key: str) -> None:
+    delay = os.environ.get(DELAY_ENV)
+    if delay:
+        time.sleep(float(delay))
+    for token in filter(None, (t.strip() for t in os.environ.get(FAIL_ENV, "").split(","))):
+        target_stage, _, name = token.rpartition(":")
+        if (target_stage or "solve") == stage and f"-{name}-" in f"-{key}-":
+            raise InjectedFault(f"{stage} {key}: injected failure ({FAIL_ENV}={token})")
+
+
+def _call(stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one task on a worker, after the test hooks."""
+    _fault_hooks(stage, key)
+    return fn(*args, **kwargs)
 
 
 def _local_layout(cfg: ClusterConfig) -> tuple[int, int]:
@@ -140,15 +182,25 @@ def run_tasks(
     Returns
     -------
     results, failures
-        Results by key for tasks that succeeded and the exception by key for the others; a failed
-        task never stops the others.
+        Results by key for tasks that succeeded and the exception by key for the others (after
+        :data:`RETRIES` retries); a failed task never stops the others.
     """
     started = time.perf_counter()
     futures: dict[Future, str] = {}
     for task in tasks:
-        futures[
-            client.submit(task.fn, *task.args, key=f"{stage}-{task.key}", pure=False, **task.kwargs)
-        ] = task.key
+        future = client.submit(
+            _call,
+            stage,
+            task.key,
+            task.fn,
+            *task.args,
+            key=f"{stage}-{task.key}",
+            pure=False,
+            retries=RETRIES,
+            **task.kwargs,
+        )
+        futures[future] = task.key
+    log.info("%s: %d task(s) submitted", stage, len(futures))
     results: dict[str, Any] = {}
     failures: dict[str, BaseException] = {}
     # tqdm disables itself when stderr is not a terminal (CI logs stay clean).
@@ -156,7 +208,10 @@ def run_tasks(
         for future in as_completed(futures):
             key = futures[future]
             if future.status == "error":
-                exc = future.exception()
+                try:
+                    exc = future.exception()
+                except Exception as unreadable:  # the worker's exception did not unpickle
+                    exc = RuntimeError(f"{type(unreadable).__name__}: {unreadable}")
                 failures[key] = exc
                 log.error("%s %s failed: %s", stage, key, exc)
             else:

@@ -27,3 +27,9 @@ class TileError(PipelineError):
     def __init__(self, tile_id: str, message: str) -> None:
         super().__init__(f"tile {tile_id}: {message}")
         self.tile_id = tile_id
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[TileError], tuple[str, str]]:
+        # Raised on workers and pickled back to the client: the default reduction would call
+        # __init__ with the formatted message only.
+        return (TileError, (self.tile_id, self.message))

@@ -6,15 +6,29 @@ Layout of ``output.path``::
     diagnostics.csv       one row per (band, tile): iterations, converged, residual, λ, seconds
     cog/YYYYMMDD_<band>.tif   Cloud-Optimised GeoTIFF of the clear ground per date and band
     quicklooks/YYYYMMDD.png   before | after per date
-    work/                 input.zarr, parts/ (per-tile solver output), done/ (markers); resumable
+    COMPLETE.json         written last: the run that produced everything above, and when
+    work/                 input.zarr, parts/ (per-tile solver output), done/ (markers), run.json
+                          (the tile ids of the current run, for ``status``); resumable
 
-Final products are written under a temporary name and renamed into place, so a crash never
-leaves a truncated file under a published name. Open the cube with
-``xarray.open_zarr(path, consolidated=False)``: Zarr v3 has no consolidated metadata.
+Crash safety, in the order things become durable:
+
+* a tile's data (its chunks of ``input.zarr``, or its whole part store) is fsynced *before* its
+  completion marker is written, and markers are written atomically, so a marker always means
+  "this tile's data is complete on disk" even after a power cut or a ``kill -9``;
+* per-tile parts are written under a temporary name and renamed into place, so a part without a
+  marker is at worst a complete orphan, never a half-written store under the final name;
+* final products are built under temporary names (``cube.zarr.partial``, ``cog.partial/``,
+  ``quicklooks.partial/``, a hidden CSV) and published by :func:`publish_dir` /
+  ``os.replace`` only once all of them are complete; ``COMPLETE.json`` is removed before and
+  rewritten after publication, so a reader that finds it knows the set is whole.
+
+Open the cube with ``xarray.open_zarr(path, consolidated=False)``: Zarr v3 has no consolidated
+metadata.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -29,17 +43,43 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from pipeline.errors import PipelineError
+
 __all__ = [
     "COMPONENTS",
     "Layout",
+    "OutputError",
     "create_store",
+    "fsync_paths",
+    "fsync_tree",
     "publish_dir",
     "read_markers",
+    "remove_published",
+    "storage_error",
     "write_cogs",
     "write_diagnostics",
+    "write_json",
     "write_marker",
+    "write_part",
     "write_quicklook",
 ]
+
+#: errno values that mean "the output location cannot take this write": the user must free
+#: space or choose another ``output.path``; retrying the tile elsewhere would not help.
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file size limit exceeded",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOTDIR: "a parent is not a directory",
+}
+
+
+class OutputError(PipelineError):
+    """The output location is not writable or full: the message names the path and the fix."""
+
 
 #: Solver outputs in the order they are stacked in per-tile parts: clipped ground, cloud, haze.
 COMPONENTS = ("clear", "cloud", "haze")
@@ -81,7 +121,7 @@ class Layout:
 
     @property
     def cube_partial(self) -> Path:
-        return self.root / "cube.zarr.partial"
+        return self.partial(self.cube)
 
     @property
     def cog_dir(self) -> Path:
@@ -95,6 +135,25 @@ class Layout:
     def diagnostics_csv(self) -> Path:
         return self.root / "diagnostics.csv"
 
+    @property
+    def complete(self) -> Path:
+        """Written last, after every product is published; removed before any is replaced."""
+        return self.root / "COMPLETE.json"
+
+    @property
+    def run_record(self) -> Path:
+        """The tile ids of the current run (read by ``python -m pipeline status``)."""
+        return self.work / "run.json"
+
+    @property
+    def published(self) -> tuple[Path, ...]:
+        """Everything a user takes for a result."""
+        return (self.cube, self.cog_dir, self.quicklook_dir, self.diagnostics_csv, self.complete)
+
+    def partial(self, final: Path) -> Path:
+        """The temporary name a final product is built under before it is published."""
+        return final.with_name(f"{final.name}.partial")
+
     def part(self, tile_id: str) -> Path:
         """Per-tile solver output (clear, cloud, haze over the tile's halo)."""
         return self.parts / f"{tile_id}.zarr"
@@ -104,20 +163,128 @@ class Layout:
         return self.done / f"{tile_id}.json"
 
 
+def storage_error(exc: BaseException, what: str | Path) -> OutputError | None:
+    """An :class:`OutputError` for an ``OSError`` that a retry cannot fix (full disk, read-only
+    or not permitted), or None for any other exception.
+
+    Parameters
+    ----------
+    exc
+        The exception raised while writing.
+    what
+        The path (or a description of it) that was being written.
+    """
+    if not isinstance(exc, OSError) or exc.errno not in _STORAGE_ERRNOS:
+        return None
+    where = getattr(exc, "filename", None) or what
+    full = exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    fix = (
+        "free space or choose another `output.path`" if full else "choose a writable `output.path`"
+    )
+    return OutputError(
+        f"output.path: cannot write {where}: {_STORAGE_ERRNOS[exc.errno]} "
+        f"([Errno {exc.errno}]); {fix}"
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the entries of a directory (files created or renamed in it) durable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # not a directory on this platform / file system: nothing to sync
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems (e.g. some FUSE mounts) refuse fsync on directories
+    finally:
+        os.close(fd)
+
+
+def fsync_paths(paths: Iterable[Path]) -> None:
+    """fsync regular files and then the directories holding them."""
+    parents: set[Path] = set()
+    for path in paths:
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+            parents.add(path.parent)
+    for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(parent)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and directory under ``root`` (and ``root`` itself)."""
+    dirs = [root]
+    files: list[Path] = []
+    for base, dirnames, filenames in os.walk(root):
+        dirs.extend(Path(base) / d for d in dirnames)
+        files.extend(Path(base) / f for f in filenames)
+    fsync_paths(files)
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(d)
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file, or all of the new one."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    # The rename itself must survive a crash too, or the marker could vanish after a power cut.
+    _fsync_dir(path.parent)
 
 
 def write_marker(path: Path, record: Mapping[str, Any]) -> None:
-    """Write a JSON completion marker atomically."""
+    """Write a JSON completion marker atomically (call only once the tile's data is durable)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(path, json.dumps(dict(record), sort_keys=True, default=str).encode())
+
+
+def write_json(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a JSON document atomically, indented for people to read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, json.dumps(dict(record), indent=1, sort_keys=True, default=str).encode())
+
+
+def write_part(path: Path, parts: np.ndarray) -> None:
+    """Write one tile's solver output as its own Zarr array, durably, then rename it into place.
+
+    The store is built under a hidden temporary name next to ``path`` and fsynced, and only
+    then renamed to ``path``: an interrupted write leaves an orphan temporary store (removed by
+    the next write of the same part), never a truncated store under the final name.
+    """
+    import zarr
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for orphan in path.parent.glob(f".{path.name}.*.tmp"):
+        shutil.rmtree(orphan, ignore_errors=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        out = zarr.create_array(
+            store=str(tmp),
+            shape=parts.shape,
+            chunks=parts.shape,
+            dtype="float32",
+            fill_value=np.nan,
+        )
+        out[...] = parts
+        fsync_tree(tmp)
+        if path.exists():
+            # A complete part without its marker (the crash came between the two): the new
+            # values are identical, but the rename needs the name free.
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def read_markers(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -127,6 +294,16 @@ def read_markers(paths: Iterable[Path]) -> list[dict[str, Any]]:
         if path.exists():
             records.append(json.loads(path.read_text()))
     return records
+
+
+def remove_published(layout: Layout) -> None:
+    """Remove the completion record first, then leftovers of an interrupted publication.
+
+    Published products stay until :func:`publish_dir` replaces them; only ``COMPLETE.json``
+    goes now, because from here on the set may be a mix of old and new.
+    """
+    layout.complete.unlink(missing_ok=True)
+    _fsync_dir(layout.root)
 
 
 def _naive_utc(times: Sequence[datetime]) -> np.ndarray:
@@ -194,17 +371,33 @@ def create_store(
 
 
 def publish_dir(partial: Path, final: Path) -> None:
-    """Move a finished directory into place, replacing the previous one only once it is complete."""
-    old = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
+    """Move a finished directory (or file) into place, replacing the previous one.
+
+    The new one is complete and fsynced before anything moves. The previous one is renamed
+    aside, the new one renamed in, and only then is the old one deleted: a reader sees the old
+    product or the new one under ``final`` (or, for the instant between the two renames, none),
+    never a mixture or a half-written one. Leftover ``.old-*`` copies of an interrupted
+    publication are removed too.
+    """
+    if partial.is_dir():
+        fsync_tree(partial)
+    else:
+        fsync_paths([partial])
+    old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
     if final.exists():
         os.replace(final, old)
     os.replace(partial, final)
-    if old.exists():
-        shutil.rmtree(old)
+    _fsync_dir(final.parent)
+    for leftover in final.parent.glob(f".{final.name}.old-*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
 
 
 def write_diagnostics(records: Sequence[Mapping[str, Any]], csv_path: Path, cube: Path) -> None:
-    """Write the per-tile diagnostics as CSV and as the ``diagnostics`` group of the cube."""
+    """Write the per-tile diagnostics as CSV (atomically) and as the ``diagnostics`` group of the
+    cube; pass the cube's and the CSV's temporary names, both are published later."""
     columns = ["tile_id", "band", "row", "col", "iterations", "converged", "residual", "lam"]
     columns += ["seconds", "d", "n", "method"]
     table = pd.DataFrame(list(records), columns=columns).sort_values(["band", "row", "col"])

@@ -1,39 +1,54 @@
 """One pipeline run: inputs → target grid → stage → solve → blend → products, on a Dask cluster.
 
 Every stage is one Dask task per tile (per band where the work is per band), keyed by the
-tile's deterministic id. Tiles whose completion marker exists are skipped, so a rerun resumes
-where a previous one stopped; a failed tile is reported at the end and the others still finish.
+tile's deterministic id (:mod:`pipeline.plan`). Tiles whose completion marker exists are
+skipped, so a rerun resumes where a previous one stopped, even after a ``kill -9``: markers are
+written only once the tile's data is durable (:mod:`pipeline.outputs`). A task that raises is
+retried (:data:`pipeline.cluster.RETRIES`), and one that keeps failing is reported at the end
+while the others still finish. Problems the user must fix (bad input, a full or read-only
+output disk) stop the run with a :class:`~pipeline.errors.PipelineError` instead, once the
+stage's other tiles are done. Nothing is published unless every tile and product succeeded.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from pipeline.blend import BlendJob, blend_tile
 from pipeline.cluster import Task, connect, run_tasks, solver_threads
-from pipeline.config import Config, InputsConfig
-from pipeline.errors import InputError
+from pipeline.config import Config
+from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.outputs import (
     COMPONENTS,
     Layout,
+    OutputError,
     create_store,
     publish_dir,
     read_markers,
+    remove_published,
+    storage_error,
     write_cogs,
     write_diagnostics,
+    write_json,
     write_quicklook,
+)
+from pipeline.plan import (
+    RunPlan,
+    code_version,
+    discover,
+    finish_run_record,
+    make_plan,
+    stale_markers,
+    write_run_record,
 )
 from pipeline.solve import SolveJob, solve_tile
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
-from pipeline.tiling import TileGrid, tile_id
 
 __all__ = ["RunSummary", "TileFailure", "code_version", "discover", "run"]
 
@@ -81,89 +96,9 @@ class RunSummary:
         if self.phase_seconds:
             lines.append("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds))
         lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
+        if self.failures:
+            lines.append("nothing was published; rerun the same command to retry the failed tiles")
         return "\n".join(lines)
-
-
-def code_version() -> str:
-    """Package and solver versions: part of every tile id, so new code never reuses old results."""
-    import cloudcore
-
-    try:
-        package = version("cloudremoval")
-    except PackageNotFoundError:
-        package = "unknown"
-    return f"cloudremoval-{package}+cloudcore-{getattr(cloudcore, '__version__', 'unknown')}"
-
-
-def _simulate(inputs: InputsConfig, layout: Layout) -> list[str]:
-    """Simulate the demo series once; reuse it while the simulation settings are unchanged."""
-    from pipeline.fixtures import make_gf4_series
-
-    settings = {
-        "n_dates": inputs.n_dates,
-        "size": inputs.size,
-        "seed": inputs.seed,
-        "sensor": inputs.sensor,
-        "cloud_style": inputs.cloud_style,
-    }
-    record_path = layout.products / "simulation.json"
-    if record_path.exists():
-        record = json.loads(record_path.read_text())
-        if record.get("settings") == settings and all(Path(p).exists() for p in record["paths"]):
-            return list(record["paths"])
-        shutil.rmtree(layout.products)
-    layout.products.mkdir(parents=True, exist_ok=True)
-    log.info(
-        "simulating %d GF-4-like dates of %d px into %s",
-        inputs.n_dates,
-        inputs.size,
-        layout.products,
-    )
-    made = make_gf4_series(
-        layout.products,
-        n_dates=inputs.n_dates,
-        size=inputs.size,
-        seed=inputs.seed,
-        sensor=inputs.sensor,
-        cloud_style=inputs.cloud_style,
-    )
-    paths = [str(p) for p in made.paths]
-    record = {"settings": settings, "paths": paths, "truth_path": str(made.truth_path)}
-    record_path.write_text(json.dumps(record, indent=1))
-    return paths
-
-
-def discover(inputs: InputsConfig, layout: Layout) -> list[Any]:
-    """The acquisitions described by the ``inputs`` section, in time order."""
-    from pipeline.sources import discover_geotiffs, discover_gf4
-
-    if inputs.kind == "geotiff":
-        times = None
-        if inputs.dates is not None:
-            times = [datetime(d.year, d.month, d.day) for d in inputs.dates]
-        return discover_geotiffs(
-            list(inputs.paths),
-            times=times,
-            date_pattern=inputs.date_pattern,
-            max_dn=inputs.max_dn,
-            dn_rule=inputs.dn_rule,
-        )
-    paths = _simulate(inputs, layout) if inputs.kind == "simulated" else list(inputs.paths)
-    extract_dir = inputs.extract_dir or layout.extract
-    return discover_gf4(
-        paths,
-        sensor=inputs.sensor,
-        extract_dir=extract_dir,
-        max_dn=inputs.max_dn,
-        dn_rule=inputs.dn_rule,
-    )
-
-
-def _identity(acq: Any) -> str:
-    """Product id, DN scale and file identity: a product rewritten under the same id (a new
-    simulation, a re-delivered scene) must not resume from the old one's tiles."""
-    stat = Path(acq.path).stat()
-    return f"{acq.id}@{acq.max_dn:g}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def _failures(stage: str, failed: dict[str, BaseException]) -> list[TileFailure]:
@@ -172,10 +107,42 @@ def _failures(stage: str, failed: dict[str, BaseException]) -> list[TileFailure]
     ]
 
 
+def _user_error(stage: str, failed: dict[str, BaseException]) -> PipelineError | None:
+    """The first failure the user must fix (bad input, unwritable output), as one error.
+
+    Such a failure would fail again on every rerun, so it ends the run with exit code 2 and
+    one line instead of being listed as a tile to retry.
+    """
+    fixable = [
+        exc
+        for _, exc in sorted(failed.items())
+        if isinstance(exc, InputError | ConfigError | OutputError)
+    ]
+    if not fixable:
+        return None
+    first = fixable[0]
+    more = f" (and {len(fixable) - 1} more {stage} task(s))" if len(fixable) > 1 else ""
+    return type(first)(f"{str(first).splitlines()[0]}{more}")
+
+
 def _quicklook_bands(bands: tuple[str, ...]) -> list[int]:
     """Red, green, blue band indices of GF-4 PMS (B4, B3, B2) when present, else the first band."""
     rgb = ["B4", "B3", "B2"]
     return [bands.index(b) for b in rgb] if all(b in bands for b in rgb) else [0]
+
+
+def _check_writable(layout: Layout) -> None:
+    """Create ``work/`` and prove a file can be written there, before hours of computing."""
+    probe = layout.work / ".write-probe"
+    try:
+        layout.work.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise storage_error(exc, layout.root) or OutputError(
+            f"output.path: cannot write {layout.root} ({exc.strerror or exc}); choose a "
+            "writable `output.path`"
+        ) from None
 
 
 def run(config: Config, *, overwrite: bool = False) -> RunSummary:
@@ -196,28 +163,29 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
     Raises
     ------
     PipelineError
-        Invalid inputs or configuration, or an unreachable cluster. Failures of single tiles do
-        not raise; they are listed in the summary.
+        Invalid inputs or configuration, an unreachable cluster, or an output location that
+        cannot be written (full, read-only). Failures of single tiles do not raise; they are
+        listed in the summary.
     """
-    from pipeline.grid import derive_grid
-    from pipeline.sources import check_series
-
     started = time.perf_counter()
     log.info("configuration:\n%s", config.to_yaml().rstrip())
     layout = Layout(Path(config.output.path))
+    _check_writable(layout)
     if overwrite:
         clear_work(layout)
-    layout.work.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(config, layout, started)
+    except OSError as exc:
+        # A disk that fills up while the client itself writes (templates, markers, products).
+        error = storage_error(exc, layout.root)
+        if error is None:
+            raise
+        raise error from None
 
-    acqs = discover(config.inputs, layout)
-    for warning in check_series(acqs):
-        log.warning("%s", warning)
-    bounds = config.grid.bounds
-    grid = derive_grid(acqs, crs=config.grid.crs, resolution=config.grid.resolution, bounds=bounds)
-    tiles = TileGrid(grid.height, grid.width, config.tiling.tile_size, config.tiling.overlap)
-    bands: tuple[str, ...] = tuple(acqs[0].bands)
-    if not bands:
-        raise InputError(f"{acqs[0].path}: no bands")
+
+def _run(config: Config, layout: Layout, started: float) -> RunSummary:
+    plan = make_plan(config, layout)
+    tiles, bands, grid, acqs = plan.tiles, plan.bands, plan.grid, plan.acquisitions
     log.info(
         "%d acquisitions, bands %s; grid %s %dx%d px; %d tiles of %d px (+%d overlap)",
         len(acqs),
@@ -229,26 +197,7 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         tiles.tile_size,
         tiles.overlap,
     )
-
-    version_tag = code_version()
-    input_ids = [_identity(a) for a in acqs]
-    scene = {
-        "grid": [grid.crs, list(grid.transform)[:6], grid.width, grid.height],
-        "tiling": [tiles.tile_size, tiles.overlap],
-        "bands": list(bands),
-    }
-    solve_settings = {**scene, "solver": config.solver.model_dump(mode="json")}
-
-    def ids(band: str | None, settings: dict[str, Any]) -> dict[tuple[int, int], str]:
-        return {
-            (t.row, t.col): tile_id(
-                input_ids=input_ids, tile=t, band=band, settings=settings, version=version_tag
-            )
-            for t in tiles
-        }
-
-    stage_ids = ids(None, scene)
-    solve_ids = {b: ids(b, solve_settings) for b in bands}
+    record = write_run_record(plan)
     failures: list[TileFailure] = []
     phases: list[tuple[str, float]] = []
     mark = time.perf_counter()
@@ -259,22 +208,22 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         phases.append((name, now - mark))
         mark = now
 
+    def finish(outcome: str, **counts: Any) -> RunSummary:
+        finish_run_record(layout, record, outcome)
+        return _summary(layout, tiles, bands, started, failures, phases, **counts)
+
+    def check(stage: str, failed: dict[str, BaseException]) -> None:
+        error = _user_error(stage, failed)
+        if error is not None:
+            finish_run_record(layout, record, "failed")
+            raise error
+        failures.extend(_failures(stage, failed))
+
     with connect(config.cluster) as client:
         lap("setup")
         # 1. Stage.
-        prepare_input_store(
-            layout,
-            grid,
-            tiles,
-            acqs,
-            token=tile_id(
-                input_ids=input_ids,
-                tile=tiles.tile(0, 0),
-                band=None,
-                settings={**scene, "store": "input"},
-                version=version_tag,
-            ),
-        )
+        prepare_input_store(layout, grid, tiles, list(acqs), token=plan.input_token)
+        stage_ids = plan.stage_ids
         todo = [t for t in tiles if not layout.marker(stage_ids[t.row, t.col]).exists()]
         stage_jobs = [
             Task(
@@ -285,9 +234,9 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
             for t in todo
         ]
         staged, failed = run_tasks(client, stage_jobs, stage="stage")
-        failures += _failures("stage", failed)
+        check("stage", failed)
         lap("stage")
-        unstaged = {key for key in failed}
+        unstaged = set(failed)
 
         # 2. Solve (skip tiles whose marker and part exist, and tiles that could not be staged).
         threads = solver_threads(config.cluster)
@@ -295,17 +244,30 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         solve_skipped = 0
         for b, band in enumerate(bands):
             for t in tiles:
-                sid = solve_ids[band][t.row, t.col]
+                sid = plan.solve_ids[band][t.row, t.col]
                 if layout.marker(sid).exists() and layout.part(sid).exists():
                     solve_skipped += 1
-                elif stage_ids[t.row, t.col] not in unstaged:
+                    continue
+                # Results of older settings or code for this band and tile are superseded:
+                # drop them now, or every changed setting would leave a scene's worth of parts.
+                for old in stale_markers(layout, sid):
+                    old.unlink(missing_ok=True)
+                    shutil.rmtree(layout.part(old.stem), ignore_errors=True)
+                if stage_ids[t.row, t.col] not in unstaged:
                     job = SolveJob(t, b, band, sid, layout, config.solver, threads)
                     solve_jobs.append(Task(sid, solve_tile, (job,)))
         solved, failed = run_tasks(client, solve_jobs, stage="solve")
-        failures += _failures("solve", failed)
+        check("solve", failed)
         lap("solve")
+        counts: dict[str, Any] = {
+            "staged": len(staged),
+            "stage_skipped": len(tiles) - len(todo),
+            "solved": len(solved),
+            "solve_skipped": solve_skipped,
+        }
 
-        # 3. Blend into a cube built under a temporary name.
+        # 3. Blend into a cube built under a temporary name. Blending is cheap next to solving
+        # and has no per-tile markers: a rerun rebuilds the whole cube from the durable parts.
         cube_tmp = layout.cube_partial
         create_store(
             cube_tmp,
@@ -316,7 +278,7 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
             tile_size=tiles.tile_size,
             attrs={
                 "acquisitions": [a.id for a in acqs],
-                "code_version": version_tag,
+                "code_version": plan.version,
                 "solver": config.solver.model_dump(mode="json"),
                 "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
             },
@@ -324,115 +286,135 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         blend_jobs = []
         for b, band in enumerate(bands):
             for t in tiles:
-                sources = tuple((o, solve_ids[band][o.row, o.col]) for o in tiles.neighbours(t))
-                sid = solve_ids[band][t.row, t.col]
+                sources = tuple(
+                    (o, plan.solve_ids[band][o.row, o.col]) for o in tiles.neighbours(t)
+                )
+                sid = plan.solve_ids[band][t.row, t.col]
                 blend = BlendJob(t, sid, b, tiles, sources, layout, str(cube_tmp))
                 blend_jobs.append(Task(sid, blend_tile, (blend,)))
         blended, failed = run_tasks(client, blend_jobs, stage="blend")
-        failures += _failures("blend", failed)
-
+        check("blend", failed)
+        counts["blended"] = len(blended)
         lap("blend")
-        records = read_markers(layout.marker(sid) for b in bands for sid in solve_ids[b].values())
-        write_diagnostics(records, layout.diagnostics_csv, cube_tmp)
         if failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
-            return _summary(
-                layout,
-                tiles,
-                bands,
-                staged,
-                todo,
-                solved,
-                solve_skipped,
-                blended,
-                started,
-                failures,
-                {},
-                phases,
-            )
-        publish_dir(cube_tmp, layout.cube)
+            return finish("failed", **counts)
 
-        # 4. Per-date products from the published cube.
-        max_dn = max(float(a.max_dn) for a in acqs)
-        product_jobs = []
-        days = [a.time.strftime("%Y%m%d") for a in acqs]
-        for b, band in enumerate(bands):
-            dsts = [layout.cog_dir / f"{day}_{band}.tif" for day in days]
-            kwargs = {
-                "band_index": b,
-                "grid": grid,
-                "dtype": config.output.cog_dtype,
-                "max_dn": max_dn,
-                "block": tiles.tile_size,
-            }
-            product_jobs.append(Task(f"cog-{band}", write_cogs, (layout.cube, dsts), kwargs))
-        if config.output.quicklooks:
-            for i, day in enumerate(days):
-                dst = layout.quicklook_dir / f"{day}.png"
-                kwargs = {"time_index": i, "bands": _quicklook_bands(bands)}
-                product_jobs.append(
-                    Task(
-                        f"{day}-{i}",
-                        write_quicklook,
-                        (layout.input_store, layout.cube, dst),
-                        kwargs,
-                    )
-                )
-        written, failed = run_tasks(client, product_jobs, stage="products")
-        failures += _failures("products", failed)
+        # 4. Products, all under temporary names next to their final ones.
+        csv_tmp = layout.partial(layout.diagnostics_csv)
+        records = read_markers(
+            layout.marker(sid) for b in bands for sid in plan.solve_ids[b].values()
+        )
+        write_diagnostics(records, csv_tmp, cube_tmp)
+        _report_empty_tiles(records)
+        cog_tmp = layout.partial(layout.cog_dir)
+        looks_tmp = layout.partial(layout.quicklook_dir)
+        for leftover in (cog_tmp, looks_tmp):
+            shutil.rmtree(leftover, ignore_errors=True)  # from an interrupted earlier run
+        product_jobs, finals = _product_tasks(plan, cube_tmp, cog_tmp, looks_tmp)
+        _, failed = run_tasks(client, product_jobs, stage="products")
+        check("products", failed)
         lap("products")
+        if failures:
+            return finish("failed", **counts)
 
-    return _summary(
-        layout,
-        tiles,
-        bands,
-        staged,
-        todo,
-        solved,
-        solve_skipped,
-        blended,
-        started,
-        failures,
-        written,
-        phases,
+    # 5. Publish: all products exist in full under temporary names. COMPLETE.json goes first
+    # and comes back last, so while it exists the published set is one run's, whole.
+    remove_published(layout)
+    publish_dir(cube_tmp, layout.cube)
+    publish_dir(cog_tmp, layout.cog_dir)
+    if config.output.quicklooks:
+        publish_dir(looks_tmp, layout.quicklook_dir)
+    elif layout.quicklook_dir.exists():
+        # Quicklooks of an earlier run would show images this run did not produce.
+        shutil.rmtree(layout.quicklook_dir)
+    publish_dir(csv_tmp, layout.diagnostics_csv)
+    products = sorted(str(p) for p in finals)
+    write_json(
+        layout.complete,
+        {
+            "completed": datetime.now().astimezone().isoformat(timespec="seconds"),
+            "code_version": plan.version,
+            "acquisitions": [a.id for a in acqs],
+            "tiles": len(tiles),
+            "bands": list(bands),
+            "products": [str(Path(p).relative_to(layout.root)) for p in products],
+        },
     )
+    lap("publish")
+    return finish("complete", products=tuple(products), **counts)
+
+
+def _product_tasks(
+    plan: RunPlan, cube: Path, cog_dir: Path, looks_dir: Path
+) -> tuple[list[Task], list[Path]]:
+    """COG and quicklook tasks writing into the temporary directories, and the final paths."""
+    layout, acqs, bands = plan.layout, plan.acquisitions, plan.bands
+    max_dn = max(float(a.max_dn) for a in acqs)
+    days = [a.time.strftime("%Y%m%d") for a in acqs]
+    tasks: list[Task] = []
+    finals: list[Path] = []
+    for b, band in enumerate(bands):
+        names = [f"{day}_{band}.tif" for day in days]
+        kwargs = {
+            "band_index": b,
+            "grid": plan.grid,
+            "dtype": plan.config.output.cog_dtype,
+            "max_dn": max_dn,
+            "block": plan.tiles.tile_size,
+        }
+        tasks.append(Task(f"cog-{band}", write_cogs, (cube, [cog_dir / n for n in names]), kwargs))
+        finals += [layout.cog_dir / n for n in names]
+    if plan.config.output.quicklooks:
+        for i, day in enumerate(days):
+            kwargs = {"time_index": i, "bands": _quicklook_bands(bands)}
+            args = (layout.input_store, cube, looks_dir / f"{day}.png")
+            tasks.append(Task(f"{day}-{i}", write_quicklook, args, kwargs))
+            finals.append(layout.quicklook_dir / f"{day}.png")
+    return tasks, finals
+
+
+def _report_empty_tiles(records: list[dict[str, Any]]) -> None:
+    """Warn once per tile with no valid data on any date: its output is NaN (COG nodata)."""
+    empty = sorted({f"r{r['row']:02d}c{r['col']:02d}" for r in records if r.get("empty")})
+    if empty:
+        log.warning(
+            "%d tile(s) have no valid data on any date (%s): their output is NaN, nodata in "
+            "the COGs; narrow grid.bounds to the inputs' footprint to avoid them",
+            len(empty),
+            ", ".join(empty),
+        )
 
 
 def _summary(
     layout: Layout,
-    tiles: TileGrid,
+    tiles: Any,
     bands: tuple[str, ...],
-    staged: dict[str, Any],
-    todo: list[Any],
-    solved: dict[str, Any],
-    solve_skipped: int,
-    blended: dict[str, Any],
     started: float,
     failures: list[TileFailure],
-    written: dict[str, Any],
     phases: list[tuple[str, float]],
+    *,
+    staged: int,
+    stage_skipped: int,
+    solved: int,
+    solve_skipped: int,
+    blended: int = 0,
+    products: tuple[str, ...] = (),
 ) -> RunSummary:
     summary = RunSummary(
         output=layout.root,
         tiles=len(tiles),
         bands=len(bands),
-        staged=len(staged),
-        stage_skipped=len(tiles) - len(todo),
-        solved=len(solved),
+        staged=staged,
+        stage_skipped=stage_skipped,
+        solved=solved,
         solve_skipped=solve_skipped,
-        blended=len(blended),
+        blended=blended,
         seconds=time.perf_counter() - started,
         failures=tuple(failures),
-        products=tuple(sorted(_flatten(written.values()))),
+        products=products,
         phase_seconds=tuple(phases),
     )
     log.info("%s", summary.describe())
     return summary
-
-
-def _flatten(results: Any) -> list[str]:
-    out: list[str] = []
-    for item in results:
-        out.extend(item if isinstance(item, list) else [item])
-    return out

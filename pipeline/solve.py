@@ -3,7 +3,13 @@
 Each task reads the halo of all dates from ``input.zarr``, solves D = L + C + N with
 :func:`cloudcore.decompose` and writes the halo-shaped clear/cloud/haze stack to its *own* Zarr
 array under ``work/parts/`` (halos overlap, so they must never share a chunk of one store). The
-completion marker, holding the solver diagnostics, is written only after the data.
+part is written under a temporary name, fsynced and renamed into place
+(:func:`pipeline.outputs.write_part`); only then is the completion marker, holding the solver
+diagnostics, written.
+
+A tile with no valid data on any date (outside every footprint, e.g. ``grid.bounds`` wider
+than the inputs) is not an error: its part is all NaN and its marker says ``"empty": true``;
+the cube holds NaN there and the COGs nodata.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import numpy as np
 
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
-from pipeline.outputs import COMPONENTS, Layout, write_marker
+from pipeline.outputs import COMPONENTS, Layout, storage_error, write_marker, write_part
 from pipeline.tiling import Tile
 
 __all__ = ["SolveJob", "resolve_lambda", "solve_tile"]
@@ -68,6 +74,8 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
     ------
     TileError
         The solver rejected the tile (e.g. fewer than 2 observed dates) or I/O failed.
+    OutputError
+        The part cannot be written (full disk, read-only).
     """
     import zarr
 
@@ -102,7 +110,7 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
     if not mask.any():
         # Outside every footprint: nothing to solve, the part stays NaN.
         parts = np.full((len(COMPONENTS), n, halo.height, halo.width), np.nan, np.float32)
-        record.update(iterations=0, converged=True, residual=0.0)
+        record.update(iterations=0, converged=True, residual=0.0, empty=True)
     else:
         try:
             with warnings.catch_warnings():
@@ -134,17 +142,12 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
                 "tile %s: no convergence after %d iterations", job.tile_id, result.iterations
             )
     record["seconds"] = round(time.perf_counter() - started, 4)
+    path = job.layout.part(job.tile_id)
     try:
-        out = zarr.create_array(
-            store=str(job.layout.part(job.tile_id)),
-            shape=parts.shape,
-            chunks=parts.shape,
-            dtype="float32",
-            fill_value=np.nan,
-            overwrite=True,
-        )
-        out[...] = parts
+        write_part(path, parts)
     except Exception as exc:
-        raise TileError(job.tile_id, f"writing its part: {type(exc).__name__}: {exc}") from exc
+        raise storage_error(exc, path) or TileError(
+            job.tile_id, f"writing its part: {type(exc).__name__}: {exc}"
+        ) from exc
     write_marker(job.layout.marker(job.tile_id), record)
     return record

@@ -118,6 +118,35 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
+def _check_complete(src: rasterio.io.DatasetReader, path: Path) -> None:
+    """Raise :class:`InputError` when a TIFF's data blocks reach beyond the end of the file.
+
+    A truncated download still opens (the header is at the start) and fails only when a task
+    reads a block past the end, hours in and as a per-tile error. The block offsets and sizes
+    are in the header, so checking them costs no pixel reads.
+    """
+    if src.driver != "GTiff":
+        return
+    size = path.stat().st_size
+    block_h, block_w = src.block_shapes[0]
+    rows, cols = -(-src.height // block_h), -(-src.width // block_w)
+    # Pixel-interleaved files share one block per position across bands; check band 1 only.
+    bands = [1] if src.interleaving != rasterio.enums.Interleaving.band else src.indexes
+    end = 0
+    for b in bands:
+        for r in range(rows):
+            for c in range(cols):
+                offset = src.get_tag_item(f"BLOCK_OFFSET_{c}_{r}", "TIFF", bidx=b)
+                nbytes = src.get_tag_item(f"BLOCK_SIZE_{c}_{r}", "TIFF", bidx=b)
+                if offset and nbytes:
+                    end = max(end, int(offset) + int(nbytes))
+    if end > size:
+        raise InputError(
+            f"{path.name}: file is truncated ({size} bytes, its image data needs {end}); "
+            "re-download the product or remove it from inputs.paths"
+        )
+
+
 def _check_dn_args(max_dn: float | None, dn_rule: str) -> None:
     if max_dn is not None and not (math.isfinite(max_dn) and max_dn > 0):
         raise ConfigError(
@@ -253,6 +282,7 @@ def _gf4_acquisition(tiff: Path, xml: Path, sensor: str) -> Acquisition:
             with rasterio.open(tiff) as src:
                 count, width, height = src.count, src.width, src.height
                 nodata, has_rpcs = src.nodata, src.rpcs is not None
+                _check_complete(src, tiff)
     except RasterioIOError as exc:
         raise InputError(
             f"{tiff.name}: image is not readable ({exc}); re-download the product"
@@ -268,9 +298,12 @@ def _gf4_acquisition(tiff: Path, xml: Path, sensor: str) -> Acquisition:
             f"{meta.width}x{meta.height}; the product is inconsistent — re-download it"
         )
     if not has_rpcs:
+        base = str(tiff)[: -len(tiff.suffix)]  # product names contain dots: no with_suffix
+        rpb = next((Path(base + s) for s in (".rpb", ".RPB") if Path(base + s).is_file()), None)
+        what = f"{rpb.name} is malformed" if rpb else f"missing {Path(base).name}.rpb"
         raise InputError(
-            f"{tiff.name}: no RPCs found (missing {tiff.stem}.rpb); L1A images are georeferenced "
-            "only by RPC — re-download the product"
+            f"{tiff.name}: no RPCs found ({what}); L1A images are georeferenced only by RPC — "
+            "re-download the product"
         )
     return Acquisition(
         id=tiff.stem,
@@ -391,6 +424,7 @@ def _geotiff_acquisition(path: Path, time: datetime) -> Acquisition:
                 nodata = src.nodata
                 descriptions = src.descriptions
                 count = src.count
+                _check_complete(src, path)
     except RasterioIOError as exc:
         raise InputError(f"{path.name}: not a readable raster ({exc}); fix inputs.paths") from None
     if has_crs:

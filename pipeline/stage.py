@@ -3,6 +3,9 @@
 The store is created from a template first; then one task per spatial tile reads its core window
 of every date (all bands) and writes exactly the chunks of that core, which no other task
 touches. Later stages read halos across chunk borders, which is safe once staging is done.
+
+A tile's chunk files are fsynced before its marker is written, so a marker survives a crash
+only together with the data it vouches for.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.errors import TileError
-from pipeline.outputs import Layout, create_store, write_marker
+from pipeline.errors import ConfigError, InputError, TileError
+from pipeline.outputs import Layout, create_store, fsync_paths, storage_error, write_marker
 from pipeline.tiling import Tile, TileGrid
 
 __all__ = ["StageJob", "prepare_input_store", "stage_tile"]
@@ -101,8 +104,13 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
 
     Raises
     ------
+    InputError, ConfigError
+        An input the user must fix (e.g. DN above ``max_dn``); the message names the tile and
+        the file.
+    OutputError
+        ``input.zarr`` cannot be written (full disk, read-only).
     TileError
-        Reading or writing failed; the message names the acquisition.
+        Reading or writing failed otherwise; the message names the acquisition.
     """
     import zarr
 
@@ -113,16 +121,24 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     for acq in job.acquisitions:
         try:
             frame = read_window(acq, job.grid, core.to_rasterio())
+        except (InputError, ConfigError) as exc:
+            raise type(exc)(f"tile {job.tile.name}: {exc}") from None
         except Exception as exc:
             raise TileError(job.tile_id, f"reading {acq.id}: {type(exc).__name__}: {exc}") from exc
         frames.append(np.asarray(frame, dtype=np.float32))
     cube = np.stack(frames)  # (time, band, h, w)
+    store = job.layout.input_store
     try:
-        target = zarr.open_array(store=str(job.layout.input_store), path="observed", mode="r+")
+        target = zarr.open_array(store=str(store), path="observed", mode="r+")
         rows, cols = core.slices
         target[:, :, rows, cols] = cube
+        # Cores are aligned with chunks (chunk = tile_size), so this tile's chunks are the ones
+        # whose last two indices are its row and column: all dates and bands of its core.
+        fsync_paths(store.glob(f"observed/c/*/*/{job.tile.row}/{job.tile.col}"))
     except Exception as exc:
-        raise TileError(job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}") from exc
+        raise storage_error(exc, store) or TileError(
+            job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}"
+        ) from exc
     record = {"tile_id": job.tile_id, "row": job.tile.row, "col": job.tile.col}
     record["valid_fraction"] = float(np.isfinite(cube).mean())
     write_marker(job.layout.marker(job.tile_id), record)
