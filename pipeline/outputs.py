@@ -253,12 +253,15 @@ def write_json(path: Path, record: Mapping[str, Any]) -> None:
     _atomic_write(path, json.dumps(dict(record), indent=1, sort_keys=True, default=str).encode())
 
 
-def write_part(path: Path, parts: np.ndarray) -> None:
+def write_part(path: Path, parts: np.ndarray, inner_chunk: int | None = None) -> None:
     """Write one tile's solver output as its own Zarr array, durably, then rename it into place.
 
     The store is built under a hidden temporary name next to ``path`` and fsynced, and only
     then renamed to ``path``: an interrupted write leaves an orphan temporary store (removed by
     the next write of the same part), never a truncated store under the final name.
+
+    With ``inner_chunk`` the part is one shard of (inner_chunk × inner_chunk) chunks, so that a
+    neighbour blending only the overlap strip reads only that strip's chunks.
     """
     import zarr
 
@@ -267,10 +270,20 @@ def write_part(path: Path, parts: np.ndarray) -> None:
         shutil.rmtree(orphan, ignore_errors=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
+        chunks: tuple[int, ...] = parts.shape
+        shards: tuple[int, ...] | None = None
+        if inner_chunk:
+            chunks = (*parts.shape[:2], inner_chunk, inner_chunk)
+            # The shard must be a whole number of chunks; the array may end inside it.
+            shards = (
+                *parts.shape[:2],
+                *(-(-e // inner_chunk) * inner_chunk for e in parts.shape[2:]),
+            )
         out = zarr.create_array(
             store=str(tmp),
             shape=parts.shape,
-            chunks=parts.shape,
+            chunks=chunks,
+            shards=shards,
             dtype="float32",
             fill_value=np.nan,
         )
@@ -321,11 +334,14 @@ def create_store(
     variables: Sequence[str],
     tile_size: int,
     attrs: Mapping[str, Any],
+    inner_chunk: int | None = None,
 ) -> None:
     """Create an empty (time, band, y, x) float32 Zarr store from a template; no data is written.
 
     Chunks are (all dates, 1 band, tile_size, tile_size): the core of one tile in one band, so
-    each chunk has exactly one writer. Coordinates are the pixel centres of ``grid`` and the CRS
+    each chunk has exactly one writer. With ``inner_chunk`` these become shards of
+    (inner_chunk × inner_chunk) chunks — still one writer per shard — so that a halo read decodes
+    only the pixels it needs. Coordinates are the pixel centres of ``grid`` and the CRS
     and transform are stored the rioxarray way, so ``.rio.crs``/``.rio.transform()`` work.
 
     Parameters
@@ -364,7 +380,10 @@ def create_store(
     for name in variables:
         # Update, not replace: write_crs put grid_mapping into the encoding. Listing spatial_ref
         # as a coordinate makes a plain ``xarray.open_zarr`` give ``.rio.crs`` back.
-        ds[name].encoding.update(chunks=chunks, fill_value=np.nan, coordinates="spatial_ref")
+        layout: dict[str, Any] = {"chunks": chunks}
+        if inner_chunk:
+            layout = {"chunks": (*chunks[:2], inner_chunk, inner_chunk), "shards": chunks}
+        ds[name].encoding.update(**layout, fill_value=np.nan, coordinates="spatial_ref")
     if path.exists():
         shutil.rmtree(path)
     ds.to_zarr(path, mode="w", compute=False, consolidated=False, zarr_format=3)

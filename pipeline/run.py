@@ -254,7 +254,9 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
                     old.unlink(missing_ok=True)
                     shutil.rmtree(layout.part(old.stem), ignore_errors=True)
                 if stage_ids[t.row, t.col] not in unstaged:
-                    job = SolveJob(t, b, band, sid, layout, config.solver, threads)
+                    job = SolveJob(
+                        t, b, band, sid, layout, config.solver, threads, tiles.inner_chunk
+                    )
                     solve_jobs.append(Task(sid, solve_tile, (job,)))
         solved, failed = run_tasks(client, solve_jobs, stage="solve")
         check("solve", failed)

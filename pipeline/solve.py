@@ -43,6 +43,7 @@ class SolveJob:
     layout: Layout
     solver: SolverConfig
     threads: int
+    inner_chunk: int | None = None  # chunk edge of the sharded part (TileGrid.inner_chunk)
 
 
 def resolve_lambda(rule: str | float, d: int, n: int) -> float:
@@ -144,7 +145,7 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
     record["seconds"] = round(time.perf_counter() - started, 4)
     path = job.layout.part(job.tile_id)
     try:
-        write_part(path, parts)
+        write_part(path, parts, job.inner_chunk)
     except Exception as exc:
         raise storage_error(exc, path) or TileError(
             job.tile_id, f"writing its part: {type(exc).__name__}: {exc}"

@@ -77,6 +77,7 @@ def prepare_input_store(
         bands=acquisitions[0].bands,
         variables=["observed"],
         tile_size=tiles.tile_size,
+        inner_chunk=tiles.inner_chunk,
         attrs={
             TOKEN_ATTR: token,
             "acquisitions": [a.id for a in acquisitions],

@@ -125,6 +125,18 @@ class TileGrid:
     def scene(self) -> Window:
         return Window(0, 0, self.height, self.width)
 
+    @property
+    def inner_chunk(self) -> int | None:
+        """Edge of the inner Zarr chunks of sharded stores, or None for one chunk per tile.
+
+        Halos and the neighbours' overlap strips start and end on multiples of ``overlap``
+        (cores are multiples of it), so with inner chunks of that edge a halo or strip read
+        decodes exactly the pixels it needs instead of whole tiles (5-9x less at 1024 + 128).
+        """
+        if self.overlap and self.tile_size % self.overlap == 0:
+            return self.overlap
+        return None
+
     def __len__(self) -> int:
         return self.n_rows * self.n_cols
 

@@ -114,3 +114,21 @@ def test_tile_id_is_deterministic_and_sensitive() -> None:
     ]
     ids = {tile_id(**{**base, **change}) for change in changes}
     assert first not in ids and len(ids) == len(changes)
+
+
+def test_inner_chunk_follows_the_overlap() -> None:
+    assert TileGrid(3000, 3000, 1024, 128).inner_chunk == 128
+    assert TileGrid(3000, 3000, 1000, 96).inner_chunk is None  # cores not a multiple of it
+    assert TileGrid(3000, 3000, 1024, 0).inner_chunk is None
+
+
+def test_sharded_part_round_trips(tmp_path) -> None:
+    import zarr
+
+    from pipeline.outputs import write_part
+
+    parts = np.random.default_rng(1).random((3, 4, 150, 170)).astype(np.float32)
+    write_part(tmp_path / "part", parts, inner_chunk=32)
+    stored = zarr.open_array(store=str(tmp_path / "part"), mode="r")
+    assert stored.shards == (3, 4, 160, 192) and stored.chunks == (3, 4, 32, 32)
+    np.testing.assert_array_equal(stored[:, :, 32:150, 0:32], parts[:, :, 32:150, 0:32])
