@@ -97,7 +97,10 @@ def prepare(D: ArrayLike, mask: ArrayLike | None) -> Problem:
 
 
 def zero_result(problem: Problem, lam: float, method: str) -> Decomposition:
-    """The defined answer for an all-zero D (‖D‖₂ = 0): L = C = N = 0, nothing to iterate."""
+    """The defined answer for ‖D‖₂ = 0: L = C = N = 0, nothing to iterate.
+
+    That covers an all-zero D and a mask with nothing observed (then every row is NaN).
+    """
     zeros = problem.expand(np.zeros_like(problem.D))
     return Decomposition(
         L=zeros,
@@ -112,7 +115,9 @@ def zero_result(problem: Problem, lam: float, method: str) -> Decomposition:
 
 
 def spectral_norm(a: np.ndarray) -> float:
-    """‖a‖₂ of a wide (short × long) matrix via its Gram matrix (float64)."""
+    """‖a‖₂ of a wide (short × long) matrix via its Gram matrix (float64); 0 when empty."""
+    if a.size == 0:
+        return 0.0  # nothing observed: handled like an all-zero D
     return float(np.sqrt(max(np.linalg.eigvalsh(gram(a))[-1], 0.0)))
 
 

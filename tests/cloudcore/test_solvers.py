@@ -122,6 +122,13 @@ def test_pixel_observed_on_no_date_is_nan(case_64x7):
     assert np.isfinite(res.L[10:]).all()
 
 
+def test_nothing_observed_gives_nan_not_an_error():
+    D = np.full((300, 5), np.nan)
+    res = decompose(D, "aatm", mask=np.zeros(D.shape, dtype=bool))
+    assert res.converged and res.iterations == 0
+    assert np.isnan(res.L).all() and res.L.shape == (300, 5)
+
+
 def test_mask_without_missing_entries_equals_no_mask(case_64x7):
     D = case_64x7.D
     a = decompose(D, "aatm", mask=np.ones(D.shape, dtype=bool))
