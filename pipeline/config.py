@@ -53,6 +53,9 @@ class InputsConfig(_Section):
     dates: tuple[date, ...] | None = None
     date_pattern: str = r"(\d{8})"
     extract_dir: Path | None = None
+    # A DEM (any GDAL raster of heights above the ellipsoid, metres) for RPC orthorectification;
+    # without it GDAL assumes height 0, which displaces pixels wherever the terrain has relief.
+    dem: Path | None = None
     n_dates: int = Field(default=7, ge=2)
     size: int = Field(default=1024, ge=16)
     seed: int = 0

@@ -194,6 +194,8 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         "grid": [grid.crs, list(grid.transform)[:6], grid.width, grid.height],
         "tiling": [tiles.tile_size, tiles.overlap],
         "bands": list(bands),
+        # The DEM changes the orthorectified pixels, so it is part of every staged tile's id.
+        "dem": str(config.inputs.dem) if config.inputs.dem else None,
     }
     solve_settings = {**scene, "solver": config.solver.model_dump(mode="json")}
 

@@ -229,7 +229,11 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
             Task(
                 stage_ids[t.row, t.col],
                 stage_tile,
-                (StageJob(t, stage_ids[t.row, t.col], tuple(acqs), grid, layout),),
+                (
+                    StageJob(
+                        t, stage_ids[t.row, t.col], tuple(acqs), grid, layout, config.inputs.dem
+                    ),
+                ),
             )
             for t in todo
         ]

@@ -14,6 +14,7 @@ import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,7 @@ class StageJob:
     acquisitions: tuple[Any, ...]
     grid: Any
     layout: Layout
+    dem: Path | None = None  # heights for RPC orthorectification (inputs.dem)
 
 
 def stage_tile(job: StageJob) -> dict[str, Any]:
@@ -121,7 +123,7 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     frames = []
     for acq in job.acquisitions:
         try:
-            frame = read_window(acq, job.grid, core.to_rasterio())
+            frame = read_window(acq, job.grid, core.to_rasterio(), dem=job.dem)
         except (InputError, ConfigError) as exc:
             raise type(exc)(f"tile {job.tile.name}: {exc}") from None
         except Exception as exc:

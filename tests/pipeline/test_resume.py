@@ -154,3 +154,12 @@ def test_write_part_never_leaves_a_half_store(tmp_path: Path) -> None:
     assert not path.exists() and not list(path.parent.iterdir())
     write_part(path, np.ones((3, 2, 4, 4), dtype=np.float32))
     assert path.is_dir() and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_dem_invalidates_the_staged_tiles(
+    geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    base = config_dict(tmp_path / "out", list(geotiff_series.paths))
+    with_dem = {**base, "inputs": {**base["inputs"], "dem": str(tmp_path / "dem.tif")}}
+    plain, dem = make_plan(parse_config(base)), make_plan(parse_config(with_dem))
+    assert set(plain.stage_ids.values()).isdisjoint(dem.stage_ids.values())
