@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import fcntl
 import hashlib
 import json
@@ -52,11 +51,17 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.backends import ClusterSpec, open_cluster
-from pipeline.config import GridConfig, SolverConfig, TilingConfig, parse_config
+from pipeline.config import (
+    GridConfig,
+    SolverConfig,
+    TilingConfig,
+    parse_config,
+    read_yaml,
+    validate,
+)
 from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.gf4 import find_product_files, parse_metadata, parse_product_name
 
@@ -197,16 +202,7 @@ def load_archive_config(path: str | Path) -> ArchiveConfig:
         The file is missing or not YAML, or a key is unknown, missing or of the wrong type.
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read archive config {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(
-            f"archive config {path} is not valid YAML{where}: fix the syntax"
-        ) from None
+    data = read_yaml(path, "archive config")
     return parse_archive_config(data, source=str(path))
 
 
@@ -228,10 +224,7 @@ def parse_archive_config(data: Any, *, source: str = "<archive config>") -> Arch
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a mapping with sections archive, output, ...")
     data = _drop_empty(data)
-    try:
-        return ArchiveConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: " + "; ".join(_describe(e) for e in exc.errors())) from None
+    return validate(ArchiveConfig, data, source)
 
 
 def _drop_empty(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -241,36 +234,6 @@ def _drop_empty(data: Mapping[str, Any]) -> dict[str, Any]:
         for k, v in data.items()
         if v is not None
     }
-
-
-def _describe(err: Mapping[str, Any]) -> str:
-    """One pydantic error as 'key: what is wrong, what to do'."""
-    parts = [str(p) for p in err["loc"]]
-    keys = [p for p in parts if not p.startswith(("literal[", "float", "function-", "int"))]
-    key = ".".join(keys) or "<top level>"
-    if err["type"] == "extra_forbidden":
-        valid = _fields_at(keys[:-1])
-        close = difflib.get_close_matches(keys[-1], valid, n=1, cutoff=0.5)
-        hint = (
-            f"did you mean `{'.'.join([*keys[:-1], close[0]])}`?"
-            if close
-            else (f"valid keys here: {', '.join(valid)}")
-        )
-        return f"unknown key `{key}`: {hint}"
-    if err["type"] == "missing":
-        return f"missing key `{key}`: add it"
-    msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Input should be ")
-    return f"key `{key}`: got {err.get('input')!r}, {msg}"
-
-
-def _fields_at(parts: list[str]) -> list[str]:
-    model: type[BaseModel] = ArchiveConfig
-    for part in parts:
-        annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
-        model = annotation
-    return list(model.model_fields)
 
 
 # --------------------------------------------------------------------------- scanning

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.backends import JobqueueOptions, KubernetesOptions
 from pipeline.errors import ConfigError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 __all__ = [
     "ClusterConfig",
@@ -210,18 +212,7 @@ def load_config(path: str | Path) -> Config:
     ConfigError
         The file is missing or not YAML, or a key is unknown, missing or of the wrong type.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config file {path} is not valid YAML{where}: fix the syntax") from None
-    return parse_config(data, source=str(path))
+    return parse_config(read_yaml(path), source=str(path))
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> Config:
@@ -243,14 +234,48 @@ def parse_config(data: Any, *, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: expected a mapping with sections inputs, output, ...")
     # A section left empty in YAML (only comments under it) means "all defaults".
     data = {key: value for key, value in data.items() if value is not None}
+    return validate(Config, data, source)
+
+
+def read_yaml(path: str | Path, what: str = "config file") -> Any:
+    r"""Parse a YAML file, turning I/O and syntax errors into one-line :class:`ConfigError`\ s.
+
+    Parameters
+    ----------
+    path
+        The file.
+    what
+        How the file is named in messages ("config file", "archive config", ...).
+    """
+    path = Path(path)
     try:
-        return Config.model_validate(data)
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} {path} is not valid YAML{where}: fix the syntax") from None
+
+
+def validate(
+    model: type[ModelT], data: Mapping[str, Any], source: str, *, hidden: Collection[str] = ()
+) -> ModelT:
+    """Validate ``data`` into ``model``; every problem becomes part of one :class:`ConfigError`.
+
+    Unknown keys get the nearest valid key suggested; ``hidden`` fields (filled in by the
+    program, not by users) are never suggested.
+    """
+    try:
+        return model.model_validate(data)
     except ValidationError as exc:
-        messages = [_describe(err) for err in exc.errors()]
+        messages = [_describe(err, model, hidden) for err in exc.errors()]
         raise ConfigError(f"{source}: " + "; ".join(messages)) from None
 
 
-def _describe(err: Mapping[str, Any]) -> str:
+def _describe(err: Mapping[str, Any], model: type[BaseModel], hidden: Collection[str]) -> str:
     """One pydantic error as 'key: what is wrong, what to do'."""
     loc = [str(part) for part in err["loc"]]
     # Union members and list indices appear in ``loc``; keep the user's key path only.
@@ -259,7 +284,7 @@ def _describe(err: Mapping[str, Any]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         parent, name = key_parts[:-1], key_parts[-1]
-        valid = _fields_at(parent)
+        valid = [f for f in _fields_at(parent, model) if f not in hidden]
         close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
         hint = (
             f"did you mean `{'.'.join([*parent, close[0]])}`?"
@@ -284,9 +309,8 @@ def _strip(msg: str) -> str:
     return msg
 
 
-def _fields_at(parts: list[str]) -> list[str]:
-    """The valid key names of the section at ``parts``."""
-    model: type[BaseModel] = Config
+def _fields_at(parts: list[str], model: type[BaseModel]) -> list[str]:
+    """The valid key names of the section at ``parts`` of ``model``."""
     for part in parts:
         annotation = model.model_fields[part].annotation if part in model.model_fields else None
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):

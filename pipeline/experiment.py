@@ -17,7 +17,6 @@ Baselines recorded in every trial (λ-independent, ``lam`` empty in the table):
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import hashlib
 import logging
@@ -31,9 +30,9 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pipeline.config import ClusterConfig
+from pipeline.config import ClusterConfig, read_yaml, validate
 from pipeline.errors import ConfigError, InputError
 
 __all__ = [
@@ -215,16 +214,7 @@ def load_experiment_config(path: str | Path) -> ExperimentConfig:
         The file is missing or not YAML, or a key is unknown, missing or of the wrong type.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config file {path} is not valid YAML{where}: fix the syntax") from None
+    data = read_yaml(path)
     return parse_experiment_config(data, source=str(path), base_dir=path.resolve().parent)
 
 
@@ -254,51 +244,11 @@ def parse_experiment_config(
             "the config file's folder, remove the key"
         )
     data = {key: value for key, value in data.items() if value is not None}
-    try:
-        cfg = ExperimentConfig.model_validate({**data, "base_dir": Path(base_dir)})
-    except ValidationError as exc:
-        messages = [_describe(err) for err in exc.errors()]
-        raise ConfigError(f"{source}: " + "; ".join(messages)) from None
+    data = {**data, "base_dir": Path(base_dir)}
+    cfg = validate(ExperimentConfig, data, source, hidden={"base_dir"})
     for ref in cfg.images:
         resolve_image(ref, cfg.base_dir)  # fail at the door, not inside a worker
     return cfg
-
-
-def _describe(err: Mapping[str, Any]) -> str:
-    """One pydantic error as 'key: what is wrong, what to do'."""
-    loc = [str(part) for part in err["loc"]]
-    key_parts = [p for p in loc if not p.startswith(("literal[", "float", "int", "function-"))]
-    key = ".".join(key_parts) or "<top level>"
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        parent, name = key_parts[:-1], key_parts[-1]
-        valid = [f for f in _fields_at(parent) if f != "base_dir"]
-        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-        hint = (
-            f"did you mean `{'.'.join([*parent, close[0]])}`?"
-            if close
-            else f"valid keys here: {', '.join(valid)}"
-        )
-        return f"unknown key `{key}`: {hint}"
-    if kind == "missing":
-        return f"missing key `{key}`: add it"
-    msg = str(err["msg"])
-    for prefix in ("Input should be ", "Value error, "):
-        msg = msg.removeprefix(prefix)
-    if kind == "value_error" and not msg.startswith("expected "):
-        return f"section `{key}`: {msg}"
-    expected = err.get("ctx", {}).get("expected") or msg.removeprefix("expected ")
-    return f"key `{key}`: got {err.get('input')!r}, expected {expected}"
-
-
-def _fields_at(parts: list[str]) -> list[str]:
-    model: type[BaseModel] = ExperimentConfig
-    for part in parts:
-        annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return []
-        model = annotation
-    return list(model.model_fields)
 
 
 def resolve_image(ref: str, base_dir: str | Path = ".") -> Path:
