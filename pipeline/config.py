@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline.backends import JobqueueOptions, KubernetesOptions
+from pipeline.backends import ClusterSpec
 from pipeline.errors import ConfigError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -157,26 +157,9 @@ class SolverConfig(_Section):
         return value
 
 
-class ClusterConfig(_Section):
-    """Which Dask cluster runs the tasks (``cluster``)."""
-
-    kind: Literal["local", "address", "slurm", "pbs", "kubernetes"] = "local"
-    address: str | None = None
-    n_workers: int | None = Field(default=None, ge=1)
-    threads_per_worker: int | None = Field(default=None, ge=1)
-    solver_threads: int | None = Field(default=None, ge=1)
-    dashboard: bool = True
-    # Options of the batch-system and Kubernetes back-ends (pipeline.backends).
-    jobqueue: JobqueueOptions | None = None
-    kubernetes: KubernetesOptions | None = None
-
-    @model_validator(mode="after")
-    def _address_needed(self) -> ClusterConfig:
-        if self.kind == "address" and not self.address:
-            raise ValueError("cluster.kind 'address' needs `cluster.address` (tcp://host:8786)")
-        if self.kind == "kubernetes" and self.kubernetes is None:
-            raise ValueError("cluster.kind 'kubernetes' needs `cluster.kubernetes.image`")
-        return self
+# The ``cluster`` section is one model for run, batch and experiment configurations; it lives
+# with the back-ends that interpret it (it also expands ``${VAR}`` in ``cluster.address``).
+ClusterConfig = ClusterSpec
 
 
 class Config(_Section):
