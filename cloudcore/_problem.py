@@ -33,6 +33,12 @@ class Problem:
     shape: tuple[int, int]  # the caller's (d, n)
     transposed: bool  # D here is the caller's Dᵀ
 
+    def internal(self, x: np.ndarray) -> np.ndarray:
+        """Map a caller's (d, n) array into the internal layout (the inverse of :meth:`expand`)."""
+        if self.kept_rows is not None:
+            x = x[self.kept_rows]
+        return np.ascontiguousarray(x.T if self.transposed else x, dtype=self.D.dtype)
+
     def expand(self, x: np.ndarray) -> np.ndarray:
         """Map an internal array back to the caller's (d, n), NaN in rows observed on no date."""
         if self.transposed:

@@ -8,16 +8,15 @@ and per-entry weights α on Ω (clouds may go into S cheaply) and 1 elsewhere. B
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import ndimage
 from skimage.morphology import disk
 
-from cloudcore._problem import numba_threads, prepare, spectral_norm, zero_result
-from cloudcore.result import ConvergenceWarning, Decomposition
-from cloudcore.solvers import FLOAT32_TOL_FLOOR, run_alm
+from cloudcore._problem import prepare
+from cloudcore.result import Decomposition
+from cloudcore.solvers import Outcome, check_parameters, run_alm, solve
 
 __all__ = ["cloud_mask", "complete"]
 
@@ -97,25 +96,18 @@ def complete(
     Decomposition
         ``L`` is the completed ground B, ``C`` the residual S, ``N`` zeros; ``lam`` is α.
     """
+    check_parameters(1.0, tol, max_iter)
     problem = prepare(D, mask)
     d = problem.shape[0]
     alpha = 0.1 / math.sqrt(d) if alpha is None else float(alpha)
     if not (math.isfinite(alpha) and alpha > 0):
         raise ValueError(f"alpha must be a positive finite number, got {alpha}")
     cloudy = cloud_mask(C, image_shape, gamma=gamma, radius=radius)
-    weights = np.where(cloudy, alpha, 1.0)
-    if problem.kept_rows is not None:
-        weights = weights[problem.kept_rows]
-    if problem.transposed:
-        weights = weights.T
-    weights = np.ascontiguousarray(weights, dtype=problem.D.dtype)
-    if problem.D.dtype == np.float32:
-        tol = max(tol, FLOAT32_TOL_FLOOR)
-    norm_two = spectral_norm(problem.D)
-    if norm_two == 0.0:
-        return zero_result(problem, alpha, "mc")
-    with numba_threads(threads):
-        B, S, _, it, res = run_alm(
+    weights = problem.internal(np.where(cloudy, alpha, 1.0))
+
+    def iterate(norm_two: float, tol: float, max_iter: int) -> Outcome:
+        # Weighted RPCA: λ = 1 with per-entry weights α (cloudy) or 1 (clear); no haze layer.
+        return run_alm(
             problem,
             1.0,
             norm_two,
@@ -125,21 +117,5 @@ def complete(
             max_iter=max_iter,
             weights=weights,
         )
-    converged = res < tol
-    if not converged:
-        warnings.warn(
-            f"MC did not converge in {max_iter} iterations (residual {res:.2e} > tol {tol:.0e})",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
-    zeros = np.zeros_like(B)
-    return Decomposition(
-        L=problem.expand(B),
-        C=problem.expand(S),
-        N=problem.expand(zeros),
-        iterations=it,
-        converged=converged,
-        residual=res,
-        lam=alpha,
-        method="mc",
-    )
+
+    return solve(problem, "mc", alpha, tol, max_iter, threads, iterate)

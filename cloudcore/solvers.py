@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -81,28 +83,49 @@ def decompose(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    _check_parameters(beta, tol, max_iter)
+    check_parameters(beta, tol, max_iter)
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
     if not (math.isfinite(lam) and lam > 0):
         raise ValueError(f"lam must be a positive finite number, got {lam}")
+    if method == "atm":
+        return solve(problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam))
+    return solve(
+        problem, method, lam, tol, max_iter, threads, partial(_alm, problem, lam, method, beta)
+    )
+
+
+Outcome = tuple[np.ndarray, np.ndarray, np.ndarray, int, float]  # L, C, N, iterations, residual
+
+
+def solve(
+    problem: Problem,
+    method: str,
+    lam: float,
+    tol: float,
+    max_iter: int,
+    threads: int | None,
+    iterate: Callable[[float, float, int], Outcome],
+) -> Decomposition:
+    """Run a solver on a validated problem and package its result (shared by every method).
+
+    ``iterate(norm_two, tol, max_iter)`` runs the iterations. This applies the float32 tolerance
+    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning.
+    """
     if problem.D.dtype == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
     norm_two = spectral_norm(problem.D)
     if norm_two == 0.0:
         return zero_result(problem, lam, method)
     with numba_threads(threads):
-        if method == "atm":
-            L, C, N, it, res = _atm(problem, lam, norm_two, tol, max_iter)
-        else:
-            L, C, N, it, res = _alm(problem, lam, norm_two, method, beta, tol, max_iter)
+        L, C, N, it, res = iterate(norm_two, tol, max_iter)
     converged = res < tol
     if not converged:
         warnings.warn(
             f"{method} did not converge in {max_iter} iterations (residual {res:.2e} > tol "
             f"{tol:.0e}); raise max_iter or check λ = {lam:.3g}",
             ConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return Decomposition(
         L=problem.expand(L),
@@ -116,7 +139,7 @@ def decompose(
     )
 
 
-def _check_parameters(beta: float, tol: float, max_iter: int) -> None:
+def check_parameters(beta: float, tol: float, max_iter: int) -> None:
     if not (math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta must be a positive finite number, got {beta}")
     if not (math.isfinite(tol) and tol > 0):
@@ -141,7 +164,7 @@ def run_alm(
     tol: float,
     max_iter: int,
     weights: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+) -> Outcome:
     """Fused inexact ALM shared by aATM (``beta`` set), RPCA, NN-RPCA and weighted RPCA (MC).
 
     ``weights`` (same shape as D) scales λ per entry; Y₀ then uses ‖D / weights‖_∞.
@@ -205,12 +228,12 @@ def run_alm(
 def _alm(
     problem: Problem,
     lam: float,
-    norm_two: float,
     method: str,
     beta: float,
+    norm_two: float,
     tol: float,
     max_iter: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+) -> Outcome:
     return run_alm(
         problem,
         lam,
@@ -229,9 +252,7 @@ _INNER_MAX_ITER = 100
 _INNER_TOL = 1e-3
 
 
-def _atm(
-    problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int) -> Outcome:
     """ATM, Alg. 1: exact scattering model D = L∘(1 − C) + C with box constraints.
 
     Two corrections to the printed algorithm (SPEC-NOTES §2): the C step soft-thresholds the

@@ -124,7 +124,7 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
                     beta=job.solver.beta,
                     tol=job.solver.tol,
                     max_iter=job.solver.max_iter,
-                    mask=None if mask.all() else mask,
+                    mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
                     threads=job.threads,
                 )
         except ValueError as exc:
