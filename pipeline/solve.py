@@ -24,7 +24,7 @@ import numpy as np
 
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
-from pipeline.outputs import COMPONENTS, Layout, storage_error, write_marker, write_part
+from pipeline.outputs import Layout, storage_error, write_marker, write_part
 from pipeline.tiling import Tile
 
 __all__ = ["SolveJob", "resolve_lambda", "solve_tile"]
@@ -108,40 +108,38 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
         "lam": lam,
     }
     started = time.perf_counter()
-    if not mask.any():
-        # Outside every footprint: nothing to solve, the part stays NaN.
-        parts = np.full((len(COMPONENTS), n, halo.height, halo.width), np.nan, np.float32)
-        record.update(iterations=0, converged=True, residual=0.0, empty=True)
-    else:
-        try:
-            with warnings.catch_warnings():
-                # Non-convergence is recorded per tile in the diagnostics instead.
-                warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-                result = cloudcore.decompose(
-                    D,
-                    job.solver.method,
-                    lam=lam,
-                    beta=job.solver.beta,
-                    tol=job.solver.tol,
-                    max_iter=job.solver.max_iter,
-                    mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
-                    threads=job.threads,
-                )
-        except ValueError as exc:
-            raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
-        # The returned ground is clipped to [0, 1]: always safe for the user (SPEC-NOTES §2).
-        clear = np.clip(result.L, 0.0, 1.0)
-        parts = np.stack([clear, result.C, result.N]).astype(np.float32)  # (3, d, n)
-        parts = parts.transpose(0, 2, 1).reshape(len(COMPONENTS), n, halo.height, halo.width)
-        record.update(
-            iterations=int(result.iterations),
-            converged=bool(result.converged),
-            residual=float(result.residual),
-        )
-        if not result.converged:
-            log.warning(
-                "tile %s: no convergence after %d iterations", job.tile_id, result.iterations
+    try:
+        with warnings.catch_warnings():
+            # Non-convergence is recorded per tile in the diagnostics instead.
+            warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
+            result = cloudcore.decompose(
+                D,
+                job.solver.method,
+                lam=lam,
+                beta=job.solver.beta,
+                tol=job.solver.tol,
+                max_iter=job.solver.max_iter,
+                mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
+                threads=job.threads,
             )
+    except ValueError as exc:
+        raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
+    # ``ground`` is L clipped to [0, 1], always safe for the user (SPEC-NOTES §2). The (d, n)
+    # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free
+    # and np.stack makes the only copy. A tile outside every footprint comes back all NaN.
+    frames = (n, halo.height, halo.width)
+    layers = (result.ground, result.C, result.N)  # in COMPONENTS order: clear, cloud, haze
+    parts = np.stack([x.T.reshape(frames) for x in layers])
+    parts = parts.astype(np.float32, copy=False)
+    record.update(
+        iterations=int(result.iterations),
+        converged=bool(result.converged),
+        residual=float(result.residual),
+    )
+    if not mask.any():
+        record["empty"] = True  # reported once for all such tiles by the run
+    elif not result.converged:
+        log.warning("tile %s: no convergence after %d iterations", job.tile_id, result.iterations)
     record["seconds"] = round(time.perf_counter() - started, 4)
     path = job.layout.part(job.tile_id)
     try:
