@@ -62,25 +62,24 @@ def prepare(D: ArrayLike, mask: ArrayLike | None) -> Problem:
         raise ValueError(
             f"D has shape {a.shape}: a time series needs at least 2 dates (columns) and 2 pixels"
         )
-    if mask is None:
-        bad = ~np.isfinite(a)
-        if bad.any():
-            raise ValueError(
-                f"D holds {int(bad.sum())} NaN/inf values; pass mask= (True = observed) to mark "
-                "missing entries"
-            )
-        obs = None
-    else:
+    obs = None
+    if mask is not None:
         obs = np.asarray(mask)
         if obs.shape != a.shape or obs.dtype != np.bool_:
             raise ValueError(
                 f"mask must be a boolean array of D's shape {a.shape}, got {obs.dtype} {obs.shape}"
             )
-        if not np.isfinite(a[obs]).all():
-            raise ValueError("D holds NaN/inf at entries the mask marks as observed")
         if obs.all():
             obs = None
-    values = a if obs is None else a[obs]
+    values = a if obs is None else a[obs]  # the observed entries, extracted once
+    bad = ~np.isfinite(values)
+    if bad.any():
+        if mask is None:
+            raise ValueError(
+                f"D holds {int(bad.sum())} NaN/inf values; pass mask= (True = observed) to mark "
+                "missing entries"
+            )
+        raise ValueError("D holds NaN/inf at entries the mask marks as observed")
     if values.size and (values.min() < -_RANGE_SLACK or values.max() > 1 + _RANGE_SLACK):
         raise ValueError(
             f"D has values in [{values.min():.4g}, {values.max():.4g}], outside [0, 1]; divide by "
