@@ -56,7 +56,8 @@ def decompose(
         ``"aatm"`` (D = L + C + N, Alg. 2, the default), ``"atm"`` (D = L∘(1 − C) + C, Alg. 1),
         ``"rpca"`` (D = L + C) or ``"nnrpca"`` (RPCA with C clamped to [0, 1]).
     lam
-        Sparsity weight λ. Default 1/√d with d the pixels solved (1/√max(d, n) if d < n).
+        Sparsity weight λ. Default 1/√d with d the number of rows of ``D`` as given, pixels
+        observed on no date included (1/√max(d, n) if d < n).
     beta
         Haze weight β of aATM (ignored by the other methods); must be > 0.
     tol

@@ -49,7 +49,7 @@ class SolveJob:
 def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     """λ for a d × n tile matrix: ``"auto"`` = 1/√d, ``"star"`` = λ̂*(d, n), or the number given.
 
-    d is the number of pixels of the matrix actually solved (the halo), not of the scene
+    d is the number of pixels of the halo (no-data pixels included), not of the scene
     (SPEC-NOTES §3).
     """
     import cloudcore
