@@ -30,9 +30,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 from distributed import Client, Future, LocalCluster, as_completed
 from tqdm import tqdm
 
+from pipeline.backends import WORKER_MALLOC_ENV
 from pipeline.config import ClusterConfig
 from pipeline.errors import ConfigError
 
@@ -137,13 +139,15 @@ def connect(cfg: ClusterConfig) -> Iterator[Client]:
             yield client
         return
     workers, threads = _local_layout(cfg)
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=threads,
-        processes=True,
-        silence_logs=logging.WARNING,
-        dashboard_address=":0",  # a free port: never clash with another cluster on 8787
-    )
+    malloc = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC_ENV.items()}
+    with dask.config.set(malloc):
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads,
+            processes=True,
+            silence_logs=logging.WARNING,
+            dashboard_address=":0",  # a free port: never clash with another cluster on 8787
+        )
     with cluster, Client(cluster) as client:
         log.info("local cluster: %d worker processes x %d threads", workers, threads)
         _announce(client, dashboard)

@@ -85,6 +85,19 @@ class OutputError(PipelineError):
 COMPONENTS = ("clear", "cloud", "haze")
 
 
+def compressors() -> tuple[Any, ...]:
+    """The compression of every Zarr array a run writes: Blosc LZ4 with bit shuffle.
+
+    Lossless. Reflectance in float32 barely compresses (the low mantissa bits are noise), so
+    the codec's speed matters more than its strength: on a 1024² × 7-date float32 tile it
+    wrote 3-4x faster than Zarr's default Zstd and still stored less (ratio 1.35 against
+    1.16). Every stage reads and writes the scene several times, so this is run time.
+    """
+    from zarr.codecs import BloscCodec, BloscShuffle
+
+    return (BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.bitshuffle),)
+
+
 @dataclass(frozen=True)
 class Layout:
     """Paths of everything under one output directory."""
@@ -253,15 +266,19 @@ def write_json(path: Path, record: Mapping[str, Any]) -> None:
     _atomic_write(path, json.dumps(dict(record), indent=1, sort_keys=True, default=str).encode())
 
 
-def write_part(path: Path, parts: np.ndarray, inner_chunk: int | None = None) -> None:
+def write_part(path: Path, layers: Sequence[np.ndarray], inner_chunk: int | None = None) -> None:
     """Write one tile's solver output as its own Zarr array, durably, then rename it into place.
+
+    ``layers`` are the (time, y, x) components in :data:`COMPONENTS` order; the array is
+    (component, time, y, x) float32, one shard per component, written without stacking the
+    layers into one more copy.
 
     The store is built under a hidden temporary name next to ``path`` and fsynced, and only
     then renamed to ``path``: an interrupted write leaves an orphan temporary store (removed by
     the next write of the same part), never a truncated store under the final name.
 
-    With ``inner_chunk`` the part is one shard of (inner_chunk × inner_chunk) chunks, so that a
-    neighbour blending only the overlap strip reads only that strip's chunks.
+    With ``inner_chunk`` each component is one shard of (inner_chunk × inner_chunk) chunks, so
+    that a neighbour blending only the overlap strip reads only that strip's chunks.
     """
     import zarr
 
@@ -270,24 +287,24 @@ def write_part(path: Path, parts: np.ndarray, inner_chunk: int | None = None) ->
         shutil.rmtree(orphan, ignore_errors=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        chunks: tuple[int, ...] = parts.shape
+        shape = (len(layers), *layers[0].shape)
+        chunks: tuple[int, ...] = (1, *shape[1:])
         shards: tuple[int, ...] | None = None
         if inner_chunk:
-            chunks = (*parts.shape[:2], inner_chunk, inner_chunk)
+            chunks = (1, shape[1], inner_chunk, inner_chunk)
             # The shard must be a whole number of chunks; the array may end inside it.
-            shards = (
-                *parts.shape[:2],
-                *(-(-e // inner_chunk) * inner_chunk for e in parts.shape[2:]),
-            )
+            shards = (1, shape[1], *(-(-e // inner_chunk) * inner_chunk for e in shape[2:]))
         out = zarr.create_array(
             store=str(tmp),
-            shape=parts.shape,
+            shape=shape,
             chunks=chunks,
             shards=shards,
             dtype="float32",
             fill_value=np.nan,
+            compressors=compressors(),
         )
-        out[...] = parts
+        for k, layer in enumerate(layers):
+            out[k] = layer
         fsync_tree(tmp)
         if path.exists():
             # A complete part without its marker (the crash came between the two): the new
@@ -383,7 +400,9 @@ def create_store(
         layout: dict[str, Any] = {"chunks": chunks}
         if inner_chunk:
             layout = {"chunks": (*chunks[:2], inner_chunk, inner_chunk), "shards": chunks}
-        ds[name].encoding.update(**layout, fill_value=np.nan, coordinates="spatial_ref")
+        ds[name].encoding.update(
+            **layout, fill_value=np.nan, coordinates="spatial_ref", compressors=compressors()
+        )
     if path.exists():
         shutil.rmtree(path)
     ds.to_zarr(path, mode="w", compute=False, consolidated=False, zarr_format=3)
@@ -505,8 +524,16 @@ def write_cogs(
             for out in outs:
                 out.close()
         for s_path, p_path, dst in zip(scratch, partial, dsts, strict=True):
+            # DEFLATE, which every GeoTIFF reader has, at level 1: a GF-4-like band took 16 %
+            # less time than at the default level 6 and came out no larger (0.68 vs 0.69).
             rasterio.shutil.copy(
-                s_path, p_path, driver="COG", compress="DEFLATE", predictor=2, blocksize=512
+                s_path,
+                p_path,
+                driver="COG",
+                compress="DEFLATE",
+                level=1,
+                predictor=2,
+                blocksize=512,
             )
             os.replace(p_path, dst)
     finally:

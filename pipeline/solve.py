@@ -126,11 +126,12 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
     # ``ground`` is L clipped to [0, 1], always safe for the user (SPEC-NOTES §2). The (d, n)
     # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free
-    # and np.stack makes the only copy. A tile outside every footprint comes back all NaN.
+    # and the layers go to the part without a copy. A tile outside every footprint is all NaN.
     frames = (n, halo.height, halo.width)
-    layers = (result.ground, result.C, result.N)  # in COMPONENTS order: clear, cloud, haze
-    parts = np.stack([x.T.reshape(frames) for x in layers])
-    parts = parts.astype(np.float32, copy=False)
+    layers = [
+        x.T.reshape(frames).astype(np.float32, copy=False)
+        for x in (result.ground, result.C, result.N)  # in COMPONENTS order: clear, cloud, haze
+    ]
     record.update(
         iterations=int(result.iterations),
         converged=bool(result.converged),
@@ -143,7 +144,7 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
     record["seconds"] = round(time.perf_counter() - started, 4)
     path = job.layout.part(job.tile_id)
     try:
-        write_part(path, parts, job.inner_chunk)
+        write_part(path, layers, job.inner_chunk)
     except Exception as exc:
         raise storage_error(exc, path) or TileError(
             job.tile_id, f"writing its part: {type(exc).__name__}: {exc}"

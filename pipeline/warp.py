@@ -78,6 +78,12 @@ _KERNEL_RADIUS = {
 _SAFETY_PX = 3
 # Spacing (destination pixels) of the points sent through the RPC to find the source window.
 _SAMPLE_STEP = 32
+# Largest spacing (grid pixels, a power of 2) of the lattice of exact RPC positions of
+# :func:`_warp_rpc_lattice`, and the position error (image pixels) the lattice must stay under.
+# The error grows with the square of the spacing: 8 px gave 1.4e-4 px on a 2560² GF-4-like
+# frame (16 px: 5e-4); small, strongly distorted test frames need a finer lattice.
+LATTICE_STEP = 8
+LATTICE_TOLERANCE_PX = 2.5e-4
 
 
 def _resampling(name: str) -> Resampling:
@@ -214,6 +220,94 @@ def source_window(
     return _pad_window(np.asarray(rows), np.asarray(cols), margin, src.height, src.width)
 
 
+def _lattice_applies(method: Resampling, dem: Path | None, xscale: float, yscale: float) -> bool:
+    """Whether :func:`_warp_rpc_lattice` gives GDAL's result: bilinear at a scale where GDAL
+    uses its 4-sample rule (>= 0.95), heights 0 (with a DEM the heights vary per pixel)."""
+    return method == Resampling.bilinear and dem is None and min(xscale, yscale) >= 0.95
+
+
+def _lattice_nodes(start: int, length: int, step: int) -> tuple[int, np.ndarray]:
+    """Grid indices of the lattice nodes bracketing ``[start, start + length)``, and the offset of
+    ``start`` past the first node. Nodes sit on multiples of ``step`` of the *grid*, so windows
+    interpolate between the same nodes."""
+    first = start // step * step
+    last = (start + length - 1) // step * step + step
+    return start - first, np.arange(first, last + 1, step)
+
+
+def _rpc_positions(
+    rpcs: RPC, grid: TargetGrid, rows: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact image positions (GDAL convention: pixel centres at +0.5) of the grid pixel centres
+    ``rows`` × ``cols``, through GDAL's RPC transformer at height 0; NaN where it fails."""
+    cc, rr = np.meshgrid(cols + 0.5, rows + 0.5)
+    t = grid.transform
+    xs, ys = (t.c + cc * t.a).ravel(), (t.f + rr * t.e).ravel()
+    lon, lat = transform_points(grid.crs, "EPSG:4326", xs, ys)
+    with RPCTransformer(rpcs) as tr:
+        img_rows, img_cols = tr.rowcol(np.asarray(lon), np.asarray(lat), op=lambda v: v)
+    return (
+        np.asarray(img_rows, float).reshape(cc.shape),
+        np.asarray(img_cols, float).reshape(cc.shape),
+    )
+
+
+def _interpolation_error(
+    rpcs: RPC,
+    grid: TargetGrid,
+    node_r: np.ndarray,
+    node_c: np.ndarray,
+    nodes: tuple[np.ndarray, np.ndarray],
+    step: int,
+) -> float:
+    """Largest distance (image pixels) between the exact position and the one interpolated from
+    the nodes, at the cell centres, where bilinear interpolation of a smooth mapping is worst."""
+    exact = _rpc_positions(rpcs, grid, node_r[:-1] + step // 2, node_c[:-1] + step // 2)
+    error = 0.0
+    for at_nodes, at_centres in zip(nodes, exact, strict=True):
+        interpolated = (
+            at_nodes[:-1, :-1] + at_nodes[1:, :-1] + at_nodes[:-1, 1:] + at_nodes[1:, 1:]
+        ) / 4
+        error = max(error, float(np.nanmax(np.abs(interpolated - at_centres), initial=0.0)))
+    return error
+
+
+def _warp_rpc_lattice(
+    scaled: np.ndarray,
+    rpcs: RPC,
+    src_win: Window,
+    grid: TargetGrid,
+    window: Window,
+    out: np.ndarray,
+) -> None:
+    """Orthorectify ``scaled`` (the source window ``src_win``) into ``out`` like GDAL, faster.
+
+    GDAL's exact transformer runs the grid CRS → lon/lat → RPC chain for every destination
+    pixel, which made it most of the staging time (0.41 s of 0.46 s for a 1024² window of 5
+    bands). Here the same GDAL RPC transformer is evaluated only on a lattice of grid pixels
+    (every :data:`LATTICE_STEP`), and each pixel's source position is interpolated between the
+    nodes. The lattice is refined (step halved, down to every pixel) until the interpolation
+    error at the cells' centres is below :data:`LATTICE_TOLERANCE_PX`; on GF-4-sized frames
+    8 px gives ~1e-4 px and resampled values within 0.12 DN of 4095 of GDAL's
+    (``tests/pipeline/test_warp.py`` compares both, no-data pixels included).
+    """
+    from pipeline._resample import warp_bilinear
+
+    step = LATTICE_STEP
+    while True:
+        row_first, node_r = _lattice_nodes(window.row_off, window.height, step)
+        col_first, node_c = _lattice_nodes(window.col_off, window.width, step)
+        nodes = _rpc_positions(rpcs, grid, node_r, node_c)
+        if step == 1:
+            break
+        if _interpolation_error(rpcs, grid, node_r, node_c, nodes, step) <= LATTICE_TOLERANCE_PX:
+            break
+        step //= 2
+    node_rows = nodes[0] - src_win.row_off  # positions in the source window read
+    node_cols = nodes[1] - src_win.col_off
+    warp_bilinear(scaled, node_rows, node_cols, row_first, col_first, step, out)
+
+
 def _shift_rpcs(rpcs: RPC, window: Window) -> RPC:
     """RPCs of a sub-image: image coordinates are pixels, so offsets simply shift."""
     fields = rpcs.to_dict()
@@ -326,7 +420,9 @@ def read_window(
             "XSCALE": repr(xscale),
             "YSCALE": repr(yscale),
         }
-        if acq.georef == "rpc":
+        if acq.georef == "rpc" and _lattice_applies(method, dem, xscale, yscale):
+            _warp_rpc_lattice(scaled, src.rpcs, src_win, grid, window, out)
+        elif acq.georef == "rpc":
             if dem is not None:
                 common["RPC_DEM"] = str(dem)
             operation = _lonlat_operation(grid.crs)

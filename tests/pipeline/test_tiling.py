@@ -128,7 +128,8 @@ def test_sharded_part_round_trips(tmp_path) -> None:
     from pipeline.outputs import write_part
 
     parts = np.random.default_rng(1).random((3, 4, 150, 170)).astype(np.float32)
-    write_part(tmp_path / "part", parts, inner_chunk=32)
+    write_part(tmp_path / "part", list(parts), inner_chunk=32)
     stored = zarr.open_array(store=str(tmp_path / "part"), mode="r")
-    assert stored.shards == (3, 4, 160, 192) and stored.chunks == (3, 4, 32, 32)
+    # One shard per component (each layer is written whole, without stacking them first).
+    assert stored.shards == (1, 4, 160, 192) and stored.chunks == (1, 4, 32, 32)
     np.testing.assert_array_equal(stored[:, :, 32:150, 0:32], parts[:, :, 32:150, 0:32])
