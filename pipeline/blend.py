@@ -14,11 +14,12 @@ sum to 1, so float32 adds no more than rounding of the last bit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from pipeline.errors import TileError
-from pipeline.outputs import COMPONENTS, Layout, storage_error
+from pipeline.outputs import COMPONENTS, Layout, fsync_paths, storage_error
 from pipeline.tiling import Tile, TileGrid, Window, feather_weights
 
 __all__ = ["BlendJob", "blend_core", "blend_tile"]
@@ -116,7 +117,7 @@ def blend_core(job: BlendJob) -> np.ndarray:
 
 
 def blend_tile(job: BlendJob) -> str:
-    """Blend one core and write it into the cube's ``clear``, ``cloud`` and ``haze``.
+    """Blend one core and write it, durably, into the cube's ``clear``, ``cloud`` and ``haze``.
 
     Runs on a worker.
 
@@ -133,6 +134,10 @@ def blend_tile(job: BlendJob) -> str:
         for k, name in enumerate(COMPONENTS):
             target = zarr.open_array(store=job.cube, path=name, mode="r+")
             target[:, job.band_index, rows, cols] = stack[k]
+        # Durable before the run marks the band blended and deletes the parts it came from.
+        # The core is one chunk per variable: all dates of this band, row and column.
+        chunk = f"c/*/{job.band_index}/{job.tile.row}/{job.tile.col}"
+        fsync_paths(p for name in COMPONENTS for p in Path(job.cube).glob(f"{name}/{chunk}"))
     except Exception as exc:
         raise storage_error(exc, job.cube) or TileError(
             job.tile_id, f"writing the cube: {type(exc).__name__}: {exc}"

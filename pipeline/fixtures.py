@@ -377,24 +377,53 @@ def _lonlat_grid(center: tuple[float, float], gsd: float, n: int) -> tuple[Affin
     return Affine(dlon, 0.0, lon0 - n / 2 * dlon, 0.0, -dlat, lat0 + n / 2 * dlat), dlon, dlat
 
 
+#: Frames larger than this are simulated in row blocks, with the image → ground mapping solved
+#: on a lattice every ``_GROUND_STEP`` pixels and interpolated in between (the mapping is smooth:
+#: ~1e-4 px off). Solving it at every pixel of a 10240² frame needed ~20 arrays of 800 MB and
+#: most of an hour; smaller frames keep the exact per-pixel solution.
+_EXACT_GROUND_MAX = 2048
+_GROUND_STEP = 8
+
+
+def _ground_rows(rpc: _Rpc, size: int, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+    """lon, lat of the pixel centres of image rows ``r0:r1`` (all columns)."""
+    rows, cols = np.mgrid[r0:r1, 0:size].astype(float)
+    if size <= _EXACT_GROUND_MAX:
+        return rpc.ground(rows, cols)
+    nodes = np.arange(0, size + _GROUND_STEP, _GROUND_STEP, dtype=float)
+    first = r0 // _GROUND_STEP
+    node_rows = nodes[first : (r1 - 1) // _GROUND_STEP + 2]
+    lon_n, lat_n = rpc.ground(*np.meshgrid(node_rows, nodes, indexing="ij"))
+    at = np.stack([rows / _GROUND_STEP - first, cols / _GROUND_STEP])
+    return (
+        map_coordinates(lon_n, at, order=1, mode="nearest"),
+        map_coordinates(lat_n, at, order=1, mode="nearest"),
+    )
+
+
 def _observe(
     truth: np.ndarray, transform: Affine, rpc: _Rpc, size: int, band_idx: Sequence[int]
 ) -> np.ndarray:
     """Sample the ground through the RPC at every image pixel centre (bilinear)."""
-    rows, cols = np.mgrid[0:size, 0:size].astype(float)
-    lon, lat = rpc.ground(rows, cols)
+    out = np.empty((len(band_idx), size, size))
+    block = size if size <= _EXACT_GROUND_MAX else 1024
     inv = ~transform
-    gc, gr = inv @ (lon, lat)
-    # Ground pixel centres sit at integer + 0.5 in transform space.
-    coords = np.stack([gr - 0.5, gc - 0.5])
-    # Image pixels that look beyond the simulated ground get the L1A fill value (NaN here, DN 0
-    # on disk) rather than replicated edge pixels: test data must not invent ground either.
     h, w = truth.shape[1:]
-    outside = (
-        (coords[0] < -0.5) | (coords[0] > h - 0.5) | (coords[1] < -0.5) | (coords[1] > w - 0.5)
-    )
-    sampled = [map_coordinates(truth[b], coords, order=1, mode="nearest") for b in band_idx]
-    return np.where(outside, np.nan, np.stack(sampled))
+    for r0 in range(0, size, block):
+        r1 = min(r0 + block, size)
+        lon, lat = _ground_rows(rpc, size, r0, r1)
+        gc, gr = inv @ (lon, lat)
+        # Ground pixel centres sit at integer + 0.5 in transform space.
+        coords = np.stack([gr - 0.5, gc - 0.5])
+        # Image pixels that look beyond the simulated ground get the L1A fill value (NaN here,
+        # DN 0 on disk) rather than replicated edge pixels: test data must not invent ground.
+        outside = (
+            (coords[0] < -0.5) | (coords[0] > h - 0.5) | (coords[1] < -0.5) | (coords[1] > w - 0.5)
+        )
+        for k, b in enumerate(band_idx):
+            sampled = map_coordinates(truth[b], coords, order=1, mode="nearest")
+            out[k, r0:r1] = np.where(outside, np.nan, sampled)
+    return out
 
 
 def _dn(obs: np.ndarray, max_dn: int) -> np.ndarray:
@@ -502,7 +531,6 @@ def make_gf4_series(
             bands = range(5) if s == "PMS" else (0,)
             ground = _observe(truth, transform, rpc, frame[0], bands)
             c = clouds[s][k]
-            obs = c + (1.0 - c) * ground
             n_b = len(bands)
             if isinstance(integration_time, (int, float)):
                 integ = [float(integration_time)] * n_b
@@ -514,7 +542,8 @@ def make_gf4_series(
                 product_dir,
                 f"GF4_{s}_{location}_{time:%Y%m%d}_{product_id}",
                 s,
-                _dn(obs, _MAX_DN[s]),
+                # One band at a time: a full-size frame's 5 bands in float64 are 4 GB each copy.
+                np.stack([_dn(c + (1.0 - c) * g, _MAX_DN[s]) for g in ground]),
                 rpc,
                 time,
                 s_gsd,

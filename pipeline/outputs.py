@@ -61,7 +61,7 @@ __all__ = [
     "write_json",
     "write_marker",
     "write_part",
-    "write_quicklook",
+    "write_quicklooks",
 ]
 
 #: errno values that mean "the output location cannot take this write": the user must free
@@ -550,26 +550,29 @@ def _encode(clear: np.ndarray, dtype: str, max_dn: float) -> np.ndarray:
     return np.where(np.isfinite(clear), dn, 0).astype(np.uint16)
 
 
-def write_quicklook(
+def write_quicklooks(
     input_store: Path,
     cube: Path,
-    dst: Path,
+    dsts: Sequence[Path],
     *,
-    time_index: int,
     bands: Sequence[int],
     size: int = 1024,
-) -> str:
-    """Write a PNG with the observed (left) and the clear (right) image of one date.
+) -> list[str]:
+    """Write one PNG per date with the observed (left) and the clear (right) image.
 
-    ``bands`` are one (grey) or three (RGB) band indices. Both halves share one 2–98 % stretch
-    taken from the clear image, so haze and cloud show as brightening.
+    ``dsts`` are the destinations in the cube's time order; ``bands`` are one (grey) or three
+    (RGB) band indices. Both halves of a date share one 2–98 % stretch taken from its clear
+    image, so haze and cloud show as brightening.
+
+    Each store is read once for all dates, every ``step``-th pixel (step = longest side /
+    ``size``): their chunks hold all dates, so reading date by date would decompress the scene's
+    bands once per date.
 
     Returns
     -------
-    str
-        The path written.
+    list of str
+        The paths written.
     """
-    import matplotlib.image
     import zarr
 
     before = zarr.open_array(store=str(input_store), path="observed", mode="r")
@@ -577,9 +580,19 @@ def write_quicklook(
     height, width = after.shape[-2:]
     step = max(1, -(-max(height, width) // size))
     every = slice(None, None, step)
-    # Strided reads keep memory at the quicklook's size even for 10k-pixel scenes.
-    left = np.stack([np.asarray(before[time_index, b, every, every]) for b in bands], axis=-1)
-    right = np.stack([np.asarray(after[time_index, b, every, every]) for b in bands], axis=-1)
+    # Strided reads keep memory at the quicklooks' size even for 10k-pixel scenes.
+    lefts = np.stack([np.asarray(before[:, b, every, every]) for b in bands], axis=-1)
+    rights = np.stack([np.asarray(after[:, b, every, every]) for b in bands], axis=-1)
+    return [
+        _save_quicklook(left, right, dst)
+        for left, right, dst in zip(lefts, rights, dsts, strict=True)
+    ]
+
+
+def _save_quicklook(left: np.ndarray, right: np.ndarray, dst: Path) -> str:
+    """Observed | clear side by side, stretched together, written atomically as PNG."""
+    import matplotlib.image
+
     finite = right[np.isfinite(right)]
     lo, hi = np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)
     scale = max(hi - lo, 1e-6)

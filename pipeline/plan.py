@@ -13,6 +13,7 @@ progress is the markers that exist among them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -154,6 +155,21 @@ class RunPlan:
     solve_ids: dict[str, dict[tuple[int, int], str]]
     input_token: str
 
+    def blended_id(self, band: str) -> str:
+        """Marker id saying every tile of ``band`` is blended into the cube and durable.
+
+        It names the band's solve ids (through their digest), so new settings or code never
+        take an old band for done. Once it exists the band's parts are deleted.
+        """
+        digest = hashlib.sha256("\n".join(sorted(self.solve_ids[band].values())).encode())
+        return f"blended-{band}-{digest.hexdigest()[:16]}"
+
+    @property
+    def cube_token(self) -> str:
+        """Identity of the cube a run builds: the blended ids of all its bands."""
+        ids = "\n".join(self.blended_id(b) for b in self.bands)
+        return hashlib.sha256(ids.encode()).hexdigest()[:16]
+
 
 def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     """Discover the inputs, derive the grid and compute every tile id of a run.
@@ -254,9 +270,10 @@ def stale_markers(layout: Layout, tid: str) -> list[Path]:
 def tile_states(plan: RunPlan) -> list[TileState]:
     """Classify every staging tile and every (band, tile) solve of ``plan``.
 
-    A solve counts as done only when both its marker and its part exist (the part is what
-    blending reads). Staging markers are dropped with the staged store when its inputs, grid
-    or code change, so a stale staging tile shows only before the next run starts.
+    A solve counts as done when its marker exists and either its part (what blending reads) or
+    the band's blended marker (:meth:`RunPlan.blended_id`; parts are deleted then). Staging
+    markers are dropped with the staged store when its inputs, grid or code change, so a stale
+    staging tile shows only before the next run starts.
     """
     layout = plan.layout
     names = {p.stem for p in layout.done.glob("*.json")} if layout.done.is_dir() else set()
@@ -272,9 +289,10 @@ def tile_states(plan: RunPlan) -> list[TileState]:
         sid = plan.stage_ids[t.row, t.col]
         out.append(TileState("stage", None, t.name, sid, state(sid, sid in names)))
     for band in plan.bands:
+        blended = plan.blended_id(band) in names
         for t in plan.tiles:
             tid = plan.solve_ids[band][t.row, t.col]
-            done = tid in names and layout.part(tid).exists()
+            done = tid in names and (blended or layout.part(tid).exists())
             out.append(TileState("solve", band, t.name, tid, state(tid, done)))
     return out
 

@@ -13,6 +13,7 @@ stage's other tiles are done. Nothing is published unless every tile and product
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ from pipeline.outputs import (
     write_cogs,
     write_diagnostics,
     write_json,
-    write_quicklook,
+    write_marker,
+    write_quicklooks,
 )
 from pipeline.plan import (
     RunPlan,
@@ -49,6 +51,9 @@ from pipeline.plan import (
 )
 from pipeline.solve import SolveJob, solve_tile
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
+
+#: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
+CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
 
 __all__ = ["RunSummary", "TileFailure", "code_version", "discover", "run"]
 
@@ -199,18 +204,18 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     )
     record = write_run_record(plan)
     failures: list[TileFailure] = []
-    phases: list[tuple[str, float]] = []
+    phases: dict[str, float] = {}  # wall seconds per phase, summed over bands, in run order
     mark = time.perf_counter()
 
     def lap(name: str) -> None:
         nonlocal mark
         now = time.perf_counter()
-        phases.append((name, now - mark))
+        phases[name] = phases.get(name, 0.0) + now - mark
         mark = now
 
     def finish(outcome: str, **counts: Any) -> RunSummary:
         finish_run_record(layout, record, outcome)
-        return _summary(layout, tiles, bands, started, failures, phases, **counts)
+        return _summary(layout, tiles, bands, started, failures, list(phases.items()), **counts)
 
     def check(stage: str, failed: dict[str, BaseException]) -> None:
         error = _user_error(stage, failed)
@@ -242,66 +247,44 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         lap("stage")
         unstaged = set(failed)
 
-        # 2. Solve (skip tiles whose marker and part exist, and tiles that could not be staged).
+        # 2-3. Band by band: solve its tiles, blend them into the cube, delete its parts. Parts
+        # hold every tile's halo of three layers (~3x the scene in float32); keeping one band's
+        # at a time bounds the scratch disk a full scene needs.
+        cube_tmp = _open_cube(plan)
         threads = solver_threads(config.cluster)
-        solve_jobs = []
-        solve_skipped = 0
-        for b, band in enumerate(bands):
-            for t in tiles:
-                sid = plan.solve_ids[band][t.row, t.col]
-                if layout.marker(sid).exists() and layout.part(sid).exists():
-                    solve_skipped += 1
-                    continue
-                # Results of older settings or code for this band and tile are superseded:
-                # drop them now, or every changed setting would leave a scene's worth of parts.
-                for old in stale_markers(layout, sid):
-                    old.unlink(missing_ok=True)
-                    shutil.rmtree(layout.part(old.stem), ignore_errors=True)
-                if stage_ids[t.row, t.col] not in unstaged:
-                    job = SolveJob(
-                        t, b, band, sid, layout, config.solver, threads, tiles.inner_chunk
-                    )
-                    solve_jobs.append(Task(sid, solve_tile, (job,)))
-        solved, failed = run_tasks(client, solve_jobs, stage="solve")
-        check("solve", failed)
-        lap("solve")
         counts: dict[str, Any] = {
             "staged": len(staged),
             "stage_skipped": len(tiles) - len(todo),
-            "solved": len(solved),
-            "solve_skipped": solve_skipped,
+            "solved": 0,
+            "solve_skipped": 0,
+            "blended": 0,
         }
-
-        # 3. Blend into a cube built under a temporary name. Blending is cheap next to solving
-        # and has no per-tile markers: a rerun rebuilds the whole cube from the durable parts.
-        cube_tmp = layout.cube_partial
-        create_store(
-            cube_tmp,
-            grid,
-            times=[a.time for a in acqs],
-            bands=bands,
-            variables=COMPONENTS,
-            tile_size=tiles.tile_size,
-            attrs={
-                "acquisitions": [a.id for a in acqs],
-                "code_version": plan.version,
-                "solver": config.solver.model_dump(mode="json"),
-                "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
-            },
-        )
-        blend_jobs = []
         for b, band in enumerate(bands):
-            for t in tiles:
-                sources = tuple(
-                    (o, plan.solve_ids[band][o.row, o.col]) for o in tiles.neighbours(t)
-                )
-                sid = plan.solve_ids[band][t.row, t.col]
-                blend = BlendJob(t, sid, b, tiles, sources, layout, str(cube_tmp))
-                blend_jobs.append(Task(sid, blend_tile, (blend,)))
-        blended, failed = run_tasks(client, blend_jobs, stage="blend")
-        check("blend", failed)
-        counts["blended"] = len(blended)
-        lap("blend")
+            blended_marker = layout.marker(plan.blended_id(band))
+            if blended_marker.exists():
+                counts["solve_skipped"] += len(tiles)
+                continue
+            solve_jobs, skipped = _solve_tasks(plan, b, band, unstaged, threads)
+            counts["solve_skipped"] += skipped
+            solved, failed = run_tasks(client, solve_jobs, stage="solve")
+            check("solve", failed)
+            counts["solved"] += len(solved)
+            lap("solve")
+            if failed or unstaged:
+                continue  # a band with holes is not blended; its parts stay for the rerun
+            blend_jobs = _blend_tasks(plan, b, band, cube_tmp)
+            blended, failed = run_tasks(client, blend_jobs, stage="blend")
+            check("blend", failed)
+            counts["blended"] += len(blended)
+            lap("blend")
+            if failed:
+                continue
+            # Each blend task made its chunks durable; the marker vouches for the whole band.
+            write_marker(blended_marker, {"band": band, "tiles": len(tiles)})
+            for sid in plan.solve_ids[band].values():
+                part = layout.part(sid)
+                for leftover in (part, *part.parent.glob(f".{part.name}.*.tmp")):
+                    shutil.rmtree(leftover, ignore_errors=True)  # with orphans of crashed writes
         if failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
@@ -352,6 +335,96 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     return finish("complete", products=tuple(products), **counts)
 
 
+def _open_cube(plan: RunPlan) -> Path:
+    """The cube under construction (``cube.zarr.partial``), with its blended bands kept.
+
+    A partial cube of the same plan (:attr:`RunPlan.cube_token`) is resumed. So is the published
+    cube of an earlier complete run of the same plan: it is moved back under the temporary name
+    (``COMPLETE.json`` goes first), its bands stay blended and only the products are rebuilt.
+    Anything else is replaced by an empty cube, and every band's blended marker is dropped.
+    """
+    layout = plan.layout
+    cube_tmp = layout.cube_partial
+    token = plan.cube_token
+    if _cube_token(cube_tmp) == token:
+        return cube_tmp
+    if _cube_token(layout.cube) == token:
+        remove_published(layout)
+        shutil.rmtree(cube_tmp, ignore_errors=True)
+        os.replace(layout.cube, cube_tmp)
+        return cube_tmp
+    for marker in layout.done.glob("blended-*.json") if layout.done.is_dir() else ():
+        marker.unlink()
+    acqs, tiles = plan.acquisitions, plan.tiles
+    create_store(
+        cube_tmp,
+        plan.grid,
+        times=[a.time for a in acqs],
+        bands=plan.bands,
+        variables=COMPONENTS,
+        tile_size=tiles.tile_size,
+        attrs={
+            CUBE_TOKEN_ATTR: token,
+            "acquisitions": [a.id for a in acqs],
+            "code_version": plan.version,
+            "solver": plan.config.solver.model_dump(mode="json"),
+            "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
+        },
+    )
+    return cube_tmp
+
+
+def _cube_token(path: Path) -> str | None:
+    import zarr
+
+    if not path.exists():
+        return None
+    try:
+        token = zarr.open_group(store=str(path), mode="r").attrs.get(CUBE_TOKEN_ATTR)
+    except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
+        return None  # unreadable leftovers: rebuilt
+    return token if isinstance(token, str) else None
+
+
+def _solve_tasks(
+    plan: RunPlan, b: int, band: str, unstaged: set[str], threads: int
+) -> tuple[list[Task], int]:
+    """The solves of one band still to do, and how many are skipped as done.
+
+    A solve is done when its marker and its part exist. Tiles that could not be staged wait
+    for a rerun.
+    """
+    layout, tiles = plan.layout, plan.tiles
+    jobs: list[Task] = []
+    skipped = 0
+    for t in tiles:
+        sid = plan.solve_ids[band][t.row, t.col]
+        if layout.marker(sid).exists() and layout.part(sid).exists():
+            skipped += 1
+            continue
+        # Results of older settings or code for this band and tile are superseded: drop them
+        # now, or every changed setting would leave a scene's worth of parts.
+        for old in stale_markers(layout, sid):
+            old.unlink(missing_ok=True)
+            shutil.rmtree(layout.part(old.stem), ignore_errors=True)
+        if plan.stage_ids[t.row, t.col] not in unstaged:
+            job = SolveJob(t, b, band, sid, layout, plan.config.solver, threads, tiles.inner_chunk)
+            jobs.append(Task(sid, solve_tile, (job,)))
+    return jobs, skipped
+
+
+def _blend_tasks(plan: RunPlan, b: int, band: str, cube: Path) -> list[Task]:
+    """One blend task per tile core of one band."""
+    tiles, ids = plan.tiles, plan.solve_ids[band]
+    jobs = []
+    for t in tiles:
+        sources = tuple((o, ids[o.row, o.col]) for o in tiles.neighbours(t))
+        sid = ids[t.row, t.col]
+        job = BlendJob(t, sid, b, tiles, sources, plan.layout, str(cube))
+        jobs.append(Task(sid, blend_tile, (job,)))
+    return jobs
+
+
 def _product_tasks(
     plan: RunPlan, cube: Path, cog_dir: Path, looks_dir: Path
 ) -> tuple[list[Task], list[Path]]:
@@ -373,11 +446,12 @@ def _product_tasks(
         tasks.append(Task(f"cog-{band}", write_cogs, (cube, [cog_dir / n for n in names]), kwargs))
         finals += [layout.cog_dir / n for n in names]
     if plan.config.output.quicklooks:
-        for i, day in enumerate(days):
-            kwargs = {"time_index": i, "bands": _quicklook_bands(bands)}
-            args = (layout.input_store, cube, looks_dir / f"{day}.png")
-            tasks.append(Task(f"{day}-{i}", write_quicklook, args, kwargs))
-            finals.append(layout.quicklook_dir / f"{day}.png")
+        # One task for all dates (it reads each store once); first, so it runs beside the COGs.
+        looks = [f"{day}.png" for day in days]
+        args = (layout.input_store, cube, [looks_dir / name for name in looks])
+        kwargs = {"bands": _quicklook_bands(bands)}
+        tasks.insert(0, Task("quicklooks", write_quicklooks, args, kwargs))
+        finals += [layout.quicklook_dir / name for name in looks]
     return tasks, finals
 
 

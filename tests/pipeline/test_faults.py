@@ -88,7 +88,8 @@ def _markers(out: Path, prefix: str = "") -> dict[str, int]:
 
 
 def _solve_markers(out: Path) -> dict[str, int]:
-    return {k: v for k, v in _markers(out).items() if not k.startswith("all-")}
+    # Not staging markers, nor the markers of blended bands.
+    return {k: v for k, v in _markers(out).items() if not k.startswith(("all-", "blended-"))}
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:

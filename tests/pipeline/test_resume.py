@@ -18,6 +18,7 @@ from pipeline.fixtures import SimulatedProducts
 from pipeline.outputs import publish_dir, write_part
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
+from pipeline.solve import SolveJob, solve_tile
 from tests.pipeline.test_faults import (
     N_BANDS,
     N_TILES,
@@ -97,9 +98,9 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
         TOTAL,
         0,
     )
-    # The superseded parts and markers were removed, not left to fill the disk.
-    parts = list((out / "work" / "parts").glob("*.zarr"))
-    assert len(parts) == TOTAL
+    # The superseded markers were removed and no part is left to fill the disk: a band's parts
+    # are deleted once it is blended.
+    assert not list((out / "work" / "parts").glob("*.zarr"))
     assert len(list((out / "work" / "done").glob("B*.json"))) == TOTAL
     assert main(["-q", "plan", "--summary", str(path)]) == 0
     assert f"solve: 0 new, {TOTAL} done, 0 stale" in capsys.readouterr().out
@@ -116,18 +117,26 @@ def test_part_without_marker_and_orphan_temp_are_redone(
     cfg = parse_config(_cfg(out, geotiff_series.paths, address))
     assert run(cfg).ok
     before = outputs(out)
-    done = out / "work" / "done"
+    # A run stopped after solving band B2 but before blending it: B2's parts and markers are
+    # on disk, its blended marker is not (parts are deleted only after that marker).
+    plan = make_plan(cfg)
+    layout = plan.layout
+    layout.marker(plan.blended_id("B2")).unlink()
+    b = plan.bands.index("B2")
+    for t in plan.tiles:
+        sid = plan.solve_ids["B2"][t.row, t.col]
+        solve_tile(SolveJob(t, b, "B2", sid, layout, cfg.solver, 1, plan.tiles.inner_chunk))
     # The crash windows of one solve: data written but no marker yet; a temporary part left by a
     # write that was interrupted; and a marker whose part vanished.
-    victims = sorted(done.glob("B2-*.json"))[:3]
+    victims = sorted(layout.done.glob("B2-*.json"))[:3]
     victims[0].unlink()
-    part = out / "work" / "parts" / f"{victims[1].stem}.zarr"
+    part = layout.part(victims[1].stem)
     shutil.copytree(part, part.with_name(f".{part.name}.deadbeef.tmp"))
     victims[1].unlink()
-    shutil.rmtree(out / "work" / "parts" / f"{victims[2].stem}.zarr")
+    shutil.rmtree(layout.part(victims[2].stem))
     summary = run(cfg)
     assert summary.ok and summary.solved == 3 and summary.solve_skipped == TOTAL - 3
-    assert not list((out / "work" / "parts").glob(".*.tmp"))
+    assert not list(layout.parts.glob("*"))  # B2 blended: its parts and the orphan are gone
     assert_identical(outputs(out), before)
 
 
