@@ -25,13 +25,22 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pipeline.errors import ConfigError
 
-#: glibc malloc settings of worker processes. Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536,
-#: which also freezes glibc's mmap threshold at 128 KiB: every chunk buffer and strip of a tile
-#: task then comes from a fresh mmap and is paged in again, and a run spent ~40 % of its CPU
-#: time in the kernel (blend 2.5x, solve 1.4x slower than with glibc's defaults). These values
-#: are what glibc's own dynamic threshold settles at (32 MiB), with the heap still trimmed once
-#: 64 MiB are free at its top. A value set in the workers' environment takes precedence.
-WORKER_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "67108864"}
+#: Environment of worker processes: local workers always get it; job scripts and pods export it
+#: before the user's own settings, which may override it.
+#:
+#: * glibc malloc: Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
+#:   mmap threshold at 128 KiB: every chunk buffer and strip of a tile task then came from a
+#:   fresh mmap and was paged in again, and a run spent ~40 % of its CPU time in the kernel
+#:   (blend 2.5x, solve 1.4x slower than with glibc's defaults). These are the values glibc's own
+#:   dynamic threshold settles at (32 MiB), with the heap still trimmed once 64 MiB are free.
+#: * GDAL_CACHEMAX (MB): GDAL's block cache defaults to 5 % of the machine's memory *per
+#:   process*; filled by staging reads and COG writes it made each worker's memory grow with
+#:   the scene. Tiles are read once, so a small cache costs nothing.
+WORKER_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "33554432",
+    "MALLOC_TRIM_THRESHOLD_": "67108864",
+    "GDAL_CACHEMAX": "256",
+}
 
 
 __all__ = [
@@ -260,10 +269,10 @@ def jobqueue_kwargs(spec: ClusterSpec) -> dict[str, Any]:
         "interface": opts.interface,
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
-    # The nanny passes these to the worker it spawns (see pipeline.cluster.WORKER_MALLOC_ENV);
+    # The nanny passes these to the worker it spawns (see WORKER_ENV);
     # the user's prologue comes after, so it can override them.
-    malloc = [f"export {k}={v}" for k, v in WORKER_MALLOC_ENV.items()]
-    kwargs["job_script_prologue"] = [*malloc, *opts.job_script_prologue]
+    exports = [f"export {k}={v}" for k, v in WORKER_ENV.items()]
+    kwargs["job_script_prologue"] = [*exports, *opts.job_script_prologue]
     if opts.job_extra_directives:
         kwargs["job_extra_directives"] = list(opts.job_extra_directives)
     if spec.kind == "pbs" and opts.resource_spec:
@@ -295,7 +304,7 @@ def kubernetes_cluster_spec(spec: ClusterSpec) -> dict[str, Any]:
         env={
             "OMP_NUM_THREADS": "1",
             "NUMBA_NUM_THREADS": str(threads),
-            **WORKER_MALLOC_ENV,
+            **WORKER_ENV,
             **opts.env,
         },
         worker_command=["dask", "worker", "--nthreads", str(threads)],

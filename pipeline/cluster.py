@@ -30,11 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import dask
 from distributed import Client, Future, LocalCluster, as_completed
 from tqdm import tqdm
 
-from pipeline.backends import WORKER_MALLOC_ENV
+from pipeline.backends import WORKER_ENV
 from pipeline.config import ClusterConfig
 from pipeline.errors import ConfigError
 
@@ -139,8 +138,7 @@ def connect(cfg: ClusterConfig) -> Iterator[Client]:
             yield client
         return
     workers, threads = _local_layout(cfg)
-    malloc = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC_ENV.items()}
-    with dask.config.set(malloc):
+    with _spawn_environment(WORKER_ENV):
         cluster = LocalCluster(
             n_workers=workers,
             threads_per_worker=threads,
@@ -152,6 +150,27 @@ def connect(cfg: ClusterConfig) -> Iterator[Client]:
         log.info("local cluster: %d worker processes x %d threads", workers, threads)
         _announce(client, dashboard)
         yield client
+
+
+@contextmanager
+def _spawn_environment(env: dict[str, str]) -> Iterator[None]:
+    """Set ``env`` in this process while local workers are spawned, then restore it.
+
+    Nannies copy the spawning process's environment to their workers, and for variables that
+    are read at process start (glibc's MALLOC_*) that is the only way in. Dask's own setting
+    (``distributed.nanny.pre-spawn-environ``) yields to a variable already in the environment,
+    and an earlier cluster of this process leaves MALLOC_TRIM_THRESHOLD_=65536 there.
+    """
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _announce(client: Client, dashboard: bool) -> None:

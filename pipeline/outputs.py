@@ -462,7 +462,7 @@ def write_cogs(
 
     ``uint16`` stores ``round(clear · max_dn)`` with 0 reserved as nodata (a clear value that
     would round to 0 is stored as 1); ``float32`` stores the [0, 1] value with NaN as nodata.
-    The band is read once, in blocks of ``block`` rows (all dates at a time, as the cube is
+    The band is read once, in ``block`` × ``block`` tiles (all dates at a time, as the cube is
     chunked), into temporary tiled GeoTIFFs that GDAL's COG driver converts; each COG is then
     renamed into place.
 
@@ -481,7 +481,7 @@ def write_cogs(
     max_dn
         DN of 1.0 for ``uint16``.
     block
-        Rows read at a time (the cube's chunk height).
+        Edge of the tiles read at a time (the cube's chunk size).
 
     Returns
     -------
@@ -515,11 +515,16 @@ def write_cogs(
     try:
         outs = [rasterio.open(p, "w", **profile) for p in scratch]
         try:
+            # One cube chunk (all dates of a block × block tile) at a time: memory stays at a
+            # tile's size whatever the scene's width.
             for r0 in range(0, grid.height, block):
                 r1 = min(r0 + block, grid.height)
-                clear = np.asarray(src[:, band_index, r0:r1, :])  # (time, rows, width)
-                for out, frame in zip(outs, clear, strict=True):
-                    out.write(_encode(frame, dtype, max_dn), 1, window=((r0, r1), (0, grid.width)))
+                for c0 in range(0, grid.width, block):
+                    c1 = min(c0 + block, grid.width)
+                    clear = np.asarray(src[:, band_index, r0:r1, c0:c1])  # (time, rows, cols)
+                    for out, frame in zip(outs, clear, strict=True):
+                        window = ((r0, r1), (c0, c1))
+                        out.write(_encode(frame, dtype, max_dn), 1, window=window)
         finally:
             for out in outs:
                 out.close()

@@ -151,6 +151,20 @@ def test_open_cluster_local_starts_and_stops() -> None:
         pass
 
 
+def test_local_workers_get_the_worker_environment() -> None:
+    # Dask's default MALLOC_TRIM_THRESHOLD_=65536 made tile tasks page memory in again and
+    # again (pipeline.backends.WORKER_ENV); the workers must see our settings instead.
+    import os
+
+    from pipeline.backends import WORKER_ENV
+    from pipeline.cluster import connect
+    from pipeline.config import ClusterConfig
+
+    with connect(ClusterConfig(n_workers=1, dashboard=False)) as client:
+        seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_ENV})
+    assert list(seen.values()) == [WORKER_ENV]
+
+
 def test_address_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://scheduler.ns.svc:8786")
     spec = as_cluster_spec({"kind": "address", "address": "${DASK_SCHEDULER_ADDRESS}"})
@@ -224,6 +238,8 @@ def test_slurm_job_script() -> None:
     assert "#SBATCH --cpus-per-task=8" in sbatch
     assert any(d.startswith("#SBATCH --mem=") for d in sbatch)
     assert "source /opt/cloudremoval/venv/bin/activate" in script
+    # Settings the nanny hands to its workers (WORKER_ENV), before the user's prologue.
+    assert script.index("export MALLOC_TRIM_THRESHOLD_=") < script.index("source /opt/")
     cmd = _worker_command(script)
     assert cmd.startswith("/opt/cloudremoval/venv/bin/python -m distributed.cli.dask_worker")
     # 4 single-job worker processes sharing the job's cores and memory.
@@ -291,6 +307,8 @@ def test_kubernetes_cluster_spec() -> None:
             "volumeMounts"
         ]
     assert worker["spec"]["containers"][0]["args"][:2] == ["dask", "worker"]
+    env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
+    assert env["MALLOC_TRIM_THRESHOLD_"] == "67108864"  # pipeline.backends.WORKER_ENV
     jsonschema = pytest.importorskip("jsonschema")
     # The Helm chart's copy of the CRD has its references resolved.
     chart = "deployment/helm/dask-kubernetes-operator/crds/daskcluster.yaml"

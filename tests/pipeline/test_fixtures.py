@@ -133,3 +133,17 @@ def test_geotiff_series_layout(geotiff_series: SimulatedProducts) -> None:
             assert src.crs == "EPSG:32650" and src.count == 5 and src.nodata == 0
             extents.add(tuple(src.bounds))
     assert len(extents) > 1  # dates are cropped differently
+
+
+def test_full_size_frames_use_an_accurate_ground_lattice() -> None:
+    # Frames above 2048 px interpolate the image → ground mapping between lattice nodes; the
+    # positions it gives must map back through the RPC to their own pixel.
+    from pipeline.fixtures import _EXACT_GROUND_MAX, _ground_rows, _make_rpc
+
+    size = 4 * _EXACT_GROUND_MAX
+    rpc = _make_rpc(size, 50.0, 116.4, 39.9, (2.0, -1.5), float(np.radians(8.1)))
+    lon, lat = _ground_rows(rpc, size, 1001, 1013)  # rows between lattice nodes
+    rows, cols = np.mgrid[1001:1013, 0:size].astype(float)
+    back_rows, back_cols = rpc.image(lon, lat)
+    assert lon.shape == (12, size)
+    assert np.abs(back_rows - rows).max() < 1e-3 and np.abs(back_cols - cols).max() < 1e-3
