@@ -56,6 +56,7 @@ __all__ = [
     "read_markers",
     "remove_published",
     "storage_error",
+    "store_token",
     "write_cogs",
     "write_diagnostics",
     "write_json",
@@ -406,6 +407,23 @@ def create_store(
     if path.exists():
         shutil.rmtree(path)
     ds.to_zarr(path, mode="w", compute=False, consolidated=False, zarr_format=3)
+
+
+def store_token(path: Path, attr: str) -> str | None:
+    """The identity a run recorded in the ``attr`` attribute of the Zarr store at ``path``.
+
+    None when there is no store, no such attribute, or leftovers that are not a readable store:
+    callers then rebuild the store.
+    """
+    import zarr
+
+    if not path.exists():
+        return None
+    try:
+        token = zarr.open_group(store=str(path), mode="r").attrs.get(attr)
+    except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
+        return None
+    return token if isinstance(token, str) else None
 
 
 def publish_dir(partial: Path, final: Path) -> None:

@@ -34,6 +34,7 @@ from pipeline.outputs import (
     read_markers,
     remove_published,
     storage_error,
+    store_token,
     write_cogs,
     write_diagnostics,
     write_json,
@@ -346,9 +347,9 @@ def _open_cube(plan: RunPlan) -> Path:
     layout = plan.layout
     cube_tmp = layout.cube_partial
     token = plan.cube_token
-    if _cube_token(cube_tmp) == token:
+    if store_token(cube_tmp, CUBE_TOKEN_ATTR) == token:
         return cube_tmp
-    if _cube_token(layout.cube) == token:
+    if store_token(layout.cube, CUBE_TOKEN_ATTR) == token:
         remove_published(layout)
         shutil.rmtree(cube_tmp, ignore_errors=True)
         os.replace(layout.cube, cube_tmp)
@@ -372,18 +373,6 @@ def _open_cube(plan: RunPlan) -> Path:
         },
     )
     return cube_tmp
-
-
-def _cube_token(path: Path) -> str | None:
-    import zarr
-
-    if not path.exists():
-        return None
-    try:
-        token = zarr.open_group(store=str(path), mode="r").attrs.get(CUBE_TOKEN_ATTR)
-    except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
-        return None  # unreadable leftovers: rebuilt
-    return token if isinstance(token, str) else None
 
 
 def _solve_tasks(

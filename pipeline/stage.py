@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import ConfigError, InputError, TileError
-from pipeline.outputs import Layout, create_store, fsync_paths, storage_error, write_marker
+from pipeline.outputs import (
+    Layout,
+    create_store,
+    fsync_paths,
+    storage_error,
+    store_token,
+    write_marker,
+)
 from pipeline.tiling import Tile, TileGrid
 
 __all__ = ["StageJob", "prepare_input_store", "stage_tile"]
@@ -60,15 +67,9 @@ def prepare_input_store(
     bool
         True when a fresh store was created.
     """
-    import zarr
-
     store = layout.input_store
-    if store.exists():
-        try:
-            if zarr.open_group(store=str(store), mode="r").attrs.get(TOKEN_ATTR) == token:
-                return False
-        except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
-            pass  # unreadable leftovers: recreate below
+    if store_token(store, TOKEN_ATTR) == token:
+        return False
     for marker in layout.done.glob("all-*.json") if layout.done.exists() else ():
         marker.unlink()
     create_store(

@@ -251,12 +251,8 @@ def _rpc_positions(
     t = grid.transform
     xs, ys = (t.c + cc * t.a).ravel(), (t.f + rr * t.e).ravel()
     lon, lat = transform_points(grid.crs, "EPSG:4326", xs, ys)
-    with RPCTransformer(rpcs) as tr:
-        img_rows, img_cols = tr.rowcol(np.asarray(lon), np.asarray(lat), op=lambda v: v)
-    return (
-        np.asarray(img_rows, float).reshape(cc.shape),
-        np.asarray(img_cols, float).reshape(cc.shape),
-    )
+    img_rows, img_cols = _rpc_image_coords(rpcs, np.asarray(lon), np.asarray(lat), None)
+    return img_rows.reshape(cc.shape), img_cols.reshape(cc.shape)
 
 
 def _interpolation_error(
