@@ -359,15 +359,18 @@ def make_cluster(cfg: ClusterSpec | BaseModel | Mapping[str, Any], *, scale: boo
     if spec.kind == "local":
         from distributed import LocalCluster
 
+        # One single-threaded worker process per core unless told: the solver holds the GIL
+        # in places and numba threads are per process.
         cores = os.cpu_count() or 1
         threads = spec.threads_per_worker or 1
-        return LocalCluster(
-            n_workers=spec.n_workers or max(cores // threads, 1),
-            threads_per_worker=threads,
-            processes=True,
-            silence_logs=logging.WARNING,
-            dashboard_address=":0",  # a free port: never clash with another cluster on 8787
-        )
+        with _spawn_environment(WORKER_ENV):
+            return LocalCluster(
+                n_workers=spec.n_workers or max(cores // threads, 1),
+                threads_per_worker=threads,
+                processes=True,
+                silence_logs=logging.WARNING,
+                dashboard_address=":0",  # a free port: never clash with another cluster on 8787
+            )
     if spec.kind in ("slurm", "pbs"):
         try:
             from dask_jobqueue import PBSCluster, SLURMCluster
@@ -392,6 +395,27 @@ def make_cluster(cfg: ClusterSpec | BaseModel | Mapping[str, Any], *, scale: boo
         namespace=spec.kubernetes.namespace,
         shutdown_on_close=True,
     )
+
+
+@contextmanager
+def _spawn_environment(env: dict[str, str]) -> Iterator[None]:
+    """Set ``env`` in this process while local workers are spawned, then restore it.
+
+    Nannies copy the spawning process's environment to their workers, and for variables that
+    are read at process start (glibc's MALLOC_*) that is the only way in. Dask's own setting
+    (``distributed.nanny.pre-spawn-environ``) yields to a variable already in the environment,
+    and an earlier cluster of this process leaves MALLOC_TRIM_THRESHOLD_=65536 there.
+    """
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextmanager

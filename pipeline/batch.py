@@ -64,6 +64,7 @@ from pipeline.config import (
 )
 from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.gf4 import find_product_files, parse_metadata, parse_product_name
+from pipeline.outputs import write_json
 
 __all__ = [
     "ArchiveConfig",
@@ -459,8 +460,7 @@ def scan_archive(
                 continue
             by_id[ident] = product
     if cache_path is not None:
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_json(cache_path, {"version": MANIFEST_VERSION, "entries": new_cache})
+        write_json(cache_path, {"version": MANIFEST_VERSION, "entries": new_cache})
     products = sorted(by_id.values(), key=lambda p: (p.sensor, p.time, p.image_id))
     return ScanResult(tuple(products), tuple(unreadable))
 
@@ -595,16 +595,6 @@ def group_products(products: Sequence[Product], grouping: GroupingSection) -> li
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    """Readers see the old file or all of the new one, never half of it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=1, sort_keys=True, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _expected_manifest(series: Series, config_hash: str, version: str) -> dict[str, Any]:
@@ -746,7 +736,7 @@ def plan_batch(cfg: ArchiveConfig, *, force: bool = False) -> Plan:
     Plan
         The series in order, split into to do, already done and pending (too few dates).
     """
-    from pipeline.run import code_version
+    from pipeline.plan import code_version
 
     skip = [cfg.output.path] + ([cfg.output.extract_dir] if cfg.output.extract_dir else [])
     scan = scan_archive(
@@ -839,7 +829,7 @@ def _process(cfg: ArchiveConfig, plan: Plan, series: Series, address: str, force
         # Staged inputs, per-tile parts and extracted products are several times the size of
         # the results; the manifest, not the markers, is what makes the next batch skip.
         shutil.rmtree(out / "work", ignore_errors=True)
-    _atomic_json(out / MANIFEST_NAME, manifest)
+    write_json(out / MANIFEST_NAME, manifest)
     return SeriesOutcome(series.id, "processed", len(series.products), out, "", summary.solved)
 
 

@@ -64,7 +64,7 @@ def _read_sources(job: BlendJob) -> dict[Tile, _Source]:
             continue
         rows, cols = covered.relative_to(other.halo).slices
         values = np.asarray(zarr.open_array(store=str(path), mode="r")[:, :, rows, cols])
-        weights = feather_weights(other, job.grid)[rows, cols]
+        weights = feather_weights(other, job.grid, covered)
         found[other] = _Source(covered, values, weights)
     return found
 

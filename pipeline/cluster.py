@@ -30,10 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from distributed import Client, Future, LocalCluster, as_completed
+from distributed import Client, Future, as_completed
 from tqdm import tqdm
 
-from pipeline.backends import WORKER_ENV
 from pipeline.config import ClusterConfig
 from pipeline.errors import ConfigError
 
@@ -70,14 +69,6 @@ def _call(stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: An
     """Run one task on a worker, after the test hooks."""
     _fault_hooks(stage, key)
     return fn(*args, **kwargs)
-
-
-def _local_layout(cfg: ClusterConfig) -> tuple[int, int]:
-    """(workers, threads per worker): one single-threaded process per core unless told."""
-    cores = os.cpu_count() or 1
-    threads = cfg.threads_per_worker or 1
-    workers = cfg.n_workers or max(cores // threads, 1)
-    return workers, threads
 
 
 def solver_threads(cfg: ClusterConfig) -> int:
@@ -128,49 +119,14 @@ def connect(cfg: ClusterConfig) -> Iterator[Client]:
             _announce(client, dashboard)
             yield client
         return
-    if cfg.kind in ("slurm", "pbs", "kubernetes"):
-        from pipeline.backends import make_cluster
+    from pipeline.backends import make_cluster
 
-        # Jobs or pods start when the scheduler asks for them; tasks wait for workers.
-        with make_cluster(cfg) as cluster, Client(cluster) as client:
-            log.info("%s cluster: %s", cfg.kind, cluster.scheduler_address)
-            _announce(client, dashboard)
-            yield client
-        return
-    workers, threads = _local_layout(cfg)
-    with _spawn_environment(WORKER_ENV):
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=threads,
-            processes=True,
-            silence_logs=logging.WARNING,
-            dashboard_address=":0",  # a free port: never clash with another cluster on 8787
-        )
-    with cluster, Client(cluster) as client:
-        log.info("local cluster: %d worker processes x %d threads", workers, threads)
+    # Local worker processes, or jobs and pods that start when the scheduler asks for them
+    # (tasks wait for workers).
+    with make_cluster(cfg) as cluster, Client(cluster) as client:
+        log.info("%s cluster: %s", cfg.kind, cluster.scheduler_address)
         _announce(client, dashboard)
         yield client
-
-
-@contextmanager
-def _spawn_environment(env: dict[str, str]) -> Iterator[None]:
-    """Set ``env`` in this process while local workers are spawned, then restore it.
-
-    Nannies copy the spawning process's environment to their workers, and for variables that
-    are read at process start (glibc's MALLOC_*) that is the only way in. Dask's own setting
-    (``distributed.nanny.pre-spawn-environ``) yields to a variable already in the environment,
-    and an earlier cluster of this process leaves MALLOC_TRIM_THRESHOLD_=65536 there.
-    """
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _announce(client: Client, dashboard: bool) -> None:

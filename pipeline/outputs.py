@@ -54,6 +54,7 @@ __all__ = [
     "fsync_tree",
     "publish_dir",
     "read_markers",
+    "remove_part",
     "remove_published",
     "storage_error",
     "store_token",
@@ -158,11 +159,6 @@ class Layout:
     def run_record(self) -> Path:
         """The tile ids of the current run (read by ``python -m pipeline status``)."""
         return self.work / "run.json"
-
-    @property
-    def published(self) -> tuple[Path, ...]:
-        """Everything a user takes for a result."""
-        return (self.cube, self.cog_dir, self.quicklook_dir, self.diagnostics_csv, self.complete)
 
     def partial(self, final: Path) -> Path:
         """The temporary name a final product is built under before it is published."""
@@ -284,8 +280,7 @@ def write_part(path: Path, layers: Sequence[np.ndarray], inner_chunk: int | None
     import zarr
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    for orphan in path.parent.glob(f".{path.name}.*.tmp"):
-        shutil.rmtree(orphan, ignore_errors=True)
+    _remove_orphans(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         shape = (len(layers), *layers[0].shape)
@@ -316,6 +311,18 @@ def write_part(path: Path, layers: Sequence[np.ndarray], inner_chunk: int | None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _remove_orphans(path: Path) -> None:
+    """Temporary stores that interrupted writes of the part at ``path`` left behind."""
+    for orphan in path.parent.glob(f".{path.name}.*.tmp"):
+        shutil.rmtree(orphan, ignore_errors=True)
+
+
+def remove_part(path: Path) -> None:
+    """Delete a part written by :func:`write_part`, and any orphans of interrupted writes."""
+    shutil.rmtree(path, ignore_errors=True)
+    _remove_orphans(path)
 
 
 def read_markers(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pipeline.config import Config, InputsConfig
 from pipeline.errors import InputError
-from pipeline.outputs import Layout
+from pipeline.outputs import Layout, write_json
 from pipeline.tiling import TileGrid, tile_id
 
 __all__ = [
@@ -319,8 +319,6 @@ def describe_plan(plan: RunPlan, states: Iterable[TileState]) -> str:
 
 def write_run_record(plan: RunPlan) -> dict[str, Any]:
     """Record the ids of the run that starts now in ``work/run.json`` (for ``status``)."""
-    from pipeline.outputs import write_json
-
     record = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -335,8 +333,6 @@ def write_run_record(plan: RunPlan) -> dict[str, Any]:
 
 def finish_run_record(layout: Layout, record: dict[str, Any], outcome: str) -> None:
     """Mark the recorded run as finished with ``outcome`` (``complete`` or ``failed``)."""
-    from pipeline.outputs import write_json
-
     finished = datetime.now().astimezone().isoformat(timespec="seconds")
     write_json(layout.run_record, {**record, "outcome": outcome, "finished": finished})
 

@@ -32,6 +32,7 @@ from pipeline.outputs import (
     create_store,
     publish_dir,
     read_markers,
+    remove_part,
     remove_published,
     storage_error,
     store_token,
@@ -43,8 +44,6 @@ from pipeline.outputs import (
 )
 from pipeline.plan import (
     RunPlan,
-    code_version,
-    discover,
     finish_run_record,
     make_plan,
     stale_markers,
@@ -56,7 +55,7 @@ from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
 
-__all__ = ["RunSummary", "TileFailure", "code_version", "discover", "run"]
+__all__ = ["RunSummary", "TileFailure", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -283,9 +282,7 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
             # Each blend task made its chunks durable; the marker vouches for the whole band.
             write_marker(blended_marker, {"band": band, "tiles": len(tiles)})
             for sid in plan.solve_ids[band].values():
-                part = layout.part(sid)
-                for leftover in (part, *part.parent.glob(f".{part.name}.*.tmp")):
-                    shutil.rmtree(leftover, ignore_errors=True)  # with orphans of crashed writes
+                remove_part(layout.part(sid))
         if failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
@@ -395,7 +392,7 @@ def _solve_tasks(
         # now, or every changed setting would leave a scene's worth of parts.
         for old in stale_markers(layout, sid):
             old.unlink(missing_ok=True)
-            shutil.rmtree(layout.part(old.stem), ignore_errors=True)
+            remove_part(layout.part(old.stem))
         if plan.stage_ids[t.row, t.col] not in unstaged:
             job = SolveJob(t, b, band, sid, layout, plan.config.solver, threads, tiles.inner_chunk)
             jobs.append(Task(sid, solve_tile, (job,)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,8 @@ import pystac
 import rasterio
 from pystac.extensions.projection import ProjectionExtension
 from rasterio.warp import transform as transform_points
+
+from pipeline.outputs import publish_dir
 
 __all__ = ["CATALOG_DIR", "ZARR_MEDIA_TYPE", "build_item", "publish_catalog"]
 
@@ -213,11 +214,8 @@ def publish_catalog(
             for asset in item.assets.values():
                 asset.href = os.path.relpath(asset.href, Path(item.get_self_href() or "").parent)
         catalog.save(catalog_type=pystac.CatalogType.SELF_CONTAINED)
-        old = output_root / f".{CATALOG_DIR}.old-{uuid.uuid4().hex[:8]}"
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
+        tmp.chmod(0o755)  # mkdtemp makes it owner-only; the published catalog is for everyone
+        publish_dir(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -191,8 +191,8 @@ def _ramp(start: int, stop: int, core_start: int, core_stop: int, size: int, ov:
     return np.clip(w, 0.0, 1.0)
 
 
-def feather_weights(tile: Tile, grid: TileGrid) -> np.ndarray:
-    """Blending weights over the halo of ``tile``.
+def feather_weights(tile: Tile, grid: TileGrid, window: Window | None = None) -> np.ndarray:
+    """Blending weights over the halo of ``tile``, or over ``window`` of it.
 
     Parameters
     ----------
@@ -200,15 +200,18 @@ def feather_weights(tile: Tile, grid: TileGrid) -> np.ndarray:
         A tile of ``grid``.
     grid
         The tiling.
+    window
+        A part of the halo, in scene pixels (default the whole halo): blending needs only the
+        strips where tiles overlap.
 
     Returns
     -------
     numpy.ndarray
-        float32 array of the halo's shape. Weights ramp linearly to about 0 at halo edges that face
-        a neighbour tile and stay 1 at scene borders; summed over all tiles they are 1 at every
-        pixel, so overlapping tiles blend without seams.
+        float32 array of the window's shape. Weights ramp linearly to about 0 at halo edges that
+        face a neighbour tile and stay 1 at scene borders; summed over all tiles they are 1 at
+        every pixel, so overlapping tiles blend without seams.
     """
-    h, c = tile.halo, tile.core
+    h, c = window or tile.halo, tile.core
     wy = _ramp(h.row_off, h.row_end, c.row_off, c.row_end, grid.height, grid.overlap)
     wx = _ramp(h.col_off, h.col_end, c.col_off, c.col_end, grid.width, grid.overlap)
     return np.outer(wy, wx).astype(np.float32)
