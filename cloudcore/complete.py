@@ -8,6 +8,7 @@ and per-entry weights α on Ω (clouds may go into S cheaply) and 1 elsewhere. B
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -16,7 +17,7 @@ from skimage.morphology import disk
 
 from cloudcore._problem import prepare
 from cloudcore.result import Decomposition
-from cloudcore.solvers import Outcome, check_parameters, run_alm, solve
+from cloudcore.solvers import check_parameters, run_alm, solve
 
 __all__ = ["cloud_mask", "complete"]
 
@@ -105,17 +106,6 @@ def complete(
     cloudy = cloud_mask(C, image_shape, gamma=gamma, radius=radius)
     weights = problem.internal(np.where(cloudy, alpha, 1.0))
 
-    def iterate(norm_two: float, tol: float, max_iter: int) -> Outcome:
-        # Weighted RPCA: λ = 1 with per-entry weights α (cloudy) or 1 (clear); no haze layer.
-        return run_alm(
-            problem,
-            1.0,
-            norm_two,
-            clip_c=False,
-            beta=None,
-            tol=tol,
-            max_iter=max_iter,
-            weights=weights,
-        )
-
+    # Weighted RPCA: λ = 1 with per-entry weights α (cloudy) or 1 (clear); no haze layer.
+    iterate = partial(run_alm, problem, 1.0, clip_c=False, beta=None, weights=weights)
     return solve(problem, "mc", alpha, tol, max_iter, threads, iterate)

@@ -92,7 +92,19 @@ def decompose(
     if method == "atm":
         return solve(problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam))
     return solve(
-        problem, method, lam, tol, max_iter, threads, partial(_alm, problem, lam, method, beta)
+        problem,
+        method,
+        lam,
+        tol,
+        max_iter,
+        threads,
+        partial(
+            run_alm,
+            problem,
+            lam,
+            clip_c=method in ("aatm", "nnrpca"),
+            beta=beta if method == "aatm" else None,
+        ),
     )
 
 
@@ -106,11 +118,11 @@ def solve(
     tol: float,
     max_iter: int,
     threads: int | None,
-    iterate: Callable[[float, float, int], Outcome],
+    iterate: Callable[..., Outcome],
 ) -> Decomposition:
     """Run a solver on a validated problem and package its result (shared by every method).
 
-    ``iterate(norm_two, tol, max_iter)`` runs the iterations. This applies the float32 tolerance
+    ``iterate(norm_two, tol=…, max_iter=…)`` runs the iterations. This applies the float32 tolerance
     floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning.
     """
     if problem.D.dtype == np.float32:
@@ -119,7 +131,7 @@ def solve(
     if norm_two == 0.0:
         return zero_result(problem, lam, method)
     with numba_threads(threads):
-        L, C, N, it, res = iterate(norm_two, tol, max_iter)
+        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter)
     converged = res < tol
     if not converged:
         warnings.warn(
@@ -149,9 +161,13 @@ def check_parameters(beta: float, tol: float, max_iter: int) -> None:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
 
 
-def initial_state(D: np.ndarray, lam: float, norm_two: float) -> tuple[np.ndarray, float]:
-    """Y₀ and μ₀ of the reference schedule."""
-    dual = max(norm_two, float(np.abs(D).max()) / lam)
+def initial_state(
+    D: np.ndarray, lam: float, norm_two: float, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
+    """Y₀ and μ₀ of the reference schedule; with per-entry ``weights`` on λ, Y₀ uses
+    ‖D / weights‖_∞."""
+    peak = float(np.abs(D if weights is None else D / weights).max())
+    dual = max(norm_two, peak / lam)
     return (D / dual).astype(D.dtype, copy=False), 1.25 / norm_two
 
 
@@ -176,13 +192,7 @@ def run_alm(
     dummy = np.zeros((1, 1), dtype=dtype)
     obs_arr = obs if obs is not None else np.ones((1, 1), dtype=np.bool_)
     w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
-    if has_weights:
-        assert weights is not None
-        dual = max(norm_two, float(np.abs(D / weights).max()) / lam)
-        Y, mu = (D / dual).astype(dtype, copy=False), 1.25 / norm_two
-    else:
-        Y, mu = initial_state(D, lam, norm_two)
-    Y = np.ascontiguousarray(Y)
+    Y, mu = initial_state(D, lam, norm_two, weights)
     mu_max = mu * _MU_RANGE
     d_norm = float(np.linalg.norm(D))
     L = np.zeros_like(D)
@@ -226,26 +236,6 @@ def run_alm(
     return L, C, N, it, res
 
 
-def _alm(
-    problem: Problem,
-    lam: float,
-    method: str,
-    beta: float,
-    norm_two: float,
-    tol: float,
-    max_iter: int,
-) -> Outcome:
-    return run_alm(
-        problem,
-        lam,
-        norm_two,
-        clip_c=method in ("aatm", "nnrpca"),
-        beta=beta if method == "aatm" else None,
-        tol=tol,
-        max_iter=max_iter,
-    )
-
-
 # ATM's inner loop (Alg. 1): at most this many accelerated proximal-gradient steps per outer
 # iteration, stopping when the inner objective changes by less than _INNER_TOL (absolute, as in
 # the paper).
@@ -267,7 +257,7 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
     d_norm = float(np.linalg.norm(D))
     L = np.zeros_like(D)
     C = np.zeros_like(D)
-    observed = np.ones(D.shape, dtype=bool) if obs is None else obs
+    observed = obs  # None: every entry observed (no mask arrays, no masking passes)
     res = math.inf
     it = 0
     while it < max_iter:
@@ -275,14 +265,15 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
         R = D - L + Y / mu
         one_minus_l = 1.0 - L
         a = mu * one_minus_l**2
-        safe = (a > 0) & observed  # a = 0 where L = 1: the constraint holds for any C, take C = 0
+        # a = 0 where L = 1: the constraint holds for any C, take C = 0.
+        safe = a > 0 if observed is None else (a > 0) & observed
         with np.errstate(divide="ignore", invalid="ignore"):
             stationary = np.where(safe, R / np.where(safe, one_minus_l, 1.0), 0.0)
             thr = np.where(safe, lam / np.where(safe, a, 1.0), np.inf)
         C = np.clip(np.sign(stationary) * np.maximum(np.abs(stationary) - thr, 0.0), 0.0, 1.0)
         C = C.astype(D.dtype, copy=False)
         L = _atm_lowrank(D, C, L, Y, mu, observed)
-        Z = np.where(observed, D - C - (1.0 - C) * L, 0.0).astype(D.dtype, copy=False)
+        Z = _where_observed(observed, D - C - (1.0 - C) * L).astype(D.dtype, copy=False)
         Y = Y + mu * Z
         mu = min(mu * _RHO, mu_max)
         res = float(np.linalg.norm(Z)) / d_norm
@@ -291,12 +282,22 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
     return L, C, np.zeros_like(D), it, res
 
 
+def _where_observed(observed: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """``x`` on observed entries, 0 elsewhere (``observed`` None: all entries)."""
+    return x if observed is None else np.where(observed, x, 0.0)
+
+
 def _atm_lowrank(
-    D: np.ndarray, C: np.ndarray, L: np.ndarray, Y: np.ndarray, mu: float, observed: np.ndarray
+    D: np.ndarray,
+    C: np.ndarray,
+    L: np.ndarray,
+    Y: np.ndarray,
+    mu: float,
+    observed: np.ndarray | None,
 ) -> np.ndarray:
     """Inner Nesterov-accelerated proximal-gradient loop of Alg. 1 for L, then clip to [0, 1]."""
-    w = np.where(observed, 1.0 - C, 0.0).astype(D.dtype, copy=False)
-    B = np.where(observed, D - C + Y / mu, 0.0).astype(D.dtype, copy=False)
+    w = _where_observed(observed, 1.0 - C).astype(D.dtype, copy=False)
+    B = _where_observed(observed, D - C + Y / mu).astype(D.dtype, copy=False)
     theta = theta_prev = 1.0
     L_prev = L
     f_prev, f = 0.0, math.inf
