@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import TileError
-from pipeline.outputs import COMPONENTS, Layout, fsync_paths, storage_error
+from pipeline.outputs import COMPONENTS, Layout, fsync_tile_chunks, storage_error
 from pipeline.tiling import Tile, TileGrid, Window, feather_weights
 
 __all__ = ["BlendJob", "blend_core", "blend_tile"]
@@ -131,13 +131,13 @@ def blend_tile(job: BlendJob) -> str:
     stack = blend_core(job)
     rows, cols = job.tile.core.slices
     try:
+        cube = zarr.open_group(store=job.cube, mode="r+")
         for k, name in enumerate(COMPONENTS):
-            target = zarr.open_array(store=job.cube, path=name, mode="r+")
+            target = cube[name]
+            assert isinstance(target, zarr.Array)  # the cube's data variables
             target[:, job.band_index, rows, cols] = stack[k]
         # Durable before the run marks the band blended and deletes the parts it came from.
-        # The core is one chunk per variable: all dates of this band, row and column.
-        chunk = f"c/*/{job.band_index}/{job.tile.row}/{job.tile.col}"
-        fsync_paths(p for name in COMPONENTS for p in Path(job.cube).glob(f"{name}/{chunk}"))
+        fsync_tile_chunks(Path(job.cube), COMPONENTS, job.tile.row, job.tile.col, job.band_index)
     except Exception as exc:
         raise storage_error(exc, job.cube) or TileError(
             job.tile_id, f"writing the cube: {type(exc).__name__}: {exc}"

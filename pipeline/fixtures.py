@@ -369,12 +369,22 @@ def _write_sensor_image(
     _write_jpegs(base, np.moveaxis(rgb / max_dn, 0, -1))
 
 
-def _lonlat_grid(center: tuple[float, float], gsd: float, n: int) -> tuple[Affine, float, float]:
+def _lonlat_grid(center: tuple[float, float], gsd: float, n: int) -> Affine:
     """North-up EPSG:4326 transform of an n×n ground grid of about ``gsd`` metres."""
     lon0, lat0 = center
     dlat = gsd / _METRES_PER_DEGREE
     dlon = dlat / np.cos(np.radians(lat0))
-    return Affine(dlon, 0.0, lon0 - n / 2 * dlon, 0.0, -dlat, lat0 + n / 2 * dlat), dlon, dlat
+    return Affine(dlon, 0.0, lon0 - n / 2 * dlon, 0.0, -dlat, lat0 + n / 2 * dlat)
+
+
+def _integration(integration_time: float | Sequence[float], n_bands: int) -> list[float]:
+    """Integration time per band, from one value for all or one per band."""
+    if isinstance(integration_time, (int, float)):
+        return [float(integration_time)] * n_bands
+    times = [float(t) for t in integration_time]
+    if len(times) != n_bands:
+        raise ConfigError(f"integration_time: {len(times)} values for {n_bands} bands")
+    return times
 
 
 #: Frames larger than this are simulated in row blocks, with the image → ground mapping solved
@@ -503,7 +513,7 @@ def make_gf4_series(
     margin = int(np.ceil(shift_px + 0.03 * size + 8))
     n_ground = size + 2 * margin
     truth = truth_bands(load_demo_truth() if truth_rgb is None else truth_rgb, n_ground)
-    transform, _, _ = _lonlat_grid(center_lonlat, gsd, n_ground)
+    transform = _lonlat_grid(center_lonlat, gsd, n_ground)
     truth_path = out_dir / "truth.tif"
     _write_truth(truth_path, truth, transform, "EPSG:4326")
 
@@ -513,6 +523,8 @@ def make_gf4_series(
     minutes = rng.integers(0, 60, size=n_dates)
     times = [_BASE_TIME + timedelta(days=k, minutes=int(minutes[k])) for k in range(n_dates)]
     sensors = ("PMS", "IRS") if sensor == "PMI" else (sensor,)
+    # Checked before any frame is simulated or written.
+    integration = {s: _integration(integration_time, 5 if s == "PMS" else 1) for s in sensors}
     clouds = {s: _clouds(_frame(s, sensor, size), n_dates, cloud_style, rng) for s in sensors}
     ew, ns = ("E" if lon0 >= 0 else "W"), ("N" if lat0 >= 0 else "S")
     paths: list[Path] = []
@@ -531,13 +543,6 @@ def make_gf4_series(
             bands = range(5) if s == "PMS" else (0,)
             ground = _observe(truth, transform, rpc, frame[0], bands)
             c = clouds[s][k]
-            n_b = len(bands)
-            if isinstance(integration_time, (int, float)):
-                integ = [float(integration_time)] * n_b
-            else:
-                integ = [float(t) for t in integration_time]
-            if len(integ) != n_b:
-                raise ConfigError(f"integration_time: {len(integ)} values for {n_b} bands")
             _write_sensor_image(
                 product_dir,
                 f"GF4_{s}_{location}_{time:%Y%m%d}_{product_id}",
@@ -547,7 +552,7 @@ def make_gf4_series(
                 rpc,
                 time,
                 s_gsd,
-                integ,
+                integration[s],
                 100.0 * float((c > 0.2).mean()),
                 product_id,
             )

@@ -51,6 +51,7 @@ __all__ = [
     "OutputError",
     "create_store",
     "fsync_paths",
+    "fsync_tile_chunks",
     "fsync_tree",
     "publish_dir",
     "read_markers",
@@ -431,6 +432,18 @@ def store_token(path: Path, attr: str) -> str | None:
     except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
         return None
     return token if isinstance(token, str) else None
+
+
+def fsync_tile_chunks(
+    store: Path, variables: Sequence[str], row: int, col: int, band: int | None = None
+) -> None:
+    """fsync the chunk files (or shards) of one tile core in a store made by :func:`create_store`.
+
+    Its chunks are (all dates, 1 band, tile, tile), so a core's keys are
+    ``<variable>/c/0/<band>/<row>/<col>``: all its bands when ``band`` is None.
+    """
+    bands = "*" if band is None else str(band)
+    fsync_paths(p for name in variables for p in store.glob(f"{name}/c/*/{bands}/{row}/{col}"))
 
 
 def publish_dir(partial: Path, final: Path) -> None:

@@ -63,7 +63,7 @@ def _simulate(inputs: InputsConfig, layout: Layout) -> list[str]:
     """Simulate the demo series once; reuse it while the simulation settings are unchanged."""
     from pipeline.fixtures import make_gf4_series
 
-    settings = {
+    settings: dict[str, Any] = {
         "n_dates": inputs.n_dates,
         "size": inputs.size,
         "seed": inputs.seed,
@@ -83,14 +83,7 @@ def _simulate(inputs: InputsConfig, layout: Layout) -> list[str]:
         inputs.size,
         layout.products,
     )
-    made = make_gf4_series(
-        layout.products,
-        n_dates=inputs.n_dates,
-        size=inputs.size,
-        seed=inputs.seed,
-        sensor=inputs.sensor,
-        cloud_style=inputs.cloud_style,
-    )
+    made = make_gf4_series(layout.products, **settings)
     paths = [str(p) for p in made.paths]
     record = {"settings": settings, "paths": paths, "truth_path": str(made.truth_path)}
     record_path.write_text(json.dumps(record, indent=1))

@@ -552,11 +552,10 @@ def paper_table(summary: pd.DataFrame, image: str, n: int, value: str, digits: i
         for j, lam in enumerate(lams)
     ]
     rows = [[_label(m, mc), *c] for (m, mc), c in zip(order, cells, strict=True)]
-    col = {"r_mean": "r_mean", "r_std": "r_std", "t_mean": "t_mean", "t_std": "t_std"}[value]
     for base in ("median", "cloudy"):
         b = sub[sub.method == base]
         if len(b):
-            v = _fmt(float(b[col].iloc[0]), digits)
+            v = _fmt(float(b[value].iloc[0]), digits)
             rows.append([_label(base), *[v] * len(lams)])
     return _md_table(header, rows)
 
@@ -628,7 +627,7 @@ def _zones_table(z: pd.DataFrame) -> str:
         [
             _label(t.method),
             str(t.n),
-            f"{t.lower * math.sqrt(1) / t.lam0:.3f}",
+            f"{t.lower / t.lam0:.3f}",
             f"{t.failure_edge / t.lam0:.3f}" if np.isfinite(t.failure_edge) else "none in grid",
             _fmt(t.failure_edge_over_lower, 2),
             f"{t.upper / t.lam0:.3f} ± {t.upper_sd / t.lam0:.3f}",

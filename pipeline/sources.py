@@ -26,6 +26,7 @@ from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
 from pipeline.errors import ConfigError, InputError
 from pipeline.gf4 import (
     SENSORS,
+    ProductFiles,
     extract_archive,
     find_product_files,
     is_archive,
@@ -259,7 +260,7 @@ def discover_gf4(
         if files.tiff.resolve() in seen:
             continue
         seen.add(files.tiff.resolve())
-        acqs.append(_gf4_acquisition(files.tiff, files.xml, sensor_u))
+        acqs.append(_gf4_acquisition(files, sensor_u))
 
     if max_dn is not None:
         acqs = _with_max_dn(acqs, float(max_dn))
@@ -268,7 +269,8 @@ def discover_gf4(
     return sorted(acqs, key=lambda a: (a.time, a.id))
 
 
-def _gf4_acquisition(tiff: Path, xml: Path, sensor: str) -> Acquisition:
+def _gf4_acquisition(files: ProductFiles, sensor: str) -> Acquisition:
+    tiff, xml = files.tiff, files.xml
     meta = parse_metadata(xml)
     if meta.sensor_id.upper() != sensor:
         raise InputError(
@@ -298,9 +300,8 @@ def _gf4_acquisition(tiff: Path, xml: Path, sensor: str) -> Acquisition:
             f"{meta.width}x{meta.height}; the product is inconsistent — re-download it"
         )
     if not has_rpcs:
-        base = str(tiff)[: -len(tiff.suffix)]  # product names contain dots: no with_suffix
-        rpb = next((Path(base + s) for s in (".rpb", ".RPB") if Path(base + s).is_file()), None)
-        what = f"{rpb.name} is malformed" if rpb else f"missing {Path(base).name}.rpb"
+        base = tiff.name[: -len(tiff.suffix)]  # product names contain dots: no with_suffix
+        what = f"{files.rpb.name} is malformed" if files.rpb else f"missing {base}.rpb"
         raise InputError(
             f"{tiff.name}: no RPCs found ({what}); L1A images are georeferenced only by RPC — "
             "re-download the product"

@@ -23,7 +23,7 @@ import rasterio
 from pystac.extensions.projection import ProjectionExtension
 from rasterio.warp import transform as transform_points
 
-from pipeline.outputs import publish_dir
+from pipeline.outputs import Layout, publish_dir
 
 __all__ = ["CATALOG_DIR", "ZARR_MEDIA_TYPE", "build_item", "publish_catalog"]
 
@@ -99,7 +99,7 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
         solver, λ rule, products; the projection extension from the grid CRS. Asset hrefs are
         absolute here; :func:`publish_catalog` makes them relative.
     """
-    cogs = sorted((series_dir / "cog").glob("*.tif"))
+    cogs = sorted(Layout(series_dir).cog_dir.glob("*.tif"))
     if not cogs:
         raise ValueError(f"{series_dir}: no COGs in cog/, the series is not complete")
     ring, bbox, proj = _outline_lonlat(cogs[0])
@@ -148,13 +148,13 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
     item.add_asset(
         "cube",
         pystac.Asset(
-            str(series_dir / "cube.zarr"),
+            str(Layout(series_dir).cube),
             title="clear, cloud, haze (time, band, y, x)",
             media_type=ZARR_MEDIA_TYPE,
             roles=["data"],
         ),
     )
-    for png in sorted((series_dir / "quicklooks").glob("*.png")):
+    for png in sorted(Layout(series_dir).quicklook_dir.glob("*.png")):
         item.add_asset(
             f"quicklook_{png.stem}",
             pystac.Asset(

@@ -23,7 +23,7 @@ from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.outputs import (
     Layout,
     create_store,
-    fsync_paths,
+    fsync_tile_chunks,
     storage_error,
     store_token,
     write_marker,
@@ -136,9 +136,8 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
         target = zarr.open_array(store=str(store), path="observed", mode="r+")
         rows, cols = core.slices
         target[:, :, rows, cols] = cube
-        # Cores are aligned with chunks (chunk = tile_size), so this tile's chunks are the ones
-        # whose last two indices are its row and column: all dates and bands of its core.
-        fsync_paths(store.glob(f"observed/c/*/*/{job.tile.row}/{job.tile.col}"))
+        # Cores are aligned with chunks (chunk = tile_size): all dates and bands of this core.
+        fsync_tile_chunks(store, ["observed"], job.tile.row, job.tile.col)
     except Exception as exc:
         raise storage_error(exc, store) or TileError(
             job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}"

@@ -18,8 +18,10 @@ Design (SPEC-NOTES §7, §8):
   and a safety margin. The sub-image is then warped with RPCs whose ``LINE_OFF``/``SAMP_OFF``
   are reduced by the window offset: RPC image coordinates are plain pixel coordinates, so that
   shift is exact and a sub-window read equals the same region of a full read.
-* The lattice sits on the grid, not the window, so windows agree. For GDAL's warp, two settings
-  make the result independent of how the grid is cut into windows:
+* The lattice nodes sit on the grid, not the window. Each window refines its lattice only as far
+  as the tolerance needs, so two windows agree to within :data:`LATTICE_TOLERANCE_PX` (in
+  practice exactly: GF-4-sized frames pass at the largest step everywhere). For GDAL's warp,
+  two settings make the result independent of how the grid is cut into windows:
 
   - the exact transformer. By default rasterio wraps GDAL's transformer in an approximation
     (straight lines along each destination row, up to 0.125 px off) whose error depends on the
@@ -414,6 +416,9 @@ def read_window(
         scaled = data.astype(np.float32) / np.float32(acq.max_dn)
         scaled[:, ~valid] = np.nan
 
+        if acq.georef == "rpc" and _lattice_applies(method, dem, xscale, yscale):
+            _warp_rpc_lattice(scaled, src.rpcs, src_win, grid, window, out)
+            return out
         common: dict[str, Any] = {
             "src_nodata": np.nan,
             "dst_transform": grid.window_transform(window),
@@ -423,9 +428,7 @@ def read_window(
             "XSCALE": repr(xscale),
             "YSCALE": repr(yscale),
         }
-        if acq.georef == "rpc" and _lattice_applies(method, dem, xscale, yscale):
-            _warp_rpc_lattice(scaled, src.rpcs, src_win, grid, window, out)
-        elif acq.georef == "rpc":
+        if acq.georef == "rpc":
             if dem is not None:
                 common["RPC_DEM"] = str(dem)
             operation = _lonlat_operation(grid.crs)
