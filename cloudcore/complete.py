@@ -17,7 +17,7 @@ from skimage.morphology import disk
 
 from cloudcore._problem import prepare
 from cloudcore.result import Decomposition
-from cloudcore.solvers import check_parameters, run_alm, solve
+from cloudcore.solvers import check_parameters, check_positive, run_alm, solve
 
 __all__ = ["cloud_mask", "complete"]
 
@@ -97,12 +97,11 @@ def complete(
     Decomposition
         ``L`` is the completed ground B, ``C`` the residual S, ``N`` zeros; ``lam`` is α.
     """
-    check_parameters(1.0, tol, max_iter)
+    check_parameters(tol, max_iter)
     problem = prepare(D, mask)
     d = problem.shape[0]
     alpha = 0.1 / math.sqrt(d) if alpha is None else float(alpha)
-    if not (math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a positive finite number, got {alpha}")
+    check_positive("alpha", alpha)
     cloudy = cloud_mask(C, image_shape, gamma=gamma, radius=radius)
     weights = problem.internal(np.where(cloudy, alpha, 1.0))
 

@@ -84,11 +84,11 @@ def decompose(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    check_parameters(beta, tol, max_iter)
+    check_positive("beta", beta)
+    check_parameters(tol, max_iter)
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
-    if not (math.isfinite(lam) and lam > 0):
-        raise ValueError(f"lam must be a positive finite number, got {lam}")
+    check_positive("lam", lam)
     if method == "atm":
         return solve(problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam))
     return solve(
@@ -152,9 +152,14 @@ def solve(
     )
 
 
-def check_parameters(beta: float, tol: float, max_iter: int) -> None:
-    if not (math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a positive finite number, got {beta}")
+def check_positive(name: str, value: float) -> None:
+    """Reject a weight or penalty that is not a positive finite number."""
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+
+
+def check_parameters(tol: float, max_iter: int) -> None:
+    """Reject stopping settings the iterations cannot use."""
     if not (math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive number, got {tol}")
     if int(max_iter) != max_iter or max_iter < 1:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.errors import ConfigError
@@ -45,6 +46,7 @@ WORKER_ENV = {
 
 __all__ = [
     "ClusterSpec",
+    "ConfigSection",
     "JobqueueOptions",
     "KubernetesOptions",
     "PvcMount",
@@ -64,8 +66,14 @@ EXTRAS = {"slurm": "slurm", "pbs": "pbs", "kubernetes": "kubernetes"}
 _PACKAGES = {"slurm": "dask-jobqueue", "pbs": "dask-jobqueue", "kubernetes": "dask-kubernetes"}
 
 
-class _Section(BaseModel):
+class ConfigSection(BaseModel):
+    """Base of every configuration section and file: immutable, unknown keys rejected."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_yaml(self) -> str:
+        """The fully resolved configuration (defaults filled in) as YAML, for the run log."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d)?\s*$")
@@ -102,7 +110,7 @@ def parse_duration(text: str) -> int:
     return int(float(match[1]) * _UNITS[match[2]])
 
 
-class JobqueueOptions(_Section):
+class JobqueueOptions(ConfigSection):
     """Batch-system jobs that each run ``processes`` workers (``cluster.jobqueue``).
 
     Unset options fall back to dask-jobqueue's own configuration (``~/.config/dask/jobqueue.yaml``),
@@ -136,7 +144,7 @@ class JobqueueOptions(_Section):
         return self
 
 
-class PvcMount(_Section):
+class PvcMount(ConfigSection):
     """A PersistentVolumeClaim mounted into scheduler and worker pods."""
 
     claim: str
@@ -144,7 +152,7 @@ class PvcMount(_Section):
     read_only: bool = False
 
 
-class KubernetesOptions(_Section):
+class KubernetesOptions(ConfigSection):
     """A Dask cluster created through the Dask Kubernetes operator (``cluster.kubernetes``)."""
 
     image: str
@@ -158,7 +166,7 @@ class KubernetesOptions(_Section):
     scheduler_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
 
 
-class ClusterSpec(_Section):
+class ClusterSpec(ConfigSection):
     """Which cluster runs the tasks: ``local``, ``address``, ``slurm``, ``pbs``, ``kubernetes``.
 
     ``address`` may name environment variables (``${DASK_SCHEDULER_ADDRESS}``, which the Dask

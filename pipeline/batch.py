@@ -51,9 +51,9 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from pipeline.backends import ClusterSpec, open_cluster
+from pipeline.backends import ClusterSpec, ConfigSection, open_cluster
 from pipeline.config import (
     GridConfig,
     SolverConfig,
@@ -100,11 +100,7 @@ EXIT_OK, EXIT_SERIES_FAILED = 0, 3
 # --------------------------------------------------------------------------- configuration
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ArchiveSection(_Section):
+class ArchiveSection(ConfigSection):
     """Where the products are (``archive``)."""
 
     roots: tuple[Path, ...]
@@ -123,7 +119,7 @@ class ArchiveSection(_Section):
         return tuple(Path(os.path.expanduser(str(p))) for p in value)
 
 
-class GroupingSection(_Section):
+class GroupingSection(ConfigSection):
     """How products are grouped into series (``grouping``)."""
 
     window_days: int = Field(default=16, ge=1)
@@ -132,7 +128,7 @@ class GroupingSection(_Section):
     min_dates: int = Field(default=3, ge=2)
 
 
-class OutputSection(_Section):
+class OutputSection(ConfigSection):
     """Where results go (``output``)."""
 
     path: Path
@@ -142,21 +138,21 @@ class OutputSection(_Section):
     catalog_title: str = "GF-4 cloud-free series"
 
 
-class SeriesInputs(_Section):
+class SeriesInputs(ConfigSection):
     """Input options applied to every series (``run.inputs``)."""
 
     max_dn: float | None = Field(default=None, gt=0)
     dn_rule: Literal["sensor", "pow2"] = "sensor"
 
 
-class SeriesOutput(_Section):
+class SeriesOutput(ConfigSection):
     """Output options applied to every series (``run.output``)."""
 
     cog_dtype: Literal["uint16", "float32"] = "uint16"
     quicklooks: bool = True
 
 
-class RunTemplate(_Section):
+class RunTemplate(ConfigSection):
     """The single-run sections applied to every series (``run``); see ``configs/*.yaml``."""
 
     inputs: SeriesInputs = SeriesInputs()
@@ -166,7 +162,7 @@ class RunTemplate(_Section):
     solver: SolverConfig = SolverConfig()
 
 
-class ArchiveConfig(_Section):
+class ArchiveConfig(ConfigSection):
     """The whole batch configuration; see ``configs/archive-example.yaml``.
 
     ``cluster`` sits beside ``run``, not inside it: one cluster is started for the whole batch

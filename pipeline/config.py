@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from pipeline.backends import ClusterSpec
+from pipeline.backends import ClusterSpec, ConfigSection
 from pipeline.errors import ConfigError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -38,13 +38,7 @@ __all__ = [
 ]
 
 
-class _Section(BaseModel):
-    """Base of every section: immutable, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InputsConfig(_Section):
+class InputsConfig(ConfigSection):
     """Where the image series comes from (``inputs``)."""
 
     kind: Literal["gf4", "geotiff", "simulated"]
@@ -77,7 +71,7 @@ class InputsConfig(_Section):
         return self
 
 
-class OutputConfig(_Section):
+class OutputConfig(ConfigSection):
     """Where and how results are written (``output``)."""
 
     path: Path
@@ -85,7 +79,7 @@ class OutputConfig(_Section):
     quicklooks: bool = True
 
 
-class GridConfig(_Section):
+class GridConfig(ConfigSection):
     """Optional overrides of the target grid derived from the inputs (``grid``)."""
 
     crs: str | None = None
@@ -111,7 +105,7 @@ class GridConfig(_Section):
         return value
 
 
-class TilingConfig(_Section):
+class TilingConfig(ConfigSection):
     """Tile size and halo overlap in target-grid pixels (``tiling``)."""
 
     # 1024² tiles (~100 per GF-4 PMS band) with a 128 px halo: tiles much larger than clouds keep
@@ -131,7 +125,7 @@ class TilingConfig(_Section):
         return self
 
 
-class SolverConfig(_Section):
+class SolverConfig(ConfigSection):
     """Decomposition settings passed to :func:`cloudcore.decompose` (``solver``)."""
 
     method: Literal["aatm", "rpca", "nnrpca", "atm"] = "aatm"
@@ -162,7 +156,7 @@ class SolverConfig(_Section):
 ClusterConfig = ClusterSpec
 
 
-class Config(_Section):
+class Config(ConfigSection):
     """The whole run configuration; see ``configs/*.yaml`` for commented examples."""
 
     inputs: InputsConfig
@@ -171,10 +165,6 @@ class Config(_Section):
     tiling: TilingConfig = TilingConfig()
     solver: SolverConfig = SolverConfig()
     cluster: ClusterConfig = ClusterConfig()
-
-    def to_yaml(self) -> str:
-        """The fully resolved configuration (defaults filled in) as YAML, for the run log."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
 def load_config(path: str | Path) -> Config:

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from pipeline.backends import ConfigSection
 from pipeline.config import ClusterConfig, read_yaml, validate
 from pipeline.errors import ConfigError, InputError
 
@@ -88,13 +88,7 @@ Baseline = Literal["cloudy", "median"]
 # --------------------------------------------------------------------------------------------
 
 
-class _Section(BaseModel):
-    """Base of every section: immutable, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LambdaGridConfig(_Section):
+class LambdaGridConfig(ConfigSection):
     """The λ grid (``lambdas``), in units of λ₀ = 1/√d.
 
     The paper's grid is ``low: 0.1, high: 10, count: 51``: 51 values equally spaced in log scale
@@ -119,7 +113,7 @@ class LambdaGridConfig(_Section):
         return self
 
 
-class MCConfig(_Section):
+class MCConfig(ConfigSection):
     """The matrix-completion post-step (``mc``), see :func:`cloudcore.complete`."""
 
     enabled: bool = True
@@ -130,7 +124,7 @@ class MCConfig(_Section):
     cloud_layer: Literal["c+n", "c"] = "c+n"
 
 
-class SolverSettings(_Section):
+class SolverSettings(ConfigSection):
     """Settings passed to every :func:`cloudcore.decompose` call (``solver``)."""
 
     beta: float = Field(default=1.0, gt=0)
@@ -140,7 +134,7 @@ class SolverSettings(_Section):
     dtype: Literal["float32", "float64"] = "float64"
 
 
-class ExperimentConfig(_Section):
+class ExperimentConfig(ConfigSection):
     """A whole experiment; see ``configs/experiment-*.yaml`` for commented examples."""
 
     name: str = "experiment"
@@ -185,10 +179,6 @@ class ExperimentConfig(_Section):
         if len(set(value)) != len(value):
             raise ValueError("expected distinct entries")
         return value
-
-    def to_yaml(self) -> str:
-        """The fully resolved configuration (defaults filled in) as YAML, for the run log."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
 def load_experiment_config(path: str | Path) -> ExperimentConfig:

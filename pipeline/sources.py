@@ -185,8 +185,17 @@ def _pow2_max_dn(acqs: list[Acquisition]) -> float:
     return float(2 ** math.ceil(math.log2(observed)))
 
 
-def _with_max_dn(acqs: list[Acquisition], max_dn: float) -> list[Acquisition]:
-    return [replace(a, max_dn=max_dn) for a in acqs]
+def _scaled_series(
+    acqs: list[Acquisition], max_dn: float | None, dn_rule: str
+) -> list[Acquisition]:
+    """The series in time order, with ``max_dn`` (or the pow2 rule) replacing each sensor's DN
+    scale when given."""
+    if max_dn is not None:
+        acqs = [replace(a, max_dn=float(max_dn)) for a in acqs]
+    elif dn_rule == "pow2" and acqs:
+        pow2 = _pow2_max_dn(acqs)
+        acqs = [replace(a, max_dn=pow2) for a in acqs]
+    return sorted(acqs, key=lambda a: (a.time, a.id))
 
 
 def discover_gf4(
@@ -262,11 +271,7 @@ def discover_gf4(
         seen.add(files.tiff.resolve())
         acqs.append(_gf4_acquisition(files, sensor_u))
 
-    if max_dn is not None:
-        acqs = _with_max_dn(acqs, float(max_dn))
-    elif dn_rule == "pow2" and acqs:
-        acqs = _with_max_dn(acqs, _pow2_max_dn(acqs))
-    return sorted(acqs, key=lambda a: (a.time, a.id))
+    return _scaled_series(acqs, max_dn, dn_rule)
 
 
 def _gf4_acquisition(files: ProductFiles, sensor: str) -> Acquisition:
@@ -407,11 +412,7 @@ def discover_geotiffs(
     for i, path in enumerate(files):
         time = times[i] if times is not None else _parse_date(path, pattern)
         acqs.append(_geotiff_acquisition(path, time))
-    if max_dn is not None:
-        acqs = _with_max_dn(acqs, float(max_dn))
-    elif dn_rule == "pow2" and acqs:
-        acqs = _with_max_dn(acqs, _pow2_max_dn(acqs))
-    return sorted(acqs, key=lambda a: (a.time, a.id))
+    return _scaled_series(acqs, max_dn, dn_rule)
 
 
 def _geotiff_acquisition(path: Path, time: datetime) -> Acquisition:
