@@ -173,6 +173,14 @@ class Layout:
         """Completion marker of one tile's work, written only after its data."""
         return self.done / f"{tile_id}.json"
 
+    def markers(self, prefix: str = "") -> list[Path]:
+        """The completion markers whose id starts with ``prefix`` (none before a run made any)."""
+        return list(self.done.glob(f"{prefix}*.json"))
+
+    def marker_ids(self) -> set[str]:
+        """Ids of every completion marker."""
+        return {p.stem for p in self.markers()}
+
 
 def storage_error(exc: BaseException, what: str | Path) -> OutputError | None:
     """An :class:`OutputError` for an ``OSError`` that a retry cannot fix (full disk, read-only

@@ -123,6 +123,10 @@ def _identity(acq: Any) -> str:
     return f"{acq.id}@{acq.max_dn:g}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
+#: Start of the ids of band markers (:meth:`RunPlan.blended_id`).
+BLENDED_PREFIX = "blended-"
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """Everything a run's work depends on, fixed before any task starts.
@@ -155,7 +159,7 @@ class RunPlan:
         take an old band for done. Once it exists the band's parts are deleted.
         """
         digest = hashlib.sha256("\n".join(sorted(self.solve_ids[band].values())).encode())
-        return f"blended-{band}-{digest.hexdigest()[:16]}"
+        return f"{BLENDED_PREFIX}{band}-{digest.hexdigest()[:16]}"
 
     @property
     def cube_token(self) -> str:
@@ -255,9 +259,7 @@ def _prefix(tid: str) -> str:
 
 def stale_markers(layout: Layout, tid: str) -> list[Path]:
     """Markers of the same band and tile as ``tid`` but another id (old settings or code)."""
-    if not layout.done.is_dir():
-        return []
-    return [p for p in layout.done.glob(f"{_prefix(tid)}*.json") if p.stem != tid]
+    return [p for p in layout.markers(_prefix(tid)) if p.stem != tid]
 
 
 def tile_states(plan: RunPlan) -> list[TileState]:
@@ -269,7 +271,7 @@ def tile_states(plan: RunPlan) -> list[TileState]:
     staging tile shows only before the next run starts.
     """
     layout = plan.layout
-    names = {p.stem for p in layout.done.glob("*.json")} if layout.done.is_dir() else set()
+    names = layout.marker_ids()
     prefixes = Counter(_prefix(n) for n in names)
 
     def state(tid: str, done: bool) -> State:
@@ -364,7 +366,7 @@ def describe_status(layout: Layout) -> str:
         else:
             state = "stopped before finishing (interrupted); rerun `run` to resume"
         lines.append(f"run: {state}; started {record.get('started', '?')}")
-        names = {p.stem for p in layout.done.glob("*.json")} if layout.done.is_dir() else set()
+        names = layout.marker_ids()
         for stage, key in (("stage", "stage_ids"), ("solve", "solve_ids")):
             ids = record.get(key, [])
             done = sum(tid in names for tid in ids)

@@ -43,6 +43,7 @@ from pipeline.outputs import (
     write_quicklooks,
 )
 from pipeline.plan import (
+    BLENDED_PREFIX,
     RunPlan,
     finish_run_record,
     make_plan,
@@ -351,7 +352,7 @@ def _open_cube(plan: RunPlan) -> Path:
         shutil.rmtree(cube_tmp, ignore_errors=True)
         os.replace(layout.cube, cube_tmp)
         return cube_tmp
-    for marker in layout.done.glob("blended-*.json") if layout.done.is_dir() else ():
+    for marker in layout.markers(BLENDED_PREFIX):
         marker.unlink()
     acqs, tiles = plan.acquisitions, plan.tiles
     create_store(

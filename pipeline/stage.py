@@ -28,7 +28,7 @@ from pipeline.outputs import (
     store_token,
     write_marker,
 )
-from pipeline.tiling import Tile, TileGrid
+from pipeline.tiling import ALL_BANDS, Tile, TileGrid
 
 __all__ = ["StageJob", "prepare_input_store", "stage_tile"]
 
@@ -70,7 +70,7 @@ def prepare_input_store(
     store = layout.input_store
     if store_token(store, TOKEN_ATTR) == token:
         return False
-    for marker in layout.done.glob("all-*.json") if layout.done.exists() else ():
+    for marker in layout.markers(f"{ALL_BANDS}-"):
         marker.unlink()
     create_store(
         store,

@@ -17,7 +17,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Tile", "TileGrid", "Window", "feather_weights", "tile_id"]
+__all__ = ["ALL_BANDS", "Tile", "TileGrid", "Window", "feather_weights", "tile_id"]
+
+#: The band part of the id of work that covers every band (staging): ``all-r..c..-<hash>``.
+ALL_BANDS = "all"
 
 
 @dataclass(frozen=True)
@@ -258,4 +261,4 @@ def tile_id(
         default=str,
     )
     digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-    return f"{band or 'all'}-{tile.name}-{digest}"
+    return f"{band or ALL_BANDS}-{tile.name}-{digest}"
