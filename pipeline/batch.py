@@ -805,6 +805,7 @@ def _process(cfg: ArchiveConfig, plan: Plan, series: Series, address: str, force
         log.exception("series %s failed", series.id)
         msg = f"internal error: {type(exc).__name__}: {exc}"
         return SeriesOutcome(series.id, "failed", len(series.products), out, msg)
+    log.info("series %s:\n%s", series.id, summary.describe())
     if not summary.ok:
         msg = f"{len(summary.failures)} tile task(s) failed; the next batch retries only those"
         return SeriesOutcome(series.id, "failed", len(series.products), out, msg, summary.solved)

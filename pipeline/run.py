@@ -483,5 +483,6 @@ def _summary(
         products=products,
         phase_seconds=tuple(phases),
     )
-    log.info("%s", summary.describe())
+    # The CLI prints it; library callers get the summary itself.
+    log.debug("%s", summary.describe())
     return summary
