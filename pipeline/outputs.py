@@ -220,6 +220,12 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _fsync_dirs(dirs: Iterable[Path]) -> None:
+    """fsync directories, deepest first (each once)."""
+    for d in sorted(set(dirs), key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(d)
+
+
 def fsync_paths(paths: Iterable[Path]) -> None:
     """fsync regular files and then the directories holding them."""
     parents: set[Path] = set()
@@ -228,20 +234,19 @@ def fsync_paths(paths: Iterable[Path]) -> None:
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
             parents.add(path.parent)
-    for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
-        _fsync_dir(parent)
+    _fsync_dirs(parents)
 
 
 def fsync_tree(root: Path) -> None:
     """fsync every file and directory under ``root`` (and ``root`` itself)."""
     dirs = [root]
-    files: list[Path] = []
     for base, dirnames, filenames in os.walk(root):
         dirs.extend(Path(base) / d for d in dirnames)
-        files.extend(Path(base) / f for f in filenames)
-    fsync_paths(files)
-    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
-        _fsync_dir(d)
+        for name in filenames:
+            with open(Path(base) / name, "rb") as fh:
+                os.fsync(fh.fileno())
+    # Every directory once: the files' parents are among them.
+    _fsync_dirs(dirs)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

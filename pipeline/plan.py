@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 import socket
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -85,8 +85,9 @@ def _simulate(inputs: InputsConfig, layout: Layout) -> list[str]:
     )
     made = make_gf4_series(layout.products, **settings)
     paths = [str(p) for p in made.paths]
-    record = {"settings": settings, "paths": paths, "truth_path": str(made.truth_path)}
-    record_path.write_text(json.dumps(record, indent=1))
+    write_json(
+        record_path, {"settings": settings, "paths": paths, "truth_path": str(made.truth_path)}
+    )
     return paths
 
 
@@ -257,9 +258,18 @@ def _prefix(tid: str) -> str:
     return tid.rsplit("-", 1)[0] + "-"
 
 
-def stale_markers(layout: Layout, tid: str) -> list[Path]:
-    """Markers of the same band and tile as ``tid`` but another id (old settings or code)."""
-    return [p for p in layout.markers(_prefix(tid)) if p.stem != tid]
+def ids_by_tile(ids: Iterable[str]) -> dict[str, set[str]]:
+    """Marker ids grouped by band and tile (``B2-r01c03-``), whatever their settings."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    for tid in ids:
+        groups[_prefix(tid)].add(tid)
+    return groups
+
+
+def stale_ids(groups: dict[str, set[str]], tid: str) -> set[str]:
+    """Ids of the same band and tile as ``tid`` but another id (old settings or code);
+    ``groups`` from :func:`ids_by_tile` of the existing markers."""
+    return groups.get(_prefix(tid), set()) - {tid}
 
 
 def tile_states(plan: RunPlan) -> list[TileState]:
@@ -272,12 +282,12 @@ def tile_states(plan: RunPlan) -> list[TileState]:
     """
     layout = plan.layout
     names = layout.marker_ids()
-    prefixes = Counter(_prefix(n) for n in names)
+    groups = ids_by_tile(names)
 
     def state(tid: str, done: bool) -> State:
         if done:
             return "done"
-        return "stale" if prefixes[_prefix(tid)] else "new"
+        return "stale" if stale_ids(groups, tid) else "new"
 
     out: list[TileState] = []
     for t in plan.tiles:

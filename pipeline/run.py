@@ -46,8 +46,9 @@ from pipeline.plan import (
     BLENDED_PREFIX,
     RunPlan,
     finish_run_record,
+    ids_by_tile,
     make_plan,
-    stale_markers,
+    stale_ids,
     write_run_record,
 )
 from pipeline.solve import SolveJob, solve_tile
@@ -382,18 +383,20 @@ def _solve_tasks(
     for a rerun.
     """
     layout, tiles = plan.layout, plan.tiles
+    names = layout.marker_ids()  # one listing of work/done/ for the whole band
+    groups = ids_by_tile(names)
     jobs: list[Task] = []
     skipped = 0
     for t in tiles:
         sid = plan.solve_ids[band][t.row, t.col]
-        if layout.marker(sid).exists() and layout.part(sid).exists():
+        if sid in names and layout.part(sid).exists():
             skipped += 1
             continue
         # Results of older settings or code for this band and tile are superseded: drop them
         # now, or every changed setting would leave a scene's worth of parts.
-        for old in stale_markers(layout, sid):
-            old.unlink(missing_ok=True)
-            remove_part(layout.part(old.stem))
+        for old in stale_ids(groups, sid):
+            layout.marker(old).unlink(missing_ok=True)
+            remove_part(layout.part(old))
         if plan.stage_ids[t.row, t.col] not in unstaged:
             job = SolveJob(t, b, band, sid, layout, plan.config.solver, threads, tiles.inner_chunk)
             jobs.append(Task(sid, solve_tile, (job,)))
