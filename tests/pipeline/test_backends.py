@@ -9,10 +9,8 @@ not installed).
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
@@ -36,12 +34,7 @@ from pipeline.config import ClusterConfig, parse_config
 from pipeline.errors import ConfigError
 from pipeline.fixtures import make_gf4_series
 from pipeline.run import run
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.pipeline.processes import DASK, free_port, start_scheduler, wait_for_workers
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -56,59 +49,25 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def external_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``dask scheduler`` and one ``dask worker`` as separate processes on 127.0.0.1."""
-    dask = str(Path(sys.executable).with_name("dask"))
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     logs = tmp_path_factory.mktemp("dask_logs")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        with open(logs / "scheduler.log", "wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        dask,
-                        "scheduler",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--no-dashboard",
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+        procs.append(start_scheduler(port, logs))
         with open(logs / "worker.log", "wb") as log:
             procs.append(
                 subprocess.Popen(
                     [
-                        dask,
-                        "worker",
-                        address,
-                        "--host",
-                        "127.0.0.1",
-                        "--nworkers",
-                        "1",
-                        "--nthreads",
-                        "1",
-                        "--no-dashboard",
-                        "--local-directory",
-                        str(logs),
+                        *(DASK, "worker", address, "--host", "127.0.0.1"),
+                        *("--nworkers", "1", "--nthreads", "1", "--no-dashboard"),
+                        *("--local-directory", str(logs)),
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
             )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with Client(address, timeout="5s") as client:
-                    client.wait_for_workers(1, timeout=60)
-                break
-            except OSError:
-                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                    raise
-                time.sleep(0.5)
+        wait_for_workers(address, 1, procs)
         yield address
     finally:
         for proc in reversed(procs):

@@ -22,7 +22,8 @@ import zarr
 
 from pipeline.cli import main
 from pipeline.fixtures import SimulatedProducts, make_gf4_series
-from tests.pipeline.test_faults import _free_port, config_dict, published, write_config
+from tests.pipeline.processes import free_port
+from tests.pipeline.test_faults import config_dict, published, write_config
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +182,7 @@ def _outside_bounds(tmp: Path, gf4: SimulatedProducts, tif: SimulatedProducts) -
 
 
 def _unreachable(tmp: Path, gf4: SimulatedProducts, tif: SimulatedProducts) -> dict[str, Any]:
-    address = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
     return config_dict(tmp / "out", tif.paths, kind="address", address=address)
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,17 +29,16 @@ import pytest
 import rasterio
 import yaml
 import zarr
-from distributed import Client
 
 from pipeline.cli import main
 from pipeline.config import parse_config
 from pipeline.fixtures import SimulatedProducts
 from pipeline.run import run
+from tests.pipeline.processes import DASK, free_port, start_scheduler, wait_for_workers
 
 TILE, OVERLAP = 64, 16
 N_TILES, N_BANDS = 4, 5  # the 128 px geotiff_series fixture in 64 px tiles, 5 bands
 PUBLISHED = ("cube.zarr", "cog", "quicklooks", "diagnostics.csv", "COMPLETE.json")
-DASK = str(Path(sys.executable).with_name("dask"))
 
 
 # --- helpers shared with test_bad_input -------------------------------------------------------
@@ -128,12 +126,6 @@ def assert_identical(got: dict[str, Any], expected: dict[str, Any]) -> None:
 # --- processes ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
@@ -158,36 +150,17 @@ def _start_worker(address: str, logs: Path, name: str, env: dict[str, str]) -> s
 @pytest.fixture
 def dask_processes(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
     """``dask scheduler`` and 2 ``dask worker`` processes on 127.0.0.1; all killed at the end."""
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     logs = tmp_path / "dask_logs"
     logs.mkdir()
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        with open(logs / "scheduler.log", "wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        *(DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port)),
-                        "--no-dashboard",
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+        procs.append(start_scheduler(port, logs))
         delay = {"CLOUDREMOVAL_TASK_DELAY": "0.3"}
         workers = [_start_worker(address, logs, f"w{i}", delay) for i in range(2)]
         procs += workers
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with Client(address, timeout="5s") as client:
-                    client.wait_for_workers(2, timeout=60)
-                break
-            except OSError:
-                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                    raise
-                time.sleep(0.5)
+        wait_for_workers(address, 2, procs)
         yield address, workers
     finally:
         for proc in reversed(procs):
