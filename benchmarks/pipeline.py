@@ -3,8 +3,10 @@
 For each scene size (default ¼, ½ and full GF-4 PMS size, 2560², 5120² and 10240² px; 7 dates ×
 5 bands) it simulates the L1A products once (cached under ``--data``), then runs
 ``python -m pipeline run`` machinery on them and reports wall time, the split by phase (stage =
-read + RPC warp, solve, blend, products = COGs + quicklooks), peak memory of the driver plus all
-worker processes (RSS sampled every 0.2 s), and solver throughput.
+read + RPC warp, solve = solve and blend, products = COGs + quicklooks), the task seconds of
+the solve phase summed over its tasks (reading halos, solving, and the rest of the row and
+seam tasks: blending and writing), peak memory of the driver plus all worker processes (RSS
+sampled every 0.2 s), and solver throughput.
 
 Usage::
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import shutil
 import sys
 import threading
@@ -111,23 +114,42 @@ def main() -> None:
         pixel_dates = sum(int(r["d"]) * int(r["n"]) for r in diag)
         phases = dict(summary.phase_seconds)
         rows.append((size, summary, wall, phases, memory.peak, solve_cpu, pixel_dates))
+        tasks = _task_seconds(out / "work" / "done")
         print(
             f"  {size}²: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB; "
             + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
+            + "\n  task seconds summed over workers: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in tasks.items())
         )
 
     print(
-        f"\n{'scene':>8}{'tiles':>7}{'wall s':>9}{'stage':>8}{'solve':>8}{'blend':>8}"
+        f"\n{'scene':>8}{'tiles':>7}{'wall s':>9}{'stage':>8}{'solve+blend':>12}"
         f"{'products':>9}{'peak GiB':>10}{'solver Mpx·date/s':>19}"
     )
     for size, summary, wall, phases, peak, solve_cpu, pixel_dates in rows:
         print(
             f"{size:>7}²{summary.tiles * summary.bands:>7}{wall:>9.1f}"
-            f"{phases.get('stage', 0):>8.1f}{phases.get('solve', 0):>8.1f}"
-            f"{phases.get('blend', 0):>8.1f}{phases.get('products', 0):>9.1f}"
+            f"{phases.get('stage', 0):>8.1f}{phases.get('solve', 0):>12.1f}"
+            f"{phases.get('products', 0):>9.1f}"
             f"{peak / 2**30:>10.2f}{pixel_dates / solve_cpu / 1e6:>19.1f}"
         )
     print("\nsolver throughput = pixel·dates of all halos / summed in-task solver seconds")
+
+
+def _task_seconds(done: Path) -> dict[str, float]:
+    """Seconds inside the row and seam tasks, summed, from their completion markers."""
+    totals = {"read halos": 0.0, "solve": 0.0, "blend+write rows": 0.0, "seams": 0.0}
+    for marker in done.glob("*.json"):
+        record = json.loads(marker.read_text())
+        if "tiles" in record:  # a row task
+            read = sum(float(t["read_seconds"]) for t in record["tiles"])
+            solve = sum(float(t["seconds"]) for t in record["tiles"])
+            totals["read halos"] += read
+            totals["solve"] += solve
+            totals["blend+write rows"] += float(record["seconds"]) - read - solve
+        elif "seam" in record:
+            totals["seams"] += float(record["seconds"])
+    return totals
 
 
 if __name__ == "__main__":

@@ -10,11 +10,14 @@ running it, reschedules it (Dask reruns tasks of a lost worker on the others by 
 Test hooks (read *inside* each task, on the worker, so they exercise real failures):
 
 ``CLOUDREMOVAL_FAIL_TILES``
-    Comma-separated ``[stage:]name`` tokens; a task of that stage (default ``solve``) whose key
-    contains ``name`` — a tile (``r01c00``), a band and tile (``B2-r01c00``) or a product
-    (``cog-B2``) — raises :class:`InjectedFault` on every attempt.
+    Comma-separated ``[stage:]name`` tokens; work of that stage (default ``solve``) whose key
+    contains ``name`` — a tile (``r01c00``), a band and tile (``B2-r01c00``), a seam
+    (``blend:s01``) or a product (``products:cog-B2``) — raises :class:`InjectedFault` on every
+    attempt. A task that does several units of work (a row task solves a row of tiles) checks
+    each unit's key with :func:`inject_faults`.
 ``CLOUDREMOVAL_TASK_DELAY``
-    Seconds every task sleeps before it starts, so that tests can stop a run mid-stage.
+    Seconds every task (and every tile of a row task) sleeps before it starts, so that tests
+    can stop a run mid-stage.
 
 Workers read their own environment: set these where the workers start (a local cluster
 inherits the client's).
@@ -36,7 +39,15 @@ from tqdm import tqdm
 from pipeline.config import ClusterConfig
 from pipeline.errors import ConfigError
 
-__all__ = ["RETRIES", "InjectedFault", "Task", "connect", "run_tasks", "solver_threads"]
+__all__ = [
+    "RETRIES",
+    "InjectedFault",
+    "Task",
+    "connect",
+    "inject_faults",
+    "run_tasks",
+    "solver_threads",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +66,9 @@ class InjectedFault(RuntimeError):
     """Raised inside a task selected by ``CLOUDREMOVAL_FAIL_TILES`` (tests only)."""
 
 
-def _fault_hooks(stage: str, key: str) -> None:
+def inject_faults(stage: str, key: str) -> None:
+    """The test hooks (:data:`DELAY_ENV`, :data:`FAIL_ENV`) for one unit of work of ``stage``
+    named ``key``; they do nothing unless those variables are set where the worker runs."""
     delay = os.environ.get(DELAY_ENV)
     if delay:
         time.sleep(float(delay))
@@ -67,7 +80,7 @@ def _fault_hooks(stage: str, key: str) -> None:
 
 def _call(stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run one task on a worker, after the test hooks."""
-    _fault_hooks(stage, key)
+    inject_faults(stage, key)
     return fn(*args, **kwargs)
 
 
@@ -136,18 +149,32 @@ def _announce(client: Client, dashboard: bool) -> None:
 
 @dataclass(frozen=True)
 class Task:
-    """One unit of work: ``key`` names the Dask task (a tile id or similar)."""
+    """One unit of work: ``key`` names the Dask task (a tile id or similar).
+
+    ``after`` names tasks of the same batch that must succeed first (the task is dropped when
+    one of them fails); ``stage`` overrides the batch's stage for the fault hooks and the task
+    key; ``weight`` is how many progress-bar units (tiles) it counts for; a higher
+    ``priority`` runs first among tasks that are ready.
+    """
 
     key: str
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    after: tuple[str, ...] = ()
+    stage: str | None = None
+    weight: int = 1
+    priority: int = 0
 
 
 def run_tasks(
     client: Client, tasks: Iterable[Task], *, stage: str
 ) -> tuple[dict[str, Any], dict[str, BaseException]]:
-    """Run independent tasks, one Dask task each, showing a progress bar.
+    """Run tasks, one Dask task each, as their dependencies finish, showing a progress bar.
+
+    A task is submitted once every task it comes ``after`` has succeeded: the client, not the
+    scheduler, holds the dependency, so a task never waits on a worker for another, and the
+    result of one task is not shipped to the next (tasks communicate through files).
 
     Parameters
     ----------
@@ -162,41 +189,61 @@ def run_tasks(
     -------
     results, failures
         Results by key for tasks that succeeded and the exception by key for the others (after
-        :data:`RETRIES` retries); a failed task never stops the others.
+        :data:`RETRIES` retries); a failed task never stops the others. Tasks left out because
+        a task they come after failed are in neither.
     """
     started = time.perf_counter()
-    futures: dict[Future, str] = {}
-    for task in tasks:
+    batch = list(tasks)
+    keys = {t.key for t in batch}
+    running: dict[Future, Task] = {}
+    queue = as_completed()
+
+    def submit(task: Task) -> None:
+        task_stage = task.stage or stage
         future = client.submit(
             _call,
-            stage,
+            task_stage,
             task.key,
             task.fn,
             *task.args,
-            key=f"{stage}-{task.key}",
+            key=f"{task_stage}-{task.key}",
             pure=False,
             retries=RETRIES,
+            priority=task.priority,
             **task.kwargs,
         )
-        futures[future] = task.key
-    log.info("%s: %d task(s) submitted", stage, len(futures))
+        running[future] = task
+        queue.add(future)
+
+    # Dependencies outside the batch (done by an earlier run) are already satisfied.
+    waiting = [t for t in batch if keys.intersection(t.after)]
+    for task in batch:
+        if not keys.intersection(task.after):
+            submit(task)
+    log.info("%s: %d task(s) submitted, %d waiting", stage, len(running), len(waiting))
     results: dict[str, Any] = {}
     failures: dict[str, BaseException] = {}
+    dropped: list[str] = []
     # tqdm disables itself when stderr is not a terminal (CI logs stay clean).
-    with tqdm(total=len(futures), desc=stage, unit="tile", disable=None) as bar:
-        for future in as_completed(futures):
-            key = futures[future]
+    total = sum(t.weight for t in batch)
+    with tqdm(total=total, desc=stage, unit="tile", disable=None) as bar:
+        for future in queue:
+            task = running.pop(future)
             if future.status == "error":
                 try:
                     exc = future.exception()
                 except Exception as unreadable:  # the worker's exception did not unpickle
                     exc = RuntimeError(f"{type(unreadable).__name__}: {unreadable}")
-                failures[key] = exc
-                log.error("%s %s failed: %s", stage, key, exc)
+                failures[task.key] = exc
+                log.error("%s %s failed: %s", task.stage or stage, task.key, exc)
             else:
-                results[key] = future.result()
+                results[task.key] = future.result()
+                bar.update(task.weight)
             future.release()
-            bar.update()
+            waiting = _release_ready(waiting, keys, results, failures, dropped, submit)
+    dropped += [t.key for t in waiting]  # behind a dropped task: can never run
+    if dropped:
+        log.info("%s: %d task(s) not run: a task they depend on failed", stage, len(dropped))
     log.info(
         "%s: %d done, %d failed in %.1f s",
         stage,
@@ -205,3 +252,25 @@ def run_tasks(
         time.perf_counter() - started,
     )
     return results, failures
+
+
+def _release_ready(
+    waiting: list[Task],
+    keys: set[str],
+    results: dict[str, Any],
+    failures: dict[str, BaseException],
+    dropped: list[str],
+    submit: Callable[[Task], None],
+) -> list[Task]:
+    """Submit the waiting tasks whose dependencies all succeeded, drop those with a failed one
+    (transitively), and return the ones still waiting."""
+    still: list[Task] = []
+    for task in waiting:
+        needs = keys.intersection(task.after)
+        if any(k in failures or k in dropped for k in needs):
+            dropped.append(task.key)
+        elif all(k in results for k in needs):
+            submit(task)
+        else:
+            still.append(task)
+    return still

@@ -7,16 +7,18 @@ Layout of ``output.path``::
     cog/YYYYMMDD_<band>.tif   Cloud-Optimised GeoTIFF of the clear ground per date and band
     quicklooks/YYYYMMDD.png   before | after per date
     COMPLETE.json         written last: the run that produced everything above, and when
-    work/                 input.zarr, parts/ (per-tile solver output), done/ (markers), run.json
-                          (the tile ids of the current run, for ``status``); resumable
+    work/                 input.zarr, strips/ (solved rows shared by two tile rows, until
+                          blended), done/ (markers), run.json (the ids of the current run, for
+                          ``status``); resumable
 
 Crash safety, in the order things become durable:
 
-* a tile's data (its chunks of ``input.zarr``, or its whole part store) is fsynced *before* its
-  completion marker is written, and markers are written atomically, so a marker always means
-  "this tile's data is complete on disk" even after a power cut or a ``kill -9``;
-* per-tile parts are written under a temporary name and renamed into place, so a part without a
-  marker is at worst a complete orphan, never a half-written store under the final name;
+* a task's data (its chunks of ``input.zarr`` or of the cube, and its strip stores) is fsynced
+  *before* its completion marker is written, and markers are written atomically, so a marker
+  always means "this work is complete on disk" even after a power cut or a ``kill -9``;
+* strip stores are written under a temporary name and renamed into place
+  (:func:`durable_store`), so a strip without a marker is at worst a complete orphan, never a
+  half-written store under the final name;
 * final products are built under temporary names (``cube.zarr.partial``, ``cog.partial/``,
   ``quicklooks.partial/``, a hidden CSV) and published by :func:`publish_dir` /
   ``os.replace`` only once all of them are complete; ``COMPLETE.json`` is removed before and
@@ -33,7 +35,8 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -50,20 +53,21 @@ __all__ = [
     "Layout",
     "OutputError",
     "create_store",
+    "durable_store",
+    "fsync_chunks",
     "fsync_paths",
-    "fsync_tile_chunks",
     "fsync_tree",
+    "gdal_storage_error",
     "publish_dir",
     "read_markers",
-    "remove_part",
     "remove_published",
+    "remove_store",
     "storage_error",
     "store_token",
     "write_cogs",
     "write_diagnostics",
     "write_json",
     "write_marker",
-    "write_part",
     "write_quicklooks",
 ]
 
@@ -84,7 +88,8 @@ class OutputError(PipelineError):
     """The output location is not writable or full: the message names the path and the fix."""
 
 
-#: Solver outputs in the order they are stacked in per-tile parts: clipped ground, cloud, haze.
+#: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
+#: cloud, haze.
 COMPONENTS = ("clear", "cloud", "haze")
 
 
@@ -116,8 +121,8 @@ class Layout:
         return self.work / "input.zarr"
 
     @property
-    def parts(self) -> Path:
-        return self.work / "parts"
+    def strips(self) -> Path:
+        return self.work / "strips"
 
     @property
     def done(self) -> Path:
@@ -165,9 +170,9 @@ class Layout:
         """The temporary name a final product is built under before it is published."""
         return final.with_name(f"{final.name}.partial")
 
-    def part(self, tile_id: str) -> Path:
-        """Per-tile solver output (clear, cloud, haze over the tile's halo)."""
-        return self.parts / f"{tile_id}.zarr"
+    def strip(self, strip_id: str) -> Path:
+        """Rows of one solved tile row that the next or previous tile row also covers."""
+        return self.strips / f"{strip_id}.zarr"
 
     def marker(self, tile_id: str) -> Path:
         """Completion marker of one tile's work, written only after its data."""
@@ -204,6 +209,35 @@ def storage_error(exc: BaseException, what: str | Path) -> OutputError | None:
         f"output.path: cannot write {where}: {_STORAGE_ERRNOS[exc.errno]} "
         f"([Errno {exc.errno}]); {fix}"
     )
+
+
+#: Free bytes below which a failed GDAL write is taken for a full disk.
+_NEARLY_FULL = 16 * 2**20
+
+
+def gdal_storage_error(exc: BaseException, path: Path) -> OutputError | None:
+    """:func:`storage_error` for a failed GDAL write, whose exception has no errno.
+
+    GDAL logs the C library's reason ("File too large") but raises only "Write failed", so the
+    cause is read off the file system instead: almost no free space, a file size limit on this
+    process (``ulimit -f``), or a directory this process may not write. None when none holds.
+    """
+    import resource
+
+    error = storage_error(exc, path)
+    if error is not None or not isinstance(exc, OSError | RuntimeError):
+        return error
+    directory = path.parent
+    soft_limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if shutil.disk_usage(directory).free < _NEARLY_FULL:
+        code = errno.ENOSPC
+    elif soft_limit != resource.RLIM_INFINITY:
+        code = errno.EFBIG
+    elif not os.access(directory, os.W_OK):
+        code = errno.EACCES
+    else:
+        return None
+    return storage_error(OSError(code, os.strerror(code), str(path)), path)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -277,48 +311,25 @@ def write_json(path: Path, record: Mapping[str, Any]) -> None:
     _atomic_write(path, json.dumps(dict(record), indent=1, sort_keys=True, default=str).encode())
 
 
-def write_part(path: Path, layers: Sequence[np.ndarray], inner_chunk: int | None = None) -> None:
-    """Write one tile's solver output as its own Zarr array, durably, then rename it into place.
+@contextmanager
+def durable_store(path: Path) -> Iterator[Path]:
+    """Build a directory store under a temporary name; on success make it durable and rename it
+    to ``path``.
 
-    ``layers`` are the (time, y, x) components in :data:`COMPONENTS` order; the array is
-    (component, time, y, x) float32, one shard per component, written without stacking the
-    layers into one more copy.
-
-    The store is built under a hidden temporary name next to ``path`` and fsynced, and only
-    then renamed to ``path``: an interrupted write leaves an orphan temporary store (removed by
-    the next write of the same part), never a truncated store under the final name.
-
-    With ``inner_chunk`` each component is one shard of (inner_chunk × inner_chunk) chunks, so
-    that a neighbour blending only the overlap strip reads only that strip's chunks.
+    Yields the temporary path to write. When the block ends without an exception everything
+    under it is fsynced and it is renamed over ``path`` (an older complete store there, left by
+    a crash between data and marker, is replaced: its values were the same). When it raises the
+    temporary store is deleted. An interrupted process leaves at worst an orphan temporary
+    store, removed by the next write of the same ``path`` or by :func:`remove_store`, never a
+    truncated store under the final name.
     """
-    import zarr
-
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        shape = (len(layers), *layers[0].shape)
-        chunks: tuple[int, ...] = (1, *shape[1:])
-        shards: tuple[int, ...] | None = None
-        if inner_chunk:
-            chunks = (1, shape[1], inner_chunk, inner_chunk)
-            # The shard must be a whole number of chunks; the array may end inside it.
-            shards = (1, shape[1], *(-(-e // inner_chunk) * inner_chunk for e in shape[2:]))
-        out = zarr.create_array(
-            store=str(tmp),
-            shape=shape,
-            chunks=chunks,
-            shards=shards,
-            dtype="float32",
-            fill_value=np.nan,
-            compressors=compressors(),
-        )
-        for k, layer in enumerate(layers):
-            out[k] = layer
+        yield tmp
         fsync_tree(tmp)
         if path.exists():
-            # A complete part without its marker (the crash came between the two): the new
-            # values are identical, but the rename needs the name free.
             shutil.rmtree(path)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
@@ -328,13 +339,13 @@ def write_part(path: Path, layers: Sequence[np.ndarray], inner_chunk: int | None
 
 
 def _remove_orphans(path: Path) -> None:
-    """Temporary stores that interrupted writes of the part at ``path`` left behind."""
+    """Temporary stores that interrupted writes of the store at ``path`` left behind."""
     for orphan in path.parent.glob(f".{path.name}.*.tmp"):
         shutil.rmtree(orphan, ignore_errors=True)
 
 
-def remove_part(path: Path) -> None:
-    """Delete a part written by :func:`write_part`, and any orphans of interrupted writes."""
+def remove_store(path: Path) -> None:
+    """Delete a store written by :func:`durable_store`, and any orphans of interrupted writes."""
     shutil.rmtree(path, ignore_errors=True)
     _remove_orphans(path)
 
@@ -374,14 +385,18 @@ def create_store(
     tile_size: int,
     attrs: Mapping[str, Any],
     inner_chunk: int | None = None,
+    chunk_rows: int | None = None,
 ) -> None:
     """Create an empty (time, band, y, x) float32 Zarr store from a template; no data is written.
 
-    Chunks are (all dates, 1 band, tile_size, tile_size): the core of one tile in one band, so
-    each chunk has exactly one writer. With ``inner_chunk`` these become shards of
-    (inner_chunk × inner_chunk) chunks — still one writer per shard — so that a halo read decodes
-    only the pixels it needs. Coordinates are the pixel centres of ``grid`` and the CRS
-    and transform are stored the rioxarray way, so ``.rio.crs``/``.rio.transform()`` work.
+    Chunks are (all dates, 1 band, chunk_rows, tile_size), by default ``chunk_rows =
+    tile_size``: the core of one tile in one band. Every chunk has exactly one writer as long
+    as writes start on multiples of the chunk edges (staging writes whole cores; the cube takes
+    ``chunk_rows = TileGrid.cube_chunk_rows`` for its row and seam writes). With
+    ``inner_chunk`` the tile-sized chunks become shards of (inner_chunk × inner_chunk) chunks —
+    still one writer per shard — so that a halo read decodes only the pixels it needs.
+    Coordinates are the pixel centres of ``grid`` and the CRS and transform are stored the
+    rioxarray way, so ``.rio.crs``/``.rio.transform()`` work.
 
     Parameters
     ----------
@@ -394,15 +409,19 @@ def create_store(
     variables
         Names of the data variables.
     tile_size
-        Spatial chunk size.
+        Spatial chunk size (columns; rows too unless ``chunk_rows``).
     attrs
         Dataset attributes (JSON-serialisable).
+    inner_chunk
+        Edge of the inner chunks of tile-sized shards (None: no sharding).
+    chunk_rows
+        Rows per chunk (None: ``tile_size``).
     """
     import dask.array as da
     import rioxarray  # noqa: F401  (registers the .rio accessor)
 
     shape = (len(times), len(bands), grid.height, grid.width)
-    chunks = (len(times), 1, tile_size, tile_size)
+    chunks = (len(times), 1, chunk_rows or tile_size, tile_size)
     y, x = grid.coords()
     data_vars = {
         name: (("time", "band", "y", "x"), da.empty(shape, dtype=np.float32, chunks=chunks))
@@ -447,16 +466,28 @@ def store_token(path: Path, attr: str) -> str | None:
     return token if isinstance(token, str) else None
 
 
-def fsync_tile_chunks(
-    store: Path, variables: Sequence[str], row: int, col: int, band: int | None = None
+def fsync_chunks(
+    store: Path,
+    variables: Sequence[str],
+    chunk_rows: Iterable[int],
+    chunk_cols: Iterable[int],
+    band: int | None = None,
 ) -> None:
-    """fsync the chunk files (or shards) of one tile core in a store made by :func:`create_store`.
+    """fsync chunk files (or shards) of a store made by :func:`create_store`.
 
-    Its chunks are (all dates, 1 band, tile, tile), so a core's keys are
-    ``<variable>/c/0/<band>/<row>/<col>``: all its bands when ``band`` is None.
+    Chunks cover all dates and one band, so their keys are
+    ``<variable>/c/0/<band>/<chunk row>/<chunk col>``: every band when ``band`` is None.
+    Chunks never written (all fill value) have no file and are skipped.
     """
     bands = "*" if band is None else str(band)
-    fsync_paths(p for name in variables for p in store.glob(f"{name}/c/*/{bands}/{row}/{col}"))
+    cols = list(chunk_cols)
+    fsync_paths(
+        p
+        for name in variables
+        for r in chunk_rows
+        for c in cols
+        for p in store.glob(f"{name}/c/*/{bands}/{r}/{c}")
+    )
 
 
 def publish_dir(partial: Path, final: Path) -> None:
@@ -539,8 +570,6 @@ def write_cogs(
     list of str
         The paths written.
     """
-    import rasterio
-    import rasterio.shutil
     import zarr
 
     src = zarr.open_array(store=str(cube), path="clear", mode="r")
@@ -564,38 +593,63 @@ def write_cogs(
     for d in dsts:
         d.parent.mkdir(parents=True, exist_ok=True)
     try:
-        outs = [rasterio.open(p, "w", **profile) for p in scratch]
-        try:
-            # One cube chunk (all dates of a block × block tile) at a time: memory stays at a
-            # tile's size whatever the scene's width.
-            for r0 in range(0, grid.height, block):
-                r1 = min(r0 + block, grid.height)
-                for c0 in range(0, grid.width, block):
-                    c1 = min(c0 + block, grid.width)
-                    clear = np.asarray(src[:, band_index, r0:r1, c0:c1])  # (time, rows, cols)
-                    for out, frame in zip(outs, clear, strict=True):
-                        window = ((r0, r1), (c0, c1))
-                        out.write(_encode(frame, dtype, max_dn), 1, window=window)
-        finally:
-            for out in outs:
-                out.close()
-        for s_path, p_path, dst in zip(scratch, partial, dsts, strict=True):
-            # DEFLATE, which every GeoTIFF reader has, at level 1: a GF-4-like band took 16 %
-            # less time than at the default level 6 and came out no larger (0.68 vs 0.69).
-            rasterio.shutil.copy(
-                s_path,
-                p_path,
-                driver="COG",
-                compress="DEFLATE",
-                level=1,
-                predictor=2,
-                blocksize=512,
-            )
-            os.replace(p_path, dst)
+        _write_cog_files(src, scratch, partial, dsts, profile, band_index, dtype, max_dn, block)
+    except Exception as exc:
+        # A full or read-only disk is the user's to fix: one line naming the place, exit 2.
+        error = gdal_storage_error(exc, dsts[0])
+        if error is None:
+            raise
+        raise error from exc
     finally:
         for leftover in (*scratch, *partial):
             leftover.unlink(missing_ok=True)
     return [str(d) for d in dsts]
+
+
+def _write_cog_files(
+    src: Any,
+    scratch: Sequence[Path],
+    partial: Sequence[Path],
+    dsts: Sequence[Path],
+    profile: Mapping[str, Any],
+    band_index: int,
+    dtype: str,
+    max_dn: float,
+    block: int,
+) -> None:
+    """The GDAL part of :func:`write_cogs`: tiled GeoTIFFs, then COGs renamed into place."""
+    import rasterio
+    import rasterio.shutil
+
+    height, width = profile["height"], profile["width"]
+    outs = [rasterio.open(p, "w", **profile) for p in scratch]
+    try:
+        # One cube chunk (all dates of a block × block tile) at a time: memory stays at a
+        # tile's size whatever the scene's width.
+        for r0 in range(0, height, block):
+            r1 = min(r0 + block, height)
+            for c0 in range(0, width, block):
+                c1 = min(c0 + block, width)
+                clear = np.asarray(src[:, band_index, r0:r1, c0:c1])  # (time, rows, cols)
+                for out, frame in zip(outs, clear, strict=True):
+                    window = ((r0, r1), (c0, c1))
+                    out.write(_encode(frame, dtype, max_dn), 1, window=window)
+    finally:
+        for out in outs:
+            out.close()
+    for s_path, p_path, dst in zip(scratch, partial, dsts, strict=True):
+        # DEFLATE, which every GeoTIFF reader has, at level 1: a GF-4-like band took 16 %
+        # less time than at the default level 6 and came out no larger (0.68 vs 0.69).
+        rasterio.shutil.copy(
+            s_path,
+            p_path,
+            driver="COG",
+            compress="DEFLATE",
+            level=1,
+            predictor=2,
+            blocksize=512,
+        )
+        os.replace(p_path, dst)
 
 
 def _encode(clear: np.ndarray, dtype: str, max_dn: float) -> np.ndarray:
@@ -659,6 +713,13 @@ def _save_quicklook(left: np.ndarray, right: np.ndarray, dst: Path) -> str:
         image = np.repeat(image, 3, axis=-1)
     dst.parent.mkdir(parents=True, exist_ok=True)
     partial = dst.with_name(f".{dst.stem}.{uuid.uuid4().hex[:8]}.png")
-    matplotlib.image.imsave(partial, image)
-    os.replace(partial, dst)
+    try:
+        matplotlib.image.imsave(partial, image)
+        os.replace(partial, dst)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        error = storage_error(exc, dst)
+        if error is None:
+            raise
+        raise error from exc
     return str(dst)

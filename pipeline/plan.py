@@ -2,10 +2,13 @@
 
 A run's work is fixed before any task starts: the acquisitions, the target grid, the tiling and
 one deterministic id per staging tile and per (band, tile) solve (:func:`pipeline.tiling.tile_id`
-hashes inputs, band, tile, settings and code version). Comparing those ids with the completion
-markers under ``work/done/`` says which tiles a rerun skips (*done*), which it computes for the
-first time (*new*) and which it redoes because settings or code changed since their marker was
-written (*stale*: a marker for the same band and tile, under another id).
+hashes inputs, band, tile, settings and code version). Tiles are solved and blended a tile row
+at a time (:mod:`pipeline.blend`): each (band, tile row) has a row id and each border between
+two tile rows a seam id, both derived from the solve ids they cover, and it is their markers
+under ``work/done/`` that exist. Comparing the ids with those markers says which tiles a rerun
+skips (*done*: its row's marker exists), which it computes for the first time (*new*) and which
+it redoes because settings or code changed since their marker was written (*stale*: a marker
+for the same band and row, under another id).
 
 ``status`` needs no inputs: ``run`` records its ids in ``work/run.json`` when it starts, and
 progress is the markers that exist among them.
@@ -138,6 +141,11 @@ class RunPlan:
         Staging id per tile index ``(row, col)`` (all bands at once).
     solve_ids
         Solve id per band and tile index.
+    row_ids
+        Row-task id per band and tile row (:func:`pipeline.blend.solve_row`).
+    seam_ids
+        Seam-task id per band and tile row ``r ≥ 1``, for the border between rows r − 1 and r
+        (:func:`pipeline.blend.blend_seam`); none without overlap.
     input_token
         Identity of ``work/input.zarr`` (inputs, grid, tiling, code version).
     """
@@ -151,13 +159,15 @@ class RunPlan:
     version: str
     stage_ids: dict[tuple[int, int], str]
     solve_ids: dict[str, dict[tuple[int, int], str]]
+    row_ids: dict[str, dict[int, str]]
+    seam_ids: dict[str, dict[int, str]]
     input_token: str
 
     def blended_id(self, band: str) -> str:
         """Marker id saying every tile of ``band`` is blended into the cube and durable.
 
         It names the band's solve ids (through their digest), so new settings or code never
-        take an old band for done. Once it exists the band's parts are deleted.
+        take an old band for done.
         """
         digest = hashlib.sha256("\n".join(sorted(self.solve_ids[band].values())).encode())
         return f"{BLENDED_PREFIX}{band}-{digest.hexdigest()[:16]}"
@@ -221,6 +231,9 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
             for t in tiles
         }
 
+    solve_ids = {b: ids(b, solve_settings) for b in bands}
+    row_ids = {b: _row_ids(b, tiles, solve_ids[b]) for b in bands}
+    seam_ids = {b: _seam_ids(b, tiles, row_ids[b]) for b in bands}
     token = tile_id(
         input_ids=input_ids,
         tile=tiles.tile(0, 0),
@@ -237,9 +250,33 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         bands=bands,
         version=version_tag,
         stage_ids=ids(None, scene),
-        solve_ids={b: ids(b, solve_settings) for b in bands},
+        solve_ids=solve_ids,
+        row_ids=row_ids,
+        seam_ids=seam_ids,
         input_token=token,
     )
+
+
+def _digest(ids: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def _row_ids(band: str, tiles: TileGrid, solve_ids: dict[tuple[int, int], str]) -> dict[int, str]:
+    """``B2-r03-<hash of the row's solve ids>`` per tile row."""
+    return {
+        r: f"{band}-r{r:02d}-{_digest(solve_ids[r, c] for c in range(tiles.n_cols))}"
+        for r in range(tiles.n_rows)
+    }
+
+
+def _seam_ids(band: str, tiles: TileGrid, row_ids: dict[int, str]) -> dict[int, str]:
+    """``B2-s03-<hash of rows 2 and 3>`` per border between tile rows (none without overlap)."""
+    if not tiles.overlap:
+        return {}
+    return {
+        r: f"{band}-s{r:02d}-{_digest([row_ids[r - 1], row_ids[r]])}"
+        for r in range(1, tiles.n_rows)
+    }
 
 
 @dataclass(frozen=True)
@@ -275,10 +312,10 @@ def stale_ids(groups: dict[str, set[str]], tid: str) -> set[str]:
 def tile_states(plan: RunPlan) -> list[TileState]:
     """Classify every staging tile and every (band, tile) solve of ``plan``.
 
-    A solve counts as done when its marker exists and either its part (what blending reads) or
-    the band's blended marker (:meth:`RunPlan.blended_id`; parts are deleted then). Staging
-    markers are dropped with the staged store when its inputs, grid or code change, so a stale
-    staging tile shows only before the next run starts.
+    A solve counts as done when the marker of its row task exists (the row's tiles are
+    solved, blended and written together). Staging markers are dropped with the staged store
+    when its inputs, grid or code change, so a stale staging tile shows only before the next
+    run starts.
     """
     layout = plan.layout
     names = layout.marker_ids()
@@ -294,11 +331,10 @@ def tile_states(plan: RunPlan) -> list[TileState]:
         sid = plan.stage_ids[t.row, t.col]
         out.append(TileState("stage", None, t.name, sid, state(sid, sid in names)))
     for band in plan.bands:
-        blended = plan.blended_id(band) in names
         for t in plan.tiles:
+            row_id = plan.row_ids[band][t.row]
             tid = plan.solve_ids[band][t.row, t.col]
-            done = tid in names and (blended or layout.part(tid).exists())
-            out.append(TileState("solve", band, t.name, tid, state(tid, done)))
+            out.append(TileState("solve", band, t.name, tid, state(row_id, row_id in names)))
     return out
 
 
@@ -330,6 +366,10 @@ def write_run_record(plan: RunPlan) -> dict[str, Any]:
         "started": datetime.now().astimezone().isoformat(timespec="seconds"),
         "stage_ids": sorted(plan.stage_ids.values()),
         "solve_ids": sorted(tid for ids in plan.solve_ids.values() for tid in ids.values()),
+        # Tiles are done a row at a time: the row ids with their number of tiles.
+        "row_tiles": {
+            rid: plan.tiles.n_cols for ids in plan.row_ids.values() for rid in ids.values()
+        },
         "outcome": None,
     }
     write_json(plan.layout.run_record, record)
@@ -377,10 +417,11 @@ def describe_status(layout: Layout) -> str:
             state = "stopped before finishing (interrupted); rerun `run` to resume"
         lines.append(f"run: {state}; started {record.get('started', '?')}")
         names = layout.marker_ids()
-        for stage, key in (("stage", "stage_ids"), ("solve", "solve_ids")):
-            ids = record.get(key, [])
-            done = sum(tid in names for tid in ids)
-            lines.append(f"{stage}: {done}/{len(ids)} tiles done")
+        stage_ids = record.get("stage_ids", [])
+        lines.append(f"stage: {sum(t in names for t in stage_ids)}/{len(stage_ids)} tiles done")
+        rows = record.get("row_tiles", {})
+        solved = sum(n for rid, n in rows.items() if rid in names)
+        lines.append(f"solve: {solved}/{sum(rows.values())} tiles done")
         if layout.cube_partial.exists():
             lines.append("blend: cube.zarr.partial exists (being built, or left by a stop)")
     cogs = len(list(layout.cog_dir.glob("*.tif"))) if layout.cog_dir.is_dir() else 0

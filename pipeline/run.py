@@ -1,9 +1,10 @@
-"""One pipeline run: inputs → target grid → stage → solve → blend → products, on a Dask cluster.
+"""One pipeline run: inputs → target grid → stage → solve + blend → products, on a Dask cluster.
 
-Every stage is one Dask task per tile (per band where the work is per band), keyed by the
-tile's deterministic id (:mod:`pipeline.plan`). Tiles whose completion marker exists are
+Staging is one Dask task per tile; solving and blending are one task per (band, tile row) and
+one per (band, border between tile rows) (:mod:`pipeline.blend`); products one per band. Tasks
+are keyed by deterministic ids (:mod:`pipeline.plan`). Work whose completion marker exists is
 skipped, so a rerun resumes where a previous one stopped, even after a ``kill -9``: markers are
-written only once the tile's data is durable (:mod:`pipeline.outputs`). A task that raises is
+written only once the data is durable (:mod:`pipeline.outputs`). A task that raises is
 retried (:data:`pipeline.cluster.RETRIES`), and one that keeps failing is reported at the end
 while the others still finish. Problems the user must fix (bad input, a full or read-only
 output disk) stop the run with a :class:`~pipeline.errors.PipelineError` instead, once the
@@ -21,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.blend import BlendJob, blend_tile
+from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.cluster import Task, connect, run_tasks, solver_threads
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
@@ -32,7 +33,6 @@ from pipeline.outputs import (
     create_store,
     publish_dir,
     read_markers,
-    remove_part,
     remove_published,
     storage_error,
     store_token,
@@ -43,16 +43,13 @@ from pipeline.outputs import (
     write_quicklooks,
 )
 from pipeline.plan import (
-    BLENDED_PREFIX,
     RunPlan,
     finish_run_record,
-    ids_by_tile,
     make_plan,
-    stale_ids,
     write_run_record,
 )
-from pipeline.solve import SolveJob, solve_tile
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
+from pipeline.tiling import ALL_BANDS
 
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
@@ -82,7 +79,7 @@ class RunSummary:
     stage_skipped: int
     solved: int
     solve_skipped: int
-    blended: int
+    blended: int  # seams (borders between tile rows) blended
     seconds: float
     failures: tuple[TileFailure, ...] = ()
     products: tuple[str, ...] = field(default=())
@@ -98,7 +95,7 @@ class RunSummary:
             f"output: {self.output}",
             f"tiles: {self.tiles} x {self.bands} bands; staged {self.staged} "
             f"(skipped {self.stage_skipped}), solved {self.solved} (skipped {self.solve_skipped}), "
-            f"blended {self.blended}; {self.seconds:.1f} s",
+            f"seams blended {self.blended}; {self.seconds:.1f} s",
         ]
         if self.phase_seconds:
             lines.append("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds))
@@ -249,9 +246,10 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         lap("stage")
         unstaged = set(failed)
 
-        # 2-3. Band by band: solve its tiles, blend them into the cube, delete its parts. Parts
-        # hold every tile's halo of three layers (~3x the scene in float32); keeping one band's
-        # at a time bounds the scratch disk a full scene needs.
+        # 2-3. Solve and blend, all bands in one batch: a band's row tasks in row order, each
+        # seam as soon as its two rows are done (seams first among ready tasks, which frees
+        # their strips), so no worker idles at a band's end and the scratch disk holds only the
+        # strips of rows whose neighbour is not done yet.
         cube_tmp = _open_cube(plan)
         threads = solver_threads(config.cluster)
         counts: dict[str, Any] = {
@@ -261,30 +259,28 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
             "solve_skipped": 0,
             "blended": 0,
         }
+        jobs: list[Task] = []
+        band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
         for b, band in enumerate(bands):
-            blended_marker = layout.marker(plan.blended_id(band))
-            if blended_marker.exists():
+            if layout.marker(plan.blended_id(band)).exists():
                 counts["solve_skipped"] += len(tiles)
                 continue
-            solve_jobs, skipped = _solve_tasks(plan, b, band, unstaged, threads)
+            band_jobs, skipped, complete = _band_tasks(plan, b, band, cube_tmp, unstaged, threads)
             counts["solve_skipped"] += skipped
-            solved, failed = run_tasks(client, solve_jobs, stage="solve")
-            check("solve", failed)
-            counts["solved"] += len(solved)
-            lap("solve")
-            if failed or unstaged:
-                continue  # a band with holes is not blended; its parts stay for the rerun
-            blend_jobs = _blend_tasks(plan, b, band, cube_tmp)
-            blended, failed = run_tasks(client, blend_jobs, stage="blend")
-            check("blend", failed)
-            counts["blended"] += len(blended)
-            lap("blend")
-            if failed:
-                continue
-            # Each blend task made its chunks durable; the marker vouches for the whole band.
-            write_marker(blended_marker, {"band": band, "tiles": len(tiles)})
-            for sid in plan.solve_ids[band].values():
-                remove_part(layout.part(sid))
+            jobs += band_jobs
+            if complete:  # every row and seam of the band is (or will be) run
+                band_work[band] = [t.key for t in band_jobs]
+        stages = {t.key: t.stage or "solve" for t in jobs}
+        done, failed = run_tasks(client, jobs, stage="solve")
+        for stage in ("solve", "blend"):
+            check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
+        counts["solved"] = sum(len(r["tiles"]) for r in done.values() if isinstance(r, dict))
+        counts["blended"] = sum(stages[key] == "blend" for key in done)
+        for band, keys in band_work.items():
+            if all(key in done for key in keys):
+                # Each task made its chunks durable; the marker vouches for the whole band.
+                write_marker(layout.marker(plan.blended_id(band)), {"band": band})
+        lap("solve")
         if failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
@@ -292,9 +288,13 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
 
         # 4. Products, all under temporary names next to their final ones.
         csv_tmp = layout.partial(layout.diagnostics_csv)
-        records = read_markers(
-            layout.marker(sid) for b in bands for sid in plan.solve_ids[b].values()
-        )
+        records = [
+            tile
+            for row in read_markers(
+                layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()
+            )
+            for tile in row["tiles"]
+        ]
         write_diagnostics(records, csv_tmp, cube_tmp)
         _report_empty_tiles(records)
         cog_tmp = layout.partial(layout.cog_dir)
@@ -341,7 +341,8 @@ def _open_cube(plan: RunPlan) -> Path:
     A partial cube of the same plan (:attr:`RunPlan.cube_token`) is resumed. So is the published
     cube of an earlier complete run of the same plan: it is moved back under the temporary name
     (``COMPLETE.json`` goes first), its bands stay blended and only the products are rebuilt.
-    Anything else is replaced by an empty cube, and every band's blended marker is dropped.
+    Anything else is replaced by an empty cube. The markers of row, seam and blended-band
+    tasks vouch for data in the cube, so they are dropped with it, and the strips with them.
     """
     layout = plan.layout
     cube_tmp = layout.cube_partial
@@ -353,8 +354,10 @@ def _open_cube(plan: RunPlan) -> Path:
         shutil.rmtree(cube_tmp, ignore_errors=True)
         os.replace(layout.cube, cube_tmp)
         return cube_tmp
-    for marker in layout.markers(BLENDED_PREFIX):
-        marker.unlink()
+    for marker in layout.markers():
+        if _writes_cube(marker.stem):
+            marker.unlink()
+    shutil.rmtree(layout.strips, ignore_errors=True)
     acqs, tiles = plan.acquisitions, plan.tiles
     create_store(
         cube_tmp,
@@ -363,6 +366,7 @@ def _open_cube(plan: RunPlan) -> Path:
         bands=plan.bands,
         variables=COMPONENTS,
         tile_size=tiles.tile_size,
+        chunk_rows=tiles.cube_chunk_rows,
         attrs={
             CUBE_TOKEN_ATTR: token,
             "acquisitions": [a.id for a in acqs],
@@ -374,45 +378,61 @@ def _open_cube(plan: RunPlan) -> Path:
     return cube_tmp
 
 
-def _solve_tasks(
-    plan: RunPlan, b: int, band: str, unstaged: set[str], threads: int
-) -> tuple[list[Task], int]:
-    """The solves of one band still to do, and how many are skipped as done.
+def _writes_cube(marker_id: str) -> bool:
+    """Whether the marker is a row's, a seam's or a blended band's (not a staging marker)."""
+    return not marker_id.startswith(f"{ALL_BANDS}-")
 
-    A solve is done when its marker and its part exist. Tiles that could not be staged wait
-    for a rerun.
+
+def _band_tasks(
+    plan: RunPlan, b: int, band: str, cube: Path, unstaged: set[str], threads: int
+) -> tuple[list[Task], int, bool]:
+    """The row and seam tasks of one band still to do.
+
+    Returns the tasks, how many tiles are skipped as done (their row's marker exists) and
+    whether the band can be completed by them (False when a row waits for tiles that could not
+    be staged: that row and its seams wait for a rerun).
+
+    A row is done when its marker exists and the strips its undone seams need are there; a
+    seam when its marker exists.
     """
     layout, tiles = plan.layout, plan.tiles
-    names = layout.marker_ids()  # one listing of work/done/ for the whole band
-    groups = ids_by_tile(names)
+    names = layout.marker_ids()
+    rows, seams = plan.row_ids[band], plan.seam_ids[band]
+    undone_seams = {r for r, sid in seams.items() if sid not in names}
+
+    def needed_strips(r: int) -> list[Path]:
+        top, bottom = (layout.strip(s) for s in strip_ids(rows[r]))
+        return [top] * (r in undone_seams) + [bottom] * (r + 1 in undone_seams)
+
     jobs: list[Task] = []
-    skipped = 0
-    for t in tiles:
-        sid = plan.solve_ids[band][t.row, t.col]
-        if sid in names and layout.part(sid).exists():
-            skipped += 1
+    skipped, complete = 0, True
+    runnable: set[int] = set()  # rows done or run by this batch
+    for r, row_id in rows.items():
+        if row_id in names and all(p.exists() for p in needed_strips(r)):
+            skipped += tiles.n_cols
+            runnable.add(r)
             continue
-        # Results of older settings or code for this band and tile are superseded: drop them
-        # now, or every changed setting would leave a scene's worth of parts.
-        for old in stale_ids(groups, sid):
-            layout.marker(old).unlink(missing_ok=True)
-            remove_part(layout.part(old))
-        if plan.stage_ids[t.row, t.col] not in unstaged:
-            job = SolveJob(t, b, band, sid, layout, plan.config.solver, threads, tiles.inner_chunk)
-            jobs.append(Task(sid, solve_tile, (job,)))
-    return jobs, skipped
-
-
-def _blend_tasks(plan: RunPlan, b: int, band: str, cube: Path) -> list[Task]:
-    """One blend task per tile core of one band."""
-    tiles, ids = plan.tiles, plan.solve_ids[band]
-    jobs = []
-    for t in tiles:
-        sources = tuple((o, ids[o.row, o.col]) for o in tiles.neighbours(t))
-        sid = ids[t.row, t.col]
-        job = BlendJob(t, sid, b, tiles, sources, plan.layout, str(cube))
-        jobs.append(Task(sid, blend_tile, (job,)))
-    return jobs
+        if any(plan.stage_ids[r, c] in unstaged for c in range(tiles.n_cols)):
+            complete = False
+            continue
+        tile_ids = tuple(plan.solve_ids[band][r, c] for c in range(tiles.n_cols))
+        job = RowJob(
+            tiles, r, b, band, row_id, tile_ids, layout, str(cube), plan.config.solver, threads
+        )
+        jobs.append(Task(row_id, solve_row, (job,), weight=tiles.n_cols))
+        runnable.add(r)
+    for r in sorted(undone_seams):
+        if not {r - 1, r} <= runnable:
+            continue
+        upper, lower = strip_ids(rows[r - 1])[1], strip_ids(rows[r])[0]
+        seam = SeamJob(
+            tiles, r, b, seams[r], layout.strip(upper), layout.strip(lower), layout, str(cube)
+        )
+        after = (rows[r - 1], rows[r])
+        jobs.append(
+            Task(seams[r], blend_seam, (seam,), after=after, stage="blend", weight=0, priority=1)
+        )
+    return jobs, skipped, complete
 
 
 def _product_tasks(

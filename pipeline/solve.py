@@ -1,14 +1,12 @@
-"""Stage 2: one decomposition per (band, tile), solved on the tile's halo.
+"""One decomposition per (band, tile), solved on the tile's halo.
 
-Each task reads the halo of all dates from ``input.zarr``, solves D = L + C + N with
-:func:`cloudcore.decompose` and writes the halo-shaped clear/cloud/haze stack to its *own* Zarr
-array under ``work/parts/`` (halos overlap, so they must never share a chunk of one store). The
-part is written under a temporary name, fsynced and renamed into place
-(:func:`pipeline.outputs.write_part`); only then is the completion marker, holding the solver
-diagnostics, written.
+:func:`solve_tile` reads the halo of all dates of one band from ``input.zarr``, solves
+D = L + C + N with :func:`cloudcore.decompose` and returns the halo-shaped clear/cloud/haze
+stack with the tile's diagnostics. It writes nothing: the row task of :mod:`pipeline.blend`
+blends each tile with its neighbours in memory and writes the result.
 
 A tile with no valid data on any date (outside every footprint, e.g. ``grid.bounds`` wider
-than the inputs) is not an error: its part is all NaN and its marker says ``"empty": true``;
+than the inputs) is not an error: its stack is all NaN and its record says ``"empty": true``;
 the cube holds NaN there and the COGs nodata.
 """
 
@@ -24,7 +22,7 @@ import numpy as np
 
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
-from pipeline.outputs import Layout, storage_error, write_marker, write_part
+from pipeline.outputs import Layout
 from pipeline.tiling import Tile
 
 __all__ = ["SolveJob", "resolve_lambda", "solve_tile"]
@@ -43,7 +41,6 @@ class SolveJob:
     layout: Layout
     solver: SolverConfig
     threads: int
-    inner_chunk: int | None = None  # chunk edge of the sharded part (TileGrid.inner_chunk)
 
 
 def resolve_lambda(rule: str | float, d: int, n: int) -> float:
@@ -61,22 +58,22 @@ def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     return float(rule)
 
 
-def solve_tile(job: SolveJob) -> dict[str, Any]:
-    """Solve one (band, tile) and write its part and completion marker.
-
-    Runs on a worker.
+def solve_tile(job: SolveJob) -> tuple[np.ndarray, dict[str, Any]]:
+    """Solve one (band, tile) on its halo.
 
     Returns
     -------
-    dict
-        The diagnostics written to the marker.
+    values : numpy.ndarray
+        (component, time, halo rows, halo cols) float32, components in
+        :data:`pipeline.outputs.COMPONENTS` order.
+    record : dict
+        The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
+        solving).
 
     Raises
     ------
     TileError
-        The solver rejected the tile (e.g. fewer than 2 observed dates) or I/O failed.
-    OutputError
-        The part cannot be written (full disk, read-only).
+        The solver rejected the tile (e.g. fewer than 2 observed dates) or reading failed.
     """
     import zarr
 
@@ -84,11 +81,13 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
 
     halo = job.tile.halo
     rows, cols = halo.slices
+    read_started = time.perf_counter()
     try:
         source = zarr.open_array(store=str(job.layout.input_store), path="observed", mode="r")
         stack = np.asarray(source[:, job.band_index, rows, cols])  # (n, h, w)
     except Exception as exc:
         raise TileError(job.tile_id, f"reading input.zarr: {type(exc).__name__}: {exc}") from exc
+    read_seconds = time.perf_counter() - read_started
     n = stack.shape[0]
     d = halo.height * halo.width
     # Row = pixel (C order over the halo), column = date.
@@ -125,29 +124,24 @@ def solve_tile(job: SolveJob) -> dict[str, Any]:
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
     # ``ground`` is L clipped to [0, 1], always safe for the user (SPEC-NOTES §2). The (d, n)
-    # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free
-    # and the layers go to the part without a copy. A tile outside every footprint is all NaN.
+    # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free;
+    # stacking is the one copy. A tile outside every footprint is all NaN.
     frames = (n, halo.height, halo.width)
-    layers = [
-        x.T.reshape(frames).astype(np.float32, copy=False)
-        for x in (result.ground, result.C, result.N)  # in COMPONENTS order: clear, cloud, haze
-    ]
+    values = np.stack(
+        [
+            x.T.reshape(frames).astype(np.float32, copy=False)
+            for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
+        ]
+    )
     record.update(
         iterations=int(result.iterations),
         converged=bool(result.converged),
         residual=float(result.residual),
+        read_seconds=round(read_seconds, 4),
+        seconds=round(time.perf_counter() - started, 4),
     )
     if not mask.any():
         record["empty"] = True  # reported once for all such tiles by the run
     elif not result.converged:
         log.warning("tile %s: no convergence after %d iterations", job.tile_id, result.iterations)
-    record["seconds"] = round(time.perf_counter() - started, 4)
-    path = job.layout.part(job.tile_id)
-    try:
-        write_part(path, layers, job.inner_chunk)
-    except Exception as exc:
-        raise storage_error(exc, path) or TileError(
-            job.tile_id, f"writing its part: {type(exc).__name__}: {exc}"
-        ) from exc
-    write_marker(job.layout.marker(job.tile_id), record)
-    return record
+    return values, record

@@ -23,7 +23,7 @@ from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.outputs import (
     Layout,
     create_store,
-    fsync_tile_chunks,
+    fsync_chunks,
     storage_error,
     store_token,
     write_marker,
@@ -137,7 +137,7 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
         rows, cols = core.slices
         target[:, :, rows, cols] = cube
         # Cores are aligned with chunks (chunk = tile_size): all dates and bands of this core.
-        fsync_tile_chunks(store, ["observed"], job.tile.row, job.tile.col)
+        fsync_chunks(store, ["observed"], [job.tile.row], [job.tile.col])
     except Exception as exc:
         raise storage_error(exc, store) or TileError(
             job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}"
@@ -150,6 +150,6 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
 
 def clear_work(layout: Layout) -> None:
     """Remove everything a previous run left under ``work/`` except simulated/extracted inputs."""
-    for path in (layout.input_store, layout.parts, layout.done):
+    for path in (layout.input_store, layout.strips, layout.done):
         if path.exists():
             shutil.rmtree(path)

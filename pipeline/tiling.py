@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -17,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALL_BANDS", "Tile", "TileGrid", "Window", "feather_weights", "tile_id"]
+__all__ = [
+    "ALL_BANDS",
+    "Tile",
+    "TileGrid",
+    "Window",
+    "feather_ramps",
+    "feather_weights",
+    "tile_id",
+]
 
 #: The band part of the id of work that covers every band (staging): ``all-r..c..-<hash>``.
 ALL_BANDS = "all"
@@ -140,6 +149,17 @@ class TileGrid:
             return self.overlap
         return None
 
+    @property
+    def cube_chunk_rows(self) -> int:
+        """Rows per chunk of the cube: every row-fused write starts on a multiple of it.
+
+        The row task writes each core's interior rows, the seam task the ``2·overlap`` rows
+        around a core border (:mod:`pipeline.rowblend`); those row ranges start on multiples of
+        ``gcd(tile_size, overlap)``, so chunks of that height (``overlap`` when the core is a
+        multiple of it: 128 at 1024 + 128) have exactly one writer each.
+        """
+        return math.gcd(self.tile_size, self.overlap) if self.overlap else self.tile_size
+
     def __len__(self) -> int:
         return self.n_rows * self.n_cols
 
@@ -214,10 +234,18 @@ def feather_weights(tile: Tile, grid: TileGrid, window: Window | None = None) ->
         face a neighbour tile and stay 1 at scene borders; summed over all tiles they are 1 at
         every pixel, so overlapping tiles blend without seams.
     """
+    wy, wx = feather_ramps(tile, grid, window)
+    return np.outer(wy, wx).astype(np.float32)
+
+
+def feather_ramps(
+    tile: Tile, grid: TileGrid, window: Window | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The row and column factors (float64) of :func:`feather_weights`: w = wy[:, None]·wx."""
     h, c = window or tile.halo, tile.core
     wy = _ramp(h.row_off, h.row_end, c.row_off, c.row_end, grid.height, grid.overlap)
     wx = _ramp(h.col_off, h.col_end, c.col_off, c.col_end, grid.width, grid.overlap)
-    return np.outer(wy, wx).astype(np.float32)
+    return wy, wx
 
 
 def tile_id(

@@ -1,8 +1,8 @@
-"""Blending per-tile solutions: exact where tiles agree, seamless and gap-filling where not."""
+"""Row and seam tasks' I/O: real Zarr cube and strip stores; exact where tiles agree, a seamless
+ramp where they do not, strips durable and deleted once used, errors that name the task."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -13,32 +13,58 @@ import xarray as xr
 import zarr
 from affine import Affine
 
-from pipeline.blend import BlendJob, blend_core, blend_tile
+from pipeline.blend import SeamJob, blend_seam, strip_ids, write_row
 from pipeline.errors import TileError
 from pipeline.grid import TargetGrid
 from pipeline.outputs import COMPONENTS, Layout, create_store
+from pipeline.rowblend import row_blocks
 from pipeline.tiling import TileGrid
 
 N_DATES = 3
+TARGET = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 70, 90)
 
 
-def _write_parts(layout: Layout, grid: TileGrid, field: np.ndarray, offsets: dict) -> None:
-    for tile in grid:
-        part = field[:, :, tile.halo.slices[0], tile.halo.slices[1]] + offsets.get(tile.name, 0.0)
-        store = zarr.create_array(
-            store=str(layout.part(tile.name)),
-            shape=part.shape,
-            chunks=part.shape,
-            dtype="float32",
-            fill_value=np.nan,
+def _cube(layout: Layout, tiles: TileGrid) -> Path:
+    create_store(
+        layout.cube,
+        TargetGrid(TARGET.crs, TARGET.transform, tiles.width, tiles.height),
+        times=[datetime(2020, 6, d + 1) for d in range(N_DATES)],
+        bands=["B1"],
+        variables=COMPONENTS,
+        tile_size=tiles.tile_size,
+        chunk_rows=tiles.cube_chunk_rows,
+        attrs={},
+    )
+    return layout.cube
+
+
+def _write_rows(layout: Layout, tiles: TileGrid, solutions: dict) -> None:
+    for r in range(tiles.n_rows):
+        top, bottom = (layout.strip(s) for s in strip_ids(f"B1-r{r:02d}"))
+        write_row(
+            row_blocks(tiles, r, lambda t: solutions[t.row, t.col]),
+            grid=tiles,
+            row=r,
+            band_index=0,
+            cube=layout.cube,
+            top=top if r > 0 else None,
+            bottom=bottom if r < tiles.n_rows - 1 else None,
+            what=f"B1-r{r:02d}",
         )
-        store[...] = part.astype(np.float32)
 
 
-def _job(layout: Layout, grid: TileGrid, row: int, col: int, cube: str = "") -> BlendJob:
-    tile = grid.tile(row, col)
-    sources = tuple((o, o.name) for o in grid.neighbours(tile))
-    return BlendJob(tile, tile.name, 0, grid, sources, layout, cube)
+def _seam(layout: Layout, tiles: TileGrid, r: int) -> SeamJob:
+    upper = layout.strip(strip_ids(f"B1-r{r - 1:02d}")[1])
+    lower = layout.strip(strip_ids(f"B1-r{r:02d}")[0])
+    return SeamJob(tiles, r, 0, f"B1-s{r:02d}", upper, lower, layout, str(layout.cube))
+
+
+def _halos(tiles: TileGrid, field: np.ndarray, offsets: dict | None = None) -> dict:
+    return {
+        (t.row, t.col): field[:, :, t.halo.slices[0], t.halo.slices[1]]
+        + np.float32((offsets or {}).get(t.name, 0.0))
+        for t in tiles
+    }
 
 
 @pytest.fixture
@@ -47,60 +73,63 @@ def field() -> np.ndarray:
     return rng.random((len(COMPONENTS), N_DATES, 90, 70)).astype(np.float32)
 
 
-def test_blend_reproduces_agreeing_tiles_exactly(tmp_path: Path, field: np.ndarray) -> None:
-    layout, grid = Layout(tmp_path), TileGrid(90, 70, 32, 8)
-    _write_parts(layout, grid, field, {})
-    for tile in grid:
-        got = blend_core(_job(layout, grid, tile.row, tile.col))
-        np.testing.assert_allclose(
-            got, field[:, :, tile.core.slices[0], tile.core.slices[1]], atol=1e-6
-        )
-
-
-def test_blend_is_continuous_across_disagreeing_tiles(tmp_path: Path) -> None:
-    layout, grid = Layout(tmp_path), TileGrid(32, 64, 32, 8)
-    flat = np.zeros((len(COMPONENTS), N_DATES, 32, 64), np.float32)
-    _write_parts(layout, grid, flat, {"r00c01": 1.0})  # the right tile is offset by 1
-    row = np.concatenate([blend_core(_job(layout, grid, 0, c))[0, 0, 5] for c in range(2)])
-    assert row[: 32 - 8].max() == 0 and row[32 + 8 :].min() == 1  # own values away from edges
-    assert np.abs(np.diff(row)).max() <= 1 / 16 + 1e-6  # a linear ramp, no step at the border
-
-
-def test_blend_fills_from_neighbours_and_skips_missing(tmp_path: Path, field: np.ndarray) -> None:
-    layout, grid = Layout(tmp_path), TileGrid(90, 70, 32, 8)
-    _write_parts(layout, grid, field, {})
-    # A neighbour's NaN (e.g. no data in its halo) is covered by the other tiles.
-    part = zarr.open_array(store=str(layout.part("r00c01")), mode="r+")
-    part[:, :, :, :4] = np.nan
-    got = blend_core(_job(layout, grid, 0, 0))
-    np.testing.assert_allclose(got, field[:, :, :32, :32], atol=1e-6)
-    # A tile whose own solve is missing still gets its overlap strips from the neighbours.
-    shutil.rmtree(layout.part("r01c01"))
-    middle = blend_core(_job(layout, grid, 1, 1))
-    assert np.isnan(middle[:, :, 10, 10]).all() and np.isfinite(middle[:, :, 0, 0]).all()
-    for tile in grid:
-        shutil.rmtree(layout.part(tile.name), ignore_errors=True)
-    with pytest.raises(TileError, match="r01c01: no solved part covers this tile"):
-        blend_core(_job(layout, grid, 1, 1))
-
-
-def test_blend_tile_writes_its_core_into_the_cube(tmp_path: Path, field: np.ndarray) -> None:
+def test_rows_and_seams_write_agreeing_tiles_exactly(tmp_path: Path, field: np.ndarray) -> None:
     layout, tiles = Layout(tmp_path), TileGrid(90, 70, 32, 8)
-    _write_parts(layout, tiles, field, {})
-    target = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 70, 90)
-    times = [datetime(2020, 6, d + 1) for d in range(N_DATES)]
-    create_store(
-        layout.cube,
-        target,
-        times=times,
-        bands=["B1"],
-        variables=COMPONENTS,
-        tile_size=tiles.tile_size,
-        attrs={},
-    )
-    for tile in tiles:
-        blend_tile(_job(layout, tiles, tile.row, tile.col, str(layout.cube)))
+    _cube(layout, tiles)
+    _write_rows(layout, tiles, _halos(tiles, field))
+    # Strips are complete stores under their final names, nothing temporary is left.
+    assert len(list(layout.strips.glob("*.zarr"))) == 2 * (tiles.n_rows - 1)
+    assert not list(layout.strips.glob(".*"))
+    for r in range(1, tiles.n_rows):
+        assert blend_seam(_seam(layout, tiles, r)) == f"B1-s{r:02d}"
+        assert layout.marker(f"B1-s{r:02d}").exists()
+    assert not list(layout.strips.iterdir())  # every strip deleted once its seam is written
     cube = xr.open_zarr(layout.cube, consolidated=False)
     for k, name in enumerate(COMPONENTS):
         np.testing.assert_allclose(cube[name].values[:, 0], field[k], atol=1e-6)
-    assert cube.rio.crs == "EPSG:32650" and cube.rio.transform() == target.transform
+    assert cube.rio.crs == "EPSG:32650" and cube.rio.transform() == TARGET.transform
+
+
+def test_blend_is_a_ramp_across_disagreeing_tiles(tmp_path: Path) -> None:
+    layout, tiles = Layout(tmp_path), TileGrid(64, 64, 32, 8)
+    _cube(layout, tiles)
+    flat = np.zeros((len(COMPONENTS), N_DATES, 64, 64), np.float32)
+    _write_rows(layout, tiles, _halos(tiles, flat, {"r00c01": 1.0, "r01c01": 1.0}))
+    blend_seam(_seam(layout, tiles, 1))
+    clear = zarr.open_array(store=str(layout.cube), path="clear", mode="r")[0, 0]
+    for row in (clear[5], clear[32], clear[60]):  # inside a row task and across the seam
+        assert row[: 32 - 8].max() == 0 and row[32 + 8 :].min() == 1  # own values away from edges
+        assert np.abs(np.diff(row)).max() <= 1 / 16 + 1e-6  # a linear ramp, no step
+
+
+def test_a_row_that_fails_leaves_no_strip(tmp_path: Path, field: np.ndarray) -> None:
+    layout, tiles = Layout(tmp_path), TileGrid(90, 70, 32, 8)
+    _cube(layout, tiles)
+    solutions = _halos(tiles, field)
+
+    def solve(tile):  # the second tile of the row fails to solve
+        if tile.col == 1:
+            raise TileError(f"B1-{tile.name}", "solver rejected the tile")
+        return solutions[tile.row, tile.col]
+
+    top, bottom = (layout.strip(s) for s in strip_ids("B1-r01"))
+    with pytest.raises(TileError, match="B1-r01c01: solver rejected"):
+        write_row(
+            row_blocks(tiles, 1, solve),
+            grid=tiles,
+            row=1,
+            band_index=0,
+            cube=layout.cube,
+            top=top,
+            bottom=bottom,
+            what="B1-r01",
+        )
+    assert not layout.strips.exists() or not list(layout.strips.iterdir())
+
+
+def test_a_seam_without_its_strips_names_itself(tmp_path: Path) -> None:
+    layout, tiles = Layout(tmp_path), TileGrid(90, 70, 32, 8)
+    _cube(layout, tiles)
+    with pytest.raises(TileError, match="B1-s01: its strips are missing"):
+        blend_seam(_seam(layout, tiles, 1))
+    assert not layout.marker("B1-s01").exists()

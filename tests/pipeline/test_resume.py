@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from distributed import LocalCluster
 
+from pipeline.blend import RowJob, solve_row, strip_ids
 from pipeline.cli import main
 from pipeline.config import parse_config
 from pipeline.fixtures import SimulatedProducts
-from pipeline.outputs import publish_dir, write_part
+from pipeline.outputs import durable_store, publish_dir
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
-from pipeline.solve import SolveJob, solve_tile
 from tests.pipeline.test_faults import (
     N_BANDS,
     N_TILES,
@@ -98,10 +98,14 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
         TOTAL,
         0,
     )
-    # The superseded markers were removed and no part is left to fill the disk: a band's parts
-    # are deleted once it is blended.
-    assert not list((out / "work" / "parts").glob("*.zarr"))
-    assert len(list((out / "work" / "done").glob("B*.json"))) == TOTAL
+    # The superseded markers were removed with the old cube, and no strip is left to fill the
+    # disk: each is deleted once its seam is blended.
+    assert not list((out / "work" / "strips").iterdir())
+    plan = make_plan(parse_config(_cfg(out, geotiff_series.paths, address, beta=2.0)))
+    expected = {
+        i for b in plan.bands for i in [*plan.row_ids[b].values(), *plan.seam_ids[b].values()]
+    }
+    assert {p.stem for p in (out / "work" / "done").glob("B*.json")} == expected
     assert main(["-q", "plan", "--summary", str(path)]) == 0
     assert f"solve: 0 new, {TOTAL} done, 0 stale" in capsys.readouterr().out
     assert main(["-q", "status", str(path)]) == 0
@@ -110,33 +114,41 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
     assert "complete: yes" in status
 
 
-def test_part_without_marker_and_orphan_temp_are_redone(
+def test_crash_windows_of_row_and_seam_tasks_are_redone(
     geotiff_series: SimulatedProducts, address: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     cfg = parse_config(_cfg(out, geotiff_series.paths, address))
     assert run(cfg).ok
     before = outputs(out)
-    # A run stopped after solving band B2 but before blending it: B2's parts and markers are
-    # on disk, its blended marker is not (parts are deleted only after that marker).
+    # A run stopped after band B2's two row tasks, before its seam: the rows' data and markers
+    # are on disk, the seam's and the band's markers are not (strips go only after the seam).
     plan = make_plan(cfg)
-    layout = plan.layout
+    layout, tiles = plan.layout, plan.tiles
     layout.marker(plan.blended_id("B2")).unlink()
+    layout.marker(plan.seam_ids["B2"][1]).unlink()
     b = plan.bands.index("B2")
-    for t in plan.tiles:
-        sid = plan.solve_ids["B2"][t.row, t.col]
-        solve_tile(SolveJob(t, b, "B2", sid, layout, cfg.solver, 1, plan.tiles.inner_chunk))
-    # The crash windows of one solve: data written but no marker yet; a temporary part left by a
-    # write that was interrupted; and a marker whose part vanished.
-    victims = sorted(layout.done.glob("B2-*.json"))[:3]
-    victims[0].unlink()
-    part = layout.part(victims[1].stem)
-    shutil.copytree(part, part.with_name(f".{part.name}.deadbeef.tmp"))
-    victims[1].unlink()
-    shutil.rmtree(layout.part(victims[2].stem))
+    for r, row_id in plan.row_ids["B2"].items():
+        ids = tuple(plan.solve_ids["B2"][r, c] for c in range(tiles.n_cols))
+        job = RowJob(tiles, r, b, "B2", row_id, ids, layout, str(layout.cube), cfg.solver, 1)
+        solve_row(job)
+    # The crash windows of a row: its data written but no marker yet (row 1); a strip lost
+    # although the marker exists (row 0's bottom strip); and a temporary strip left by a write
+    # that was interrupted.
+    layout.marker(plan.row_ids["B2"][1]).unlink()
+    bottom = layout.strip(strip_ids(plan.row_ids["B2"][0])[1])
+    shutil.rmtree(bottom)
+    with pytest.raises(RuntimeError), durable_store(bottom) as tmp:
+        shutil.copytree(layout.strip(strip_ids(plan.row_ids["B2"][1])[0]), tmp)
+        orphan = tmp.with_name(tmp.name.replace(".tmp", "-orphan.tmp"))
+        shutil.copytree(tmp, orphan)  # a kill -9 would leave this one behind
+        raise RuntimeError("killed")
+    assert orphan.exists() and not bottom.exists()
     summary = run(cfg)
-    assert summary.ok and summary.solved == 3 and summary.solve_skipped == TOTAL - 3
-    assert not list(layout.parts.glob("*"))  # B2 blended: its parts and the orphan are gone
+    # Both rows of B2 are redone (2 tiles each), its seam blended; nothing else.
+    assert summary.ok and (summary.solved, summary.blended) == (4, 1), summary.describe()
+    assert summary.solve_skipped == TOTAL - 4
+    assert not list(layout.strips.iterdir())  # the strips and the orphan are gone
     assert_identical(outputs(out), before)
 
 
@@ -152,16 +164,22 @@ def test_publish_replaces_a_directory_whole(tmp_path: Path) -> None:
     assert [p.name for p in final.iterdir()] == ["new"]
 
 
-def test_write_part_never_leaves_a_half_store(tmp_path: Path) -> None:
+def test_durable_store_never_leaves_a_half_store(tmp_path: Path) -> None:
     import numpy as np
+    import zarr
 
-    path = tmp_path / "parts" / "B1-r00c00-0.zarr"
+    path = tmp_path / "strips" / "B1-r00-0-top.zarr"
+
+    def write(values: np.ndarray) -> None:
+        with durable_store(path) as tmp:
+            array = zarr.create_array(store=str(tmp), shape=values.shape, dtype="float32")
+            array[...] = values
 
     # Values that cannot become float32: the write fails after the store was created.
     with pytest.raises((ValueError, TypeError)):
-        write_part(path, np.full((3, 2, 4, 4), "not a number", dtype=object))
+        write(np.full((3, 2, 4, 4), "not a number", dtype=object))
     assert not path.exists() and not list(path.parent.iterdir())
-    write_part(path, np.ones((3, 2, 4, 4), dtype=np.float32))
+    write(np.ones((3, 2, 4, 4), dtype=np.float32))
     assert path.is_dir() and [p.name for p in path.parent.iterdir()] == [path.name]
 
 

@@ -122,14 +122,44 @@ def test_inner_chunk_follows_the_overlap() -> None:
     assert TileGrid(3000, 3000, 1024, 0).inner_chunk is None
 
 
-def test_sharded_part_round_trips(tmp_path) -> None:
+def test_sharded_store_round_trips_a_halo(tmp_path) -> None:
+    from datetime import datetime
+
     import zarr
+    from affine import Affine
 
-    from pipeline.outputs import write_part
+    from pipeline.grid import TargetGrid
+    from pipeline.outputs import create_store
 
-    parts = np.random.default_rng(1).random((3, 4, 150, 170)).astype(np.float32)
-    write_part(tmp_path / "part", list(parts), inner_chunk=32)
-    stored = zarr.open_array(store=str(tmp_path / "part"), mode="r")
-    # One shard per component (each layer is written whole, without stacking them first).
-    assert stored.shards == (1, 4, 160, 192) and stored.chunks == (1, 4, 32, 32)
-    np.testing.assert_array_equal(stored[:, :, 32:150, 0:32], parts[:, :, 32:150, 0:32])
+    tiles = TileGrid(150, 170, 64, 16)
+    grid = TargetGrid("EPSG:32650", Affine(50, 0, 0, 0, -50, 0), tiles.width, tiles.height)
+    times = [datetime(2020, 6, d + 1) for d in range(4)]
+    path = tmp_path / "input.zarr"
+    create_store(
+        path,
+        grid,
+        times=times,
+        bands=["B1", "B2"],
+        variables=["observed"],
+        tile_size=64,
+        inner_chunk=tiles.inner_chunk,
+        attrs={},
+    )
+    stored = zarr.open_array(store=str(path), path="observed", mode="r+")
+    # One shard per tile core (a staging task's write), inner chunks of the overlap's edge.
+    assert stored.shards == (4, 1, 64, 64) and stored.chunks == (4, 1, 16, 16)
+    values = np.random.default_rng(1).random((4, 2, 150, 170)).astype(np.float32)
+    for tile in tiles:
+        stored[:, :, tile.core.slices[0], tile.core.slices[1]] = values[
+            :, :, tile.core.slices[0], tile.core.slices[1]
+        ]
+    halo = tiles.tile(1, 1).halo
+    np.testing.assert_array_equal(
+        stored[:, 1, halo.slices[0], halo.slices[1]], values[:, 1, halo.slices[0], halo.slices[1]]
+    )
+
+
+def test_cube_chunk_rows_divide_every_row_write() -> None:
+    assert TileGrid(3000, 3000, 1024, 128).cube_chunk_rows == 128
+    assert TileGrid(3000, 3000, 1000, 96).cube_chunk_rows == 8  # gcd(1000, 96)
+    assert TileGrid(3000, 3000, 1024, 0).cube_chunk_rows == 1024  # no strips: whole cores
