@@ -104,14 +104,14 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     started = time.perf_counter()
     records: list[dict[str, Any]] = []
 
-    def solve(tile: Tile) -> np.ndarray:
+    def solve(tile: Tile) -> list[np.ndarray]:
         tile_id = job.tile_ids[tile.col]
         inject_faults("solve", tile_id)
-        values, record = solve_tile(
+        layers, record = solve_tile(
             SolveJob(tile, job.band_index, job.band, tile_id, job.layout, job.solver, job.threads)
         )
         records.append(record)
-        return values
+        return layers
 
     top, bottom = (job.layout.strip(s) for s in strip_ids(job.row_id))
     shared = job.grid.overlap > 0  # without overlap no rows are shared: no strips, no seams
@@ -145,13 +145,14 @@ def _cube_arrays(cube: Path) -> list[Any]:
 
 
 def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int) -> Any:
-    """An empty (component, time, strip rows, scene width) float32 store, a chunk per core."""
+    """An empty (component, time, strip rows, scene width) float32 store, a chunk per
+    component and core (each written whole, once)."""
     import zarr
 
     return zarr.create_array(
         store=str(path),
         shape=(len(COMPONENTS), n_dates, window.height, grid.width),
-        chunks=(len(COMPONENTS), n_dates, window.height, grid.tile_size),
+        chunks=(1, n_dates, window.height, grid.tile_size),
         dtype="float32",
         fill_value=np.nan,
         compressors=compressors(),
@@ -189,16 +190,16 @@ def write_row(
                     if window is None or side not in tmp:
                         continue
                     if side not in strips:
-                        n_dates = block.values.shape[1]
+                        n_dates = block.layers[0].shape[0]
                         strips[side] = _open_strip(tmp[side], grid, window, n_dates)
                     cols = slice(window.col_off, window.col_end)
-                    strips[side][:, :, :, cols] = block.take(window)
+                    for k, values in enumerate(block.layers_over(window)):
+                        strips[side][k, :, :, cols] = values
                 if block.interior is not None:
                     interior = block.interior
                     rows, cols = interior.slices
-                    values = block.take(interior)
-                    for k, target in enumerate(targets):
-                        target[:, band_index, rows, cols] = values[k]
+                    for target, values in zip(targets, block.layers_over(interior), strict=True):
+                        target[:, band_index, rows, cols] = values
             if interior is not None:
                 # The chunks of the interior rows of every core of the row.
                 ch = grid.cube_chunk_rows

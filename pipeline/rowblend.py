@@ -42,22 +42,27 @@ __all__ = ["RowBlock", "boundary_window", "mix_boundary", "row_blocks"]
 class RowBlock:
     """One core's horizontally blended values over its halo rows, cut by vertical finality.
 
-    ``values`` is (component, time, rows, cols) over ``window`` (halo rows × core columns).
-    ``interior`` is the part of ``window`` no other tile row covers (final; may be empty);
-    ``top``/``bottom`` the strips shared with the rows above/below (None at the scene edge).
+    ``layers`` are one (time, rows, cols) array per component over ``window`` (halo rows ×
+    core columns); they are views of the tile's solution, not copies. ``interior`` is the part
+    of ``window`` no other tile row covers (final; may be empty); ``top``/``bottom`` the strips
+    shared with the rows above/below (None at the scene edge).
     """
 
     tile: Tile
     window: Window
-    values: np.ndarray
+    layers: tuple[np.ndarray, ...]
     interior: Window | None
     top: Window | None
     bottom: Window | None
 
-    def take(self, part: Window) -> np.ndarray:
-        """The values over ``part`` (a sub-window of :attr:`window`)."""
+    def layers_over(self, part: Window) -> list[np.ndarray]:
+        """Each component's values over ``part`` (a sub-window of :attr:`window`), as views."""
         rows, cols = part.relative_to(self.window).slices
-        return self.values[:, :, rows, cols]
+        return [layer[:, rows, cols] for layer in self.layers]
+
+    def take(self, part: Window) -> np.ndarray:
+        """The (component, time, rows, cols) values over ``part``, stacked (a copy)."""
+        return np.stack(self.layers_over(part))
 
 
 def _mix(pieces: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -78,18 +83,19 @@ def _mix(pieces: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Piece:
-    """A tile's solution over a range of scene columns (all its halo rows)."""
+    """A tile's solution over a range of scene columns (all its halo rows), per component."""
 
     tile: Tile
     col_off: int
-    values: np.ndarray  # (component, time, halo rows, cols)
+    layers: tuple[np.ndarray, ...]  # (time, halo rows, cols) each
 
     @property
     def col_end(self) -> int:
-        return self.col_off + self.values.shape[-1]
+        return self.col_off + self.layers[0].shape[-1]
 
-    def columns(self, start: int, stop: int) -> np.ndarray:
-        return self.values[:, :, :, start - self.col_off : stop - self.col_off]
+    def columns(self, start: int, stop: int) -> list[np.ndarray]:
+        """Views of each component over scene columns [start, stop)."""
+        return [layer[:, :, start - self.col_off : stop - self.col_off] for layer in self.layers]
 
 
 def _row_split(
@@ -110,12 +116,17 @@ def _row_split(
     return rows(top_end, bottom_start), top, bottom, block
 
 
-def row_blocks(grid: TileGrid, row: int, solve: Callable[[Tile], np.ndarray]) -> Iterator[RowBlock]:
+def row_blocks(
+    grid: TileGrid, row: int, solve: Callable[[Tile], Sequence[np.ndarray]]
+) -> Iterator[RowBlock]:
     """Solve the tiles of one tile row in order and yield each core's blended block.
 
-    ``solve(tile)`` returns the (component, time, halo rows, halo cols) float32 solution. A
-    core is final once its right neighbour is solved; of the tile to its left only the columns
-    that reach into it are kept, so at most two whole solutions are alive.
+    ``solve(tile)`` returns the solution over the tile's halo: one (time, halo rows, halo cols)
+    float32 array per component (or one array stacked on a first component axis). The core
+    columns are blended *in place*, so yielded blocks are views, not copies: a core is final
+    once its right neighbour is solved, and of the tile to its left only the columns that reach
+    into it are kept (copied before the left tile's own columns were changed — they lie outside
+    its core, which is all that changes). At most two whole solutions are alive.
     """
     left: _Piece | None = None  # the previous tile's values over the current core's columns
     current: _Piece | None = None
@@ -123,13 +134,14 @@ def row_blocks(grid: TileGrid, row: int, solve: Callable[[Tile], np.ndarray]) ->
         following = None
         if col < grid.n_cols:
             tile = grid.tile(row, col)
-            following = _Piece(tile, tile.halo.col_off, solve(tile))
+            following = _Piece(tile, tile.halo.col_off, tuple(solve(tile)))
         if current is not None:
             yield _blend_core_columns(grid, current, left, following)
             left = None
             if following is not None:
                 start = following.tile.core.col_off
-                left = _Piece(current.tile, start, current.columns(start, current.col_end).copy())
+                kept = tuple(x.copy() for x in current.columns(start, current.col_end))
+                left = _Piece(current.tile, start, kept)
         current = following
 
 
@@ -139,21 +151,28 @@ def _blend_core_columns(
     tile = current.tile
     core = tile.core
     interior, top, bottom, block = _row_split(tile, grid)
-    out = current.columns(core.col_off, core.col_end).copy()
+    # Mix every overlap first, then write them all: a narrow core's two overlaps could touch.
+    mixed: list[tuple[int, int, list[np.ndarray]]] = []
     for other in (left, right):
         if other is None:
             continue
         start, stop = max(other.col_off, core.col_off), min(other.col_end, core.col_end)
         if stop <= start:
             continue
-        mixed = _mix(
-            [
-                (piece.columns(start, stop), _column_weights(grid, piece, start, stop))
-                for piece in (current, other)
-            ]
-        )
-        out[:, :, :, start - core.col_off : stop - core.col_off] = mixed
-    return RowBlock(tile, block, out, interior, top, bottom)
+        weights = [_column_weights(grid, p, start, stop) for p in (current, other)]
+        layers = [
+            _mix([(own, weights[0]), (theirs, weights[1])])
+            for own, theirs in zip(
+                current.columns(start, stop), other.columns(start, stop), strict=True
+            )
+        ]
+        mixed.append((start, stop, layers))
+    for start, stop, layers in mixed:
+        for target, values in zip(current.columns(start, stop), layers, strict=True):
+            target[...] = values
+    return RowBlock(
+        tile, block, tuple(current.columns(core.col_off, core.col_end)), interior, top, bottom
+    )
 
 
 def _column_weights(grid: TileGrid, piece: _Piece, start: int, stop: int) -> np.ndarray:

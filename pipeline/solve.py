@@ -58,14 +58,14 @@ def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     return float(rule)
 
 
-def solve_tile(job: SolveJob) -> tuple[np.ndarray, dict[str, Any]]:
+def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Solve one (band, tile) on its halo.
 
     Returns
     -------
-    values : numpy.ndarray
-        (component, time, halo rows, halo cols) float32, components in
-        :data:`pipeline.outputs.COMPONENTS` order.
+    layers : list of numpy.ndarray
+        One writable (time, halo rows, halo cols) float32 array per component, in
+        :data:`pipeline.outputs.COMPONENTS` order (views of the solver's results, no copies).
     record : dict
         The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
         solving).
@@ -124,15 +124,14 @@ def solve_tile(job: SolveJob) -> tuple[np.ndarray, dict[str, Any]]:
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
     # ``ground`` is L clipped to [0, 1], always safe for the user (SPEC-NOTES §2). The (d, n)
-    # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free;
-    # stacking is the one copy. A tile outside every footprint is all NaN.
+    # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free
+    # and nothing is copied (blending works on them in place). A tile outside every footprint
+    # is all NaN.
     frames = (n, halo.height, halo.width)
-    values = np.stack(
-        [
-            x.T.reshape(frames).astype(np.float32, copy=False)
-            for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
-        ]
-    )
+    layers = [
+        np.require(x.T.reshape(frames), np.float32, ["W"])  # a copy only if not float32/writable
+        for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
+    ]
     record.update(
         iterations=int(result.iterations),
         converged=bool(result.converged),
@@ -144,4 +143,4 @@ def solve_tile(job: SolveJob) -> tuple[np.ndarray, dict[str, Any]]:
         record["empty"] = True  # reported once for all such tiles by the run
     elif not result.converged:
         log.warning("tile %s: no convergence after %d iterations", job.tile_id, result.iterations)
-    return values, record
+    return layers, record
