@@ -823,7 +823,7 @@ def _process(cfg: ArchiveConfig, plan: Plan, series: Series, address: str, force
         "tiles": {"solved": summary.solved, "skipped": summary.solve_skipped},
     }
     if not cfg.output.keep_work:
-        # Staged inputs, per-tile parts and extracted products are several times the size of
+        # Staged inputs and extracted products are several times the size of
         # the results; the manifest, not the markers, is what makes the next batch skip.
         shutil.rmtree(out / "work", ignore_errors=True)
     write_json(out / MANIFEST_NAME, manifest)
