@@ -42,6 +42,8 @@ class PeakMemory:
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peak = 0
+        self.peak_at = 0.0  # seconds after the start
+        self._started = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -54,10 +56,12 @@ class PeakMemory:
                     total += proc.memory_info().rss
                 except psutil.Error:
                     pass  # a process ended between listing and reading
-            self.peak = max(self.peak, total)
+            if total > self.peak:
+                self.peak, self.peak_at = total, time.perf_counter() - self._started
             self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakMemory:
+        self._started = time.perf_counter()
         self._thread.start()
         return self
 
@@ -116,7 +120,8 @@ def main() -> None:
         rows.append((size, summary, wall, phases, memory.peak, solve_cpu, pixel_dates))
         tasks = _task_seconds(out / "work" / "done")
         print(
-            f"  {size}²: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB; "
+            f"  {size}²: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
+            f"(in {_phase_at(memory.peak_at, summary.phase_seconds)}); "
             + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
             + "\n  task seconds summed over workers: "
             + ", ".join(f"{k} {v:.1f}" for k, v in tasks.items())
@@ -134,6 +139,16 @@ def main() -> None:
             f"{peak / 2**30:>10.2f}{pixel_dates / solve_cpu / 1e6:>19.1f}"
         )
     print("\nsolver throughput = pixel·dates of all halos / summed in-task solver seconds")
+
+
+def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
+    """The phase of the run that was under way ``seconds`` after it started."""
+    elapsed = 0.0
+    for name, length in phases:
+        elapsed += length
+        if seconds <= elapsed:
+            return name
+    return "the end"
 
 
 def _task_seconds(done: Path) -> dict[str, float]:
