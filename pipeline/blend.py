@@ -118,7 +118,6 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     write_row(
         row_blocks(job.grid, job.row, solve),
         grid=job.grid,
-        row=job.row,
         band_index=job.band_index,
         cube=Path(job.cube),
         top=top if shared and job.row > 0 else None,
@@ -163,7 +162,6 @@ def write_row(
     blocks: Iterable[RowBlock],
     *,
     grid: TileGrid,
-    row: int,
     band_index: int,
     cube: Path,
     top: Path | None,

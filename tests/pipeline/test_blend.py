@@ -44,7 +44,6 @@ def _write_rows(layout: Layout, tiles: TileGrid, solutions: dict) -> None:
         write_row(
             row_blocks(tiles, r, lambda t: solutions[t.row, t.col]),
             grid=tiles,
-            row=r,
             band_index=0,
             cube=layout.cube,
             top=top if r > 0 else None,
@@ -117,7 +116,6 @@ def test_a_row_that_fails_leaves_no_strip(tmp_path: Path, field: np.ndarray) -> 
         write_row(
             row_blocks(tiles, 1, solve),
             grid=tiles,
-            row=1,
             band_index=0,
             cube=layout.cube,
             top=top,
