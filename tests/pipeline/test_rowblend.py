@@ -44,11 +44,11 @@ def _row_fused(grid: TileGrid, sols: dict) -> np.ndarray:
                 assert part is None or part.row_off % grid.cube_chunk_rows == 0
             if block.interior is not None:
                 rows, cols = block.interior.slices
-                mosaic[:, :, rows, cols] = block.take(block.interior)
+                mosaic[:, :, rows, cols] = np.stack(block.layers_over(block.interior))
                 written[rows, cols] += 1
             for side, part in (("top", block.top), ("bottom", block.bottom)):
                 if part is not None:
-                    strips[side, block.tile.row, block.tile.col] = block.take(part)
+                    strips[side, block.tile.row, block.tile.col] = np.stack(block.layers_over(part))
     for r in range(1, grid.n_rows if grid.overlap else 0):  # no overlap: nothing shared
         for c in range(grid.n_cols):
             window = boundary_window(grid, r, c)
