@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import socket
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -291,22 +291,9 @@ class TileState:
 
 
 def _prefix(tid: str) -> str:
-    """``B2-r01c03-<hash>`` → ``B2-r01c03-``: the same band and tile under any settings."""
+    """``B2-r01-<hash>`` → ``B2-r01-``: the same work (band and tile, or band and tile row)
+    under any settings."""
     return tid.rsplit("-", 1)[0] + "-"
-
-
-def ids_by_tile(ids: Iterable[str]) -> dict[str, set[str]]:
-    """Marker ids grouped by band and tile (``B2-r01c03-``), whatever their settings."""
-    groups: dict[str, set[str]] = defaultdict(set)
-    for tid in ids:
-        groups[_prefix(tid)].add(tid)
-    return groups
-
-
-def stale_ids(groups: dict[str, set[str]], tid: str) -> set[str]:
-    """Ids of the same band and tile as ``tid`` but another id (old settings or code);
-    ``groups`` from :func:`ids_by_tile` of the existing markers."""
-    return groups.get(_prefix(tid), set()) - {tid}
 
 
 def tile_states(plan: RunPlan) -> list[TileState]:
@@ -319,12 +306,13 @@ def tile_states(plan: RunPlan) -> list[TileState]:
     """
     layout = plan.layout
     names = layout.marker_ids()
-    groups = ids_by_tile(names)
+    # The same work under any settings or code: the id without its hash.
+    prefixes = {_prefix(n) for n in names}
 
     def state(tid: str, done: bool) -> State:
         if done:
             return "done"
-        return "stale" if stale_ids(groups, tid) else "new"
+        return "stale" if _prefix(tid) in prefixes else "new"
 
     out: list[TileState] = []
     for t in plan.tiles:
@@ -365,7 +353,6 @@ def write_run_record(plan: RunPlan) -> dict[str, Any]:
         "host": socket.gethostname(),
         "started": datetime.now().astimezone().isoformat(timespec="seconds"),
         "stage_ids": sorted(plan.stage_ids.values()),
-        "solve_ids": sorted(tid for ids in plan.solve_ids.values() for tid in ids.values()),
         # Tiles are done a row at a time: the row ids with their number of tiles.
         "row_tiles": {
             rid: plan.tiles.n_cols for ids in plan.row_ids.values() for rid in ids.values()

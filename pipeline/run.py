@@ -261,11 +261,14 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         }
         jobs: list[Task] = []
         band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
+        names = layout.marker_ids()  # one listing of work/done/ for every band
         for b, band in enumerate(bands):
-            if layout.marker(plan.blended_id(band)).exists():
+            if plan.blended_id(band) in names:
                 counts["solve_skipped"] += len(tiles)
                 continue
-            band_jobs, skipped, complete = _band_tasks(plan, b, band, cube_tmp, unstaged, threads)
+            band_jobs, skipped, complete = _band_tasks(
+                plan, b, band, cube_tmp, unstaged, threads, names
+            )
             counts["solve_skipped"] += skipped
             jobs += band_jobs
             if complete:  # every row and seam of the band is (or will be) run
@@ -274,8 +277,8 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         done, failed = run_tasks(client, jobs, stage="solve")
         for stage in ("solve", "blend"):
             check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
-        counts["solved"] = sum(len(r["tiles"]) for r in done.values() if isinstance(r, dict))
-        counts["blended"] = sum(stages[key] == "blend" for key in done)
+        counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
+        counts["blended"] = sum(stages[k] == "blend" for k in done)
         for band, keys in band_work.items():
             if all(key in done for key in keys):
                 # Each task made its chunks durable; the marker vouches for the whole band.
@@ -384,9 +387,15 @@ def _writes_cube(marker_id: str) -> bool:
 
 
 def _band_tasks(
-    plan: RunPlan, b: int, band: str, cube: Path, unstaged: set[str], threads: int
+    plan: RunPlan,
+    b: int,
+    band: str,
+    cube: Path,
+    unstaged: set[str],
+    threads: int,
+    names: set[str],
 ) -> tuple[list[Task], int, bool]:
-    """The row and seam tasks of one band still to do.
+    """The row and seam tasks of one band still to do, given the ids of the existing markers.
 
     Returns the tasks, how many tiles are skipped as done (their row's marker exists) and
     whether the band can be completed by them (False when a row waits for tiles that could not
@@ -396,7 +405,6 @@ def _band_tasks(
     seam when its marker exists.
     """
     layout, tiles = plan.layout, plan.tiles
-    names = layout.marker_ids()
     rows, seams = plan.row_ids[band], plan.seam_ids[band]
     undone_seams = {r for r, sid in seams.items() if sid not in names}
 

@@ -99,7 +99,8 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
         solver, λ rule, products; the projection extension from the grid CRS. Asset hrefs are
         absolute here; :func:`publish_catalog` makes them relative.
     """
-    cogs = sorted(Layout(series_dir).cog_dir.glob("*.tif"))
+    layout = Layout(series_dir)
+    cogs = sorted(layout.cog_dir.glob("*.tif"))
     if not cogs:
         raise ValueError(f"{series_dir}: no COGs in cog/, the series is not complete")
     ring, bbox, proj = _outline_lonlat(cogs[0])
@@ -148,13 +149,13 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
     item.add_asset(
         "cube",
         pystac.Asset(
-            str(Layout(series_dir).cube),
+            str(layout.cube),
             title="clear, cloud, haze (time, band, y, x)",
             media_type=ZARR_MEDIA_TYPE,
             roles=["data"],
         ),
     )
-    for png in sorted(Layout(series_dir).quicklook_dir.glob("*.png")):
+    for png in sorted(layout.quicklook_dir.glob("*.png")):
         item.add_asset(
             f"quicklook_{png.stem}",
             pystac.Asset(

@@ -139,11 +139,12 @@ class TileGrid:
 
     @property
     def inner_chunk(self) -> int | None:
-        """Edge of the inner Zarr chunks of sharded stores, or None for one chunk per tile.
+        """Edge of the inner Zarr chunks of the staged input store, or None for one chunk per
+        tile.
 
-        Halos and the neighbours' overlap strips start and end on multiples of ``overlap``
-        (cores are multiples of it), so with inner chunks of that edge a halo or strip read
-        decodes exactly the pixels it needs instead of whole tiles (5-9x less at 1024 + 128).
+        Halos start and end on multiples of ``overlap`` (cores are multiples of it), so with
+        inner chunks of that edge a solve's halo read decodes exactly the pixels it needs
+        instead of the 9 whole tiles it touches (about 6x less at 1024 + 128).
         """
         if self.overlap and self.tile_size % self.overlap == 0:
             return self.overlap
@@ -214,8 +215,8 @@ def _ramp(start: int, stop: int, core_start: int, core_stop: int, size: int, ov:
     return np.clip(w, 0.0, 1.0)
 
 
-def feather_weights(tile: Tile, grid: TileGrid, window: Window | None = None) -> np.ndarray:
-    """Blending weights over the halo of ``tile``, or over ``window`` of it.
+def feather_weights(tile: Tile, grid: TileGrid) -> np.ndarray:
+    """Blending weights over the halo of ``tile``.
 
     Parameters
     ----------
@@ -223,26 +224,22 @@ def feather_weights(tile: Tile, grid: TileGrid, window: Window | None = None) ->
         A tile of ``grid``.
     grid
         The tiling.
-    window
-        A part of the halo, in scene pixels (default the whole halo): blending needs only the
-        strips where tiles overlap.
 
     Returns
     -------
     numpy.ndarray
-        float32 array of the window's shape. Weights ramp linearly to about 0 at halo edges that
+        float32 array of the halo's shape. Weights ramp linearly to about 0 at halo edges that
         face a neighbour tile and stay 1 at scene borders; summed over all tiles they are 1 at
         every pixel, so overlapping tiles blend without seams.
     """
-    wy, wx = feather_ramps(tile, grid, window)
+    wy, wx = feather_ramps(tile, grid)
     return np.outer(wy, wx).astype(np.float32)
 
 
-def feather_ramps(
-    tile: Tile, grid: TileGrid, window: Window | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The row and column factors (float64) of :func:`feather_weights`: w = wy[:, None]·wx."""
-    h, c = window or tile.halo, tile.core
+def feather_ramps(tile: Tile, grid: TileGrid) -> tuple[np.ndarray, np.ndarray]:
+    """The row and column factors (float64) of :func:`feather_weights` over the halo:
+    w = wy[:, None]·wx. Row-fused blending (:mod:`pipeline.rowblend`) uses them apart."""
+    h, c = tile.halo, tile.core
     wy = _ramp(h.row_off, h.row_end, c.row_off, c.row_end, grid.height, grid.overlap)
     wx = _ramp(h.col_off, h.col_end, c.col_off, c.col_end, grid.width, grid.overlap)
     return wy, wx
