@@ -57,7 +57,6 @@ __all__ = [
     "fsync_chunks",
     "fsync_paths",
     "fsync_tree",
-    "gdal_storage_error",
     "publish_dir",
     "read_markers",
     "remove_published",
@@ -174,9 +173,10 @@ class Layout:
         """Rows of one solved tile row that the next or previous tile row also covers."""
         return self.strips / f"{strip_id}.zarr"
 
-    def marker(self, tile_id: str) -> Path:
-        """Completion marker of one tile's work, written only after its data."""
-        return self.done / f"{tile_id}.json"
+    def marker(self, work_id: str) -> Path:
+        """Completion marker of one task's work (a staged tile, a row, a seam, a blended band),
+        written only after its data."""
+        return self.done / f"{work_id}.json"
 
     def markers(self, prefix: str = "") -> list[Path]:
         """The completion markers whose id starts with ``prefix`` (none before a run made any)."""
@@ -211,16 +211,22 @@ def storage_error(exc: BaseException, what: str | Path) -> OutputError | None:
     )
 
 
-#: Free bytes below which a failed GDAL write is taken for a full disk.
+#: Free bytes below which a failed GDAL write is taken for a full disk, and how close to the
+#: process's file size limit a file must have grown for it to be taken for the cause (GDAL
+#: writes a block of at most 1 MiB at a time).
 _NEARLY_FULL = 16 * 2**20
+_NEAR_LIMIT = 2 * 2**20
 
 
-def gdal_storage_error(exc: BaseException, path: Path) -> OutputError | None:
+def _gdal_storage_error(
+    exc: BaseException, path: Path, written: Sequence[Path]
+) -> OutputError | None:
     """:func:`storage_error` for a failed GDAL write, whose exception has no errno.
 
     GDAL logs the C library's reason ("File too large") but raises only "Write failed", so the
-    cause is read off the file system instead: almost no free space, a file size limit on this
-    process (``ulimit -f``), or a directory this process may not write. None when none holds.
+    cause is read off the file system instead: almost no free space, one of the files
+    ``written`` grown to the process's file size limit (``ulimit -f``), or a directory this
+    process may not write. None when none holds.
     """
     import resource
 
@@ -229,9 +235,10 @@ def gdal_storage_error(exc: BaseException, path: Path) -> OutputError | None:
         return error
     directory = path.parent
     soft_limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    sizes = [p.stat().st_size for p in written if p.exists()]
     if shutil.disk_usage(directory).free < _NEARLY_FULL:
         code = errno.ENOSPC
-    elif soft_limit != resource.RLIM_INFINITY:
+    elif soft_limit != resource.RLIM_INFINITY and max(sizes, default=0) + _NEAR_LIMIT > soft_limit:
         code = errno.EFBIG
     elif not os.access(directory, os.W_OK):
         code = errno.EACCES
@@ -563,7 +570,7 @@ def write_cogs(
     max_dn
         DN of 1.0 for ``uint16``.
     block
-        Edge of the tiles read at a time (the cube's chunk size).
+        Edge of the tiles read at a time (``tile_size``: whole cube chunks across, all dates).
 
     Returns
     -------
@@ -596,7 +603,7 @@ def write_cogs(
         _write_cog_files(src, scratch, partial, dsts, profile, band_index, dtype, max_dn, block)
     except Exception as exc:
         # A full or read-only disk is the user's to fix: one line naming the place, exit 2.
-        error = gdal_storage_error(exc, dsts[0])
+        error = _gdal_storage_error(exc, dsts[0], [*scratch, *partial])
         if error is None:
             raise
         raise error from exc
