@@ -31,8 +31,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import psutil  # noqa: E402
 
-from pipeline.config import parse_config  # noqa: E402
-from pipeline.fixtures import make_gf4_series  # noqa: E402
+from pipeline.config import Config, parse  # noqa: E402
+from pipeline.inputs.synthetic import make_gf4_series  # noqa: E402
 from pipeline.run import run  # noqa: E402
 
 
@@ -99,13 +99,14 @@ def main() -> None:
         paths = products(args.data, size, args.dates)
         out = args.out / f"gf4-{size}"
         shutil.rmtree(out, ignore_errors=True)
-        config = parse_config(
+        config = parse(
             {
                 "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
                 "output": {"path": str(out)},
                 "tiling": {"tile_size": args.tile_size, "overlap": args.overlap},
                 "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
-            }
+            },
+            Config,
         )
         with PeakMemory() as memory:
             t0 = time.perf_counter()

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import cloudcore
-from cloudcore._literal import literal_alm
+from cloudcore.reference import literal_alm
 from cloudcore.simulate import paper_case
 
 

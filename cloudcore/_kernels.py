@@ -16,6 +16,13 @@ An iteration is memory-bound on tall-skinny tiles, so it is fused into few passe
 
 SVT_τ(A) = W·A, with W (n × n) from the eigen-decomposition of the Gram matrix
 (see :mod:`cloudcore.svt`).
+
+Every kernel is compiled with ``cache=True``: compiling them takes 10-20 s, which every new
+worker process would pay otherwise (a first call served from the cache takes ~0.3 s). numba keeps
+the machine code in ``__pycache__`` beside this file or, where that is not writable (an installed,
+read-only package), in the user's cache directory; the ``NUMBA_CACHE_DIR`` environment variable
+overrides both (e.g. a path shared by a cluster's workers). An entry is reused while this file and
+the CPU and numba version are unchanged, and rebuilt otherwise.
 """
 
 from __future__ import annotations
@@ -29,8 +36,23 @@ BLOCK = 2048  # pixels per block: n × BLOCK float64 scratch stays in L2
 FASTMATH = {"reassoc", "contract", "nsz"}
 
 
+@njit(cache=True)
+def _partial_grams(n, d):  # pragma: no cover - compiled
+    """Zeroed n × n accumulators, one per block of ``d`` pixels (summed in block order)."""
+    return np.zeros(((d + BLOCK - 1) // BLOCK, n, n))
+
+
+@njit(cache=True)
+def _block(b, d, n):  # pragma: no cover - compiled
+    """First pixel ``p0`` and length ``m`` of block ``b`` of ``d`` pixels, and n × m scratch."""
+    p0 = b * BLOCK
+    m = min(d, p0 + BLOCK) - p0
+    return p0, m, np.empty((n, m))
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _gram_block(a, m, parts, b):  # pragma: no cover - compiled
+    """Gram matrix of the block scratch ``a`` (n × m) into ``parts[b]``."""
     n = a.shape[0]
     for j in range(n):
         aj = a[j]
@@ -45,6 +67,7 @@ def _gram_block(a, m, parts, b):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _sum_blocks(parts):  # pragma: no cover - compiled
+    """Sum of the per-block Gram matrices, in block order (thread-count independent)."""
     total = np.zeros(parts.shape[1:])
     for b in range(parts.shape[0]):
         total += parts[b]
@@ -55,12 +78,9 @@ def _sum_blocks(parts):  # pragma: no cover - compiled
 def gram(X):  # pragma: no cover - compiled
     """X·Xᵀ in float64 for X (n × d), float32 or float64."""
     n, d = X.shape
-    nblocks = (d + BLOCK - 1) // BLOCK
-    parts = np.zeros((nblocks, n, n))
-    for b in prange(nblocks):
-        p0 = b * BLOCK
-        m = min(d, p0 + BLOCK) - p0
-        a = np.empty((n, m))
+    parts = _partial_grams(n, d)
+    for b in prange(parts.shape[0]):
+        p0, m, a = _block(b, d, n)
         for j in range(n):
             xj = X[j, p0 : p0 + m]
             aj = a[j]
@@ -72,16 +92,13 @@ def gram(X):  # pragma: no cover - compiled
 
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def first_sparse_step(
-    D, L, N, Y, C, obs, weights, has_mask, has_weights, lam, inv_mu, clip_c
+    D, L, N, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c
 ):  # pragma: no cover - compiled
     """C ← shrink(D − L − N + Y/μ, λ/μ) (clipped to [0, 1] if ``clip_c``); return Gram(A)."""
     n, d = D.shape
-    nblocks = (d + BLOCK - 1) // BLOCK
-    parts = np.zeros((nblocks, n, n))
-    for b in prange(nblocks):
-        p0 = b * BLOCK
-        m = min(d, p0 + BLOCK) - p0
-        a = np.empty((n, m))
+    parts = _partial_grams(n, d)
+    for b in prange(parts.shape[0]):
+        p0, m, a = _block(b, d, n)
         for j in range(n):
             Dj, Lj, Nj = D[j, p0 : p0 + m], L[j, p0 : p0 + m], N[j, p0 : p0 + m]
             Yj, Cj, aj = Y[j, p0 : p0 + m], C[j, p0 : p0 + m], a[j]
@@ -89,13 +106,13 @@ def first_sparse_step(
             for p in range(m):
                 base = Dj[p] - Nj[p] + Yj[p] * inv_mu
                 t = base - Lj[p]
-                tj = thr * weights[j, p0 + p] if has_weights else thr
+                tj = thr * weights[j, p0 + p] if weighted else thr
                 c = max(t - tj, 0.0) + min(t + tj, 0.0)
                 if clip_c:
                     c = min(max(c, 0.0), 1.0)
                 Cj[p] = c
                 aj[p] = base - Cj[p]
-            if has_mask:
+            if masked:
                 # Unobserved: no constraint, no cloud; the SVT sees the current fill L.
                 for p in range(m):
                     if not obs[j, p0 + p]:
@@ -107,22 +124,7 @@ def first_sparse_step(
 
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def fused_iteration(
-    D,
-    C,
-    C_next,
-    N,
-    Y,
-    L,
-    obs,
-    weights,
-    W,
-    has_mask,
-    has_weights,
-    clip_c,
-    lam,
-    mu,
-    n_factor,
-    mu_next,
+    D, C, C_next, N, Y, L, obs, weights, W, masked, weighted, clip_c, lam, mu, n_factor, mu_next
 ):  # pragma: no cover - compiled
     """Finish iteration k and start k + 1 in one pass.
 
@@ -135,20 +137,17 @@ def fused_iteration(
     n, d = D.shape
     inv_mu = 1.0 / mu
     inv_mu_next = 1.0 / mu_next
-    nblocks = (d + BLOCK - 1) // BLOCK
-    parts = np.zeros((nblocks, n, n))
-    sums = np.zeros(nblocks)
-    for b in prange(nblocks):
-        p0 = b * BLOCK
-        m = min(d, p0 + BLOCK) - p0
-        a = np.empty((n, m))
+    parts = _partial_grams(n, d)
+    sums = np.zeros(parts.shape[0])
+    for b in prange(parts.shape[0]):
+        p0, m, a = _block(b, d, n)
         low = np.zeros((n, m))
         for j in range(n):
             Dj, Cj, Nj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
             Yj, aj = Y[j, p0 : p0 + m], a[j]
             for p in range(m):
                 aj[p] = Dj[p] - Cj[p] - Nj[p] + Yj[p] * inv_mu
-            if has_mask:
+            if masked:
                 Lj = L[j, p0 : p0 + m]
                 for p in range(m):
                     if not obs[j, p0 + p]:
@@ -178,12 +177,12 @@ def fused_iteration(
                 aj[p] = z  # Z, kept for the residual and the mask fix-up below
                 base = Dj[p] - nij + Yj[p] * inv_mu_next
                 t = base - lij
-                tj = thr * weights[j, p0 + p] if has_weights else thr
+                tj = thr * weights[j, p0 + p] if weighted else thr
                 c = max(t - tj, 0.0) + min(t + tj, 0.0)
                 if clip_c:
                     c = min(max(c, 0.0), 1.0)
                 Cn[p] = c
-            if has_mask:
+            if masked:
                 # Unobserved: no constraint (Z = 0; Y, N, C stay 0) and the fill is L.
                 for p in range(m):
                     if not obs[j, p0 + p]:
@@ -195,13 +194,13 @@ def fused_iteration(
                 s += aj[p] * aj[p]
             for p in range(m):
                 aj[p] = Dj[p] - Nj[p] + Yj[p] * inv_mu_next - Cn[p]
-            if has_mask:
+            if masked:
                 for p in range(m):
                     if not obs[j, p0 + p]:
                         aj[p] = Lj[p]
         _gram_block(a, m, parts, b)
         sums[b] = s
     total = 0.0
-    for b in range(nblocks):
+    for b in range(sums.size):
         total += sums[b]
     return _sum_blocks(parts), total

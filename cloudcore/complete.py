@@ -1,4 +1,4 @@
-"""Matrix-completion (MC) post-step of the RPCA-based pipelines (paper eq. 2, SPEC-NOTES §2).
+"""Matrix-completion (MC) post-step of the RPCA-based pipelines (paper eq. 2, CONVENTIONS §2).
 
 Given a decomposition's cloud layer C, the entries judged cloudy form a mask Ω; then
 min ‖B‖_* + α‖S_Ω‖₁ + ‖S_Ω̄‖₁ s.t. D = B + S is solved with the same inexact ALM as RPCA, with λ = 1
@@ -13,11 +13,11 @@ from functools import partial
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import ndimage
-from skimage.morphology import disk
 
+from cloudcore._checks import check_positive, check_stopping
 from cloudcore._problem import prepare
 from cloudcore.result import Decomposition
-from cloudcore.solvers import check_parameters, check_positive, run_alm, solve
+from cloudcore.solvers import run_alm, solve
 
 __all__ = ["cloud_mask", "complete"]
 
@@ -53,7 +53,10 @@ def cloud_mask(
     finite = np.isfinite(c)
     spread = float(np.std(c[finite])) if finite.any() else 0.0
     raw = finite & (np.abs(np.where(finite, c, 0.0)) > gamma * spread)
-    footprint = disk(radius)
+    # Imported here: only the MC step needs scikit-image, and `import cloudcore` stays light.
+    from skimage.morphology import disk
+
+    footprint = disk(radius).astype(bool)
     out = np.empty_like(raw)
     for j in range(c.shape[1]):
         frame = ndimage.binary_opening(raw[:, j].reshape(h, w), structure=footprint)
@@ -97,11 +100,11 @@ def complete(
     Decomposition
         ``L`` is the completed ground B, ``C`` the residual S, ``N`` zeros; ``lam`` is α.
     """
-    check_parameters(tol, max_iter)
+    check_stopping(tol, max_iter)
     problem = prepare(D, mask)
     d = problem.shape[0]
     alpha = 0.1 / math.sqrt(d) if alpha is None else float(alpha)
-    check_positive("alpha", alpha)
+    check_positive(alpha, "alpha")
     cloudy = cloud_mask(C, image_shape, gamma=gamma, radius=radius)
     weights = problem.internal(np.where(cloudy, alpha, 1.0))
 

@@ -1,4 +1,4 @@
-"""Rules for the sparsity weight λ (paper §"Determining the best λ" and appendix; SPEC-NOTES §3)."""
+"""Rules for the sparsity weight λ (paper §"Determining the best λ", appendix; CONVENTIONS §3)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from cloudcore._checks import check_pixels
+
 __all__ = ["LambdaBounds", "lambda_bounds", "lambda_default", "lambda_star"]
 
 # Coefficients of the paper's fit of the best λ against n (eq. bestlambda), natural logarithms.
 _STAR_SLOPE = -0.5682
 _STAR_INTERCEPT = 1.0747
-
-
-def _check_d(d: int) -> None:
-    if d < 1:
-        raise ValueError(f"d must be a positive number of pixels, got {d}")
 
 
 def lambda_default(d: int) -> float:
@@ -27,8 +24,13 @@ def lambda_default(d: int) -> float:
     ----------
     d
         Number of rows (pixels) of the matrix actually solved: a tile, not the scene.
+
+    Returns
+    -------
+    float
+        1/√d.
     """
-    _check_d(d)
+    check_pixels(d)
     return 1.0 / math.sqrt(d)
 
 
@@ -43,8 +45,13 @@ def lambda_star(d: int, n: int) -> float:
         Number of pixels of the matrix solved.
     n
         Number of dates, at least 2.
+
+    Returns
+    -------
+    float
+        λ̂*, never below 1/√(dn).
     """
-    _check_d(d)
+    check_pixels(d)
     if n < 2:
         raise ValueError(f"lambda_star needs n >= 2 dates (ln ln n is undefined below), got n={n}")
     fitted = (_STAR_SLOPE * math.log(math.log(n)) + _STAR_INTERCEPT) / math.sqrt(d)
@@ -80,6 +87,11 @@ def lambda_bounds(D: ArrayLike) -> LambdaBounds:
     ----------
     D
         Observed matrix, shape (d, n), finite.
+
+    Returns
+    -------
+    LambdaBounds
+        The lower and upper bounds and the asymptotic upper bound.
     """
     a = np.asarray(D, dtype=np.float64)
     if a.ndim != 2:

@@ -1,4 +1,4 @@
-"""Recovery metric of the paper (eq. goodnessofrecovery, SPEC-NOTES §4)."""
+"""Recovery metric of the paper (eq. goodnessofrecovery, CONVENTIONS §4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Low-rank + sparse decompositions of a (pixels × dates) matrix: aATM, ATM, RPCA, NN-RPCA.
 
-All solvers share the inexact-ALM schedule of the reference code (SPEC-NOTES §2): Y₀ = D /
+All solvers share the inexact-ALM schedule of the reference code (CONVENTIONS §2): Y₀ = D /
 max(‖D‖₂, ‖D‖_∞/λ), μ₀ = 1.25/‖D‖₂, μ ← min(1.5μ, 10⁷μ₀), stop when ‖Z‖_F/‖D‖_F < tol.
 """
 
@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
+from cloudcore._checks import check_positive, check_stopping
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
 from cloudcore.lam import lambda_default
 from cloudcore.result import ConvergenceWarning, Decomposition
@@ -84,11 +85,11 @@ def decompose(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    check_positive("beta", beta)
-    check_parameters(tol, max_iter)
+    check_positive(beta, "beta")
+    check_stopping(tol, max_iter)
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
-    check_positive("lam", lam)
+    check_positive(lam, "lam")
     if method == "atm":
         return solve(problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam))
     return solve(
@@ -152,20 +153,6 @@ def solve(
     )
 
 
-def check_positive(name: str, value: float) -> None:
-    """Reject a weight or penalty that is not a positive finite number."""
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value}")
-
-
-def check_parameters(tol: float, max_iter: int) -> None:
-    """Reject stopping settings the iterations cannot use."""
-    if not (math.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a positive number, got {tol}")
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter}")
-
-
 def initial_state(
     D: np.ndarray, lam: float, norm_two: float, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, float]:
@@ -193,7 +180,7 @@ def run_alm(
     """
     D, obs = problem.D, problem.obs
     dtype = D.dtype
-    has_weights = weights is not None
+    weighted = weights is not None
     dummy = np.zeros((1, 1), dtype=dtype)
     obs_arr = obs if obs is not None else np.ones((1, 1), dtype=np.bool_)
     w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
@@ -206,7 +193,7 @@ def run_alm(
     N = np.zeros_like(D)  # stays zero for the RPCA variants (n_factor = 0)
     masked = obs is not None
     gram = _kernels.first_sparse_step(
-        D, L, N, Y, C, obs_arr, w_arr, masked, has_weights, lam, 1.0 / mu, clip_c
+        D, L, N, Y, C, obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, clip_c
     )
     res = math.inf
     it = 0
@@ -226,7 +213,7 @@ def run_alm(
             w_arr,
             W,
             masked,
-            has_weights,
+            weighted,
             clip_c,
             lam,
             mu,
@@ -251,7 +238,7 @@ _INNER_TOL = 1e-3
 def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int) -> Outcome:
     """ATM, Alg. 1: exact scattering model D = L∘(1 − C) + C with box constraints.
 
-    Two corrections to the printed algorithm (SPEC-NOTES §2): the C step soft-thresholds the
+    Two corrections to the printed algorithm (CONVENTIONS §2): the C step soft-thresholds the
     stationary point with magnitude (|b| − λ)/a, and the inner loop takes a proximal *gradient*
     step, L ← SVT_{1/μ}(W + (B − (1 − C)∘W)∘(1 − C)) with B = D − C + Y/μ, where the print shows
     only SVT_{1/μ}(W). The Lipschitz constant of the smooth part is max (1 − C)² ≤ 1 (ℓ_p = 1).

@@ -19,6 +19,13 @@ __all__ = ["svt", "svt_weights"]
 def svt_weights(gram: np.ndarray, tau: float) -> tuple[np.ndarray, float]:
     """n × n symmetric matrix W with SVT_τ(X) = W·X, from the Gram matrix ``gram = XXᵀ``.
 
+    Parameters
+    ----------
+    gram
+        XXᵀ (n × n, symmetric positive semi-definite), best accumulated in float64.
+    tau
+        Threshold τ ≥ 0 on the singular values of X.
+
     Returns
     -------
     W, nuclear
@@ -38,6 +45,18 @@ def svt(x: np.ndarray, tau: float) -> tuple[np.ndarray, float]:
 
     The Gram matrix is accumulated in float64 whatever the input dtype; the product keeps ``x``'s
     dtype.
+
+    Parameters
+    ----------
+    x
+        Wide matrix (n × d, n ≤ d), float32 or float64.
+    tau
+        Threshold τ ≥ 0 on the singular values.
+
+    Returns
+    -------
+    thresholded, nuclear
+        SVT_τ(x), of ``x``'s shape and dtype, and its nuclear norm Σ max(σ − τ, 0).
     """
     weights, nuclear = svt_weights(gram(np.ascontiguousarray(x)), tau)
     return weights.astype(x.dtype, copy=False) @ x, nuclear

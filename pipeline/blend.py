@@ -32,21 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.cluster import inject_faults
+from pipeline.cluster.faults import inject_faults
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
-from pipeline.outputs import (
-    COMPONENTS,
-    Layout,
-    compressors,
-    durable_store,
-    fsync_chunks,
-    remove_store,
-    storage_error,
-    write_marker,
-)
 from pipeline.rowblend import RowBlock, boundary_window, mix_boundary, row_blocks
 from pipeline.solve import SolveJob, solve_tile
+from pipeline.store.cube import compressors, fsync_chunks
+from pipeline.store.durable import durable_store, remove_store, storage_error, write_marker
+from pipeline.store.layout import COMPONENTS, Layout
 from pipeline.tiling import Tile, TileGrid, Window
 
 __all__ = [
@@ -171,7 +164,8 @@ def write_row(
     """Write the blocks of one tile row: interiors into the cube, strips into their stores.
 
     Returns once the cube chunks written and both strips are durable (strips are renamed into
-    place only then, :func:`pipeline.outputs.durable_store`). ``what`` names the row in errors.
+    place only then, :func:`pipeline.store.durable.durable_store`). ``what`` names the row in
+    errors.
     """
     try:
         with contextlib.ExitStack() as stack:

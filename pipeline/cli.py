@@ -1,9 +1,10 @@
-"""Command line of the pipeline.
+"""Command line of the pipeline: every subcommand, and the only argument parser.
 
 ``python -m pipeline run CONFIG`` (the main job), ``plan CONFIG`` (which tiles a run would compute:
 new / done / stale), ``status CONFIG`` (progress of a running or stopped run, and what is
 published), ``batch ARCHIVE_CONFIG`` (reprocess an archive), ``experiment CONFIG`` (the paper's
-simulation trials), ``simulate OUT_DIR`` (GF-4-like test data).
+simulation trials), ``report`` (tables and figures of experiment runs), ``simulate OUT_DIR``
+(GF-4-like test data).
 
 Exit codes: 0 success; 1 internal error (traceback with ``--debug``); 2 a :class:`PipelineError`
 the user can fix (bad configuration or input, unreachable cluster), printed as one line
@@ -19,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import PipelineError
 
@@ -28,37 +30,83 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USER, EXIT_TILES_FAILED = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
+    # The global options are accepted before and after the subcommand (``run C --debug``);
+    # SUPPRESS keeps a subcommand's unset default from overwriting one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show tracebacks of internal errors",
+    )
+    common.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log warnings and errors only",
+    )
     parser = argparse.ArgumentParser(
         prog="python -m pipeline",
         description="Remove clouds and haze from GF-4 image time series (aATM) on Dask.",
+        parents=[common],
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the pipeline described by a YAML configuration")
+    def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    run = add("run", help="run the pipeline described by a YAML configuration")
     run.add_argument("config", type=Path, help="YAML configuration (see configs/)")
     run.add_argument("--overwrite", action="store_true", help="redo all tiles, ignore markers")
 
-    plan = sub.add_parser(
+    plan = add(
         "plan", help="list the tiles a run would compute (new, stale) or skip (done); no compute"
     )
     plan.add_argument("config", type=Path, help="YAML configuration")
     plan.add_argument(
         "--summary", action="store_true", help="print the counts only, not one line per tile"
     )
-    status = sub.add_parser(
-        "status", help="progress of a running or stopped run and what is published"
-    )
+    status = add("status", help="progress of a running or stopped run and what is published")
     status.add_argument("config", type=Path, help="YAML configuration")
 
-    from pipeline.batch import add_batch_parser
-    from pipeline.experiment import add_experiment_parser
+    batch = add(
+        "batch", help="reprocess an archive: group products into series, run new or changed ones"
+    )
+    batch.add_argument("config", type=Path, help="archive YAML (see configs/archive-example.yaml)")
+    batch.add_argument("--dry-run", action="store_true", help="scan and group, process nothing")
+    batch.add_argument("--force", action="store_true", help="reprocess every series")
 
-    add_batch_parser(sub)
-    add_experiment_parser(sub)
+    experiment = add(
+        "experiment",
+        help="randomised simulation trials over a λ grid (the paper's λ and MC study)",
+    )
+    experiment.add_argument(
+        "config", type=Path, help="YAML experiment config (configs/experiment-*)"
+    )
+    experiment.add_argument(
+        "--out", type=Path, default=None, help="output dir (default: the config's `output`)"
+    )
+    experiment.add_argument("--no-report", action="store_true", help="write only the CSV tables")
 
-    sim = sub.add_parser("simulate", help="write a simulated GF-4-like product series")
+    report = add(
+        "report", help="rewrite an experiment run's tables and figures, or docs/EXPERIMENTS.md"
+    )
+    report.add_argument(
+        "--run",
+        type=Path,
+        action="append",
+        default=[],
+        help="rewrite tables.md and figures of this experiment run directory (repeatable)",
+    )
+    report.add_argument("--doc", type=Path, help="EXPERIMENTS.md to regenerate")
+    report.add_argument("--grid", type=Path, help="output dir of the λ-grid run")
+    report.add_argument("--bestlambda", type=Path, help="output dir of the best-λ run")
+    report.add_argument("--figures", type=Path, help="folder for the document's figures")
+    report.add_argument("--grid-command", action="append", default=[])
+    report.add_argument("--bestlambda-command", action="append", default=[])
+
+    sim = add("simulate", help="write a simulated GF-4-like product series")
     sim.add_argument("out_dir", type=Path)
     sim.add_argument("--dates", type=int, default=7, help="number of dates (default 7)")
     sim.add_argument("--size", type=int, default=512, help="frame size in pixels (default 512)")
@@ -75,10 +123,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
+    from pipeline.config import Config, load
     from pipeline.run import run
 
-    summary = run(load_config(args.config), overwrite=args.overwrite)
+    summary = run(load(args.config, Config), overwrite=args.overwrite)
     print(summary.describe())
     if summary.ok:
         return EXIT_OK
@@ -91,10 +139,21 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
+    from pipeline.config import Config, load
+    from pipeline.inputs.discovery import simulated_before
     from pipeline.plan import describe_plan, make_plan, tile_states
+    from pipeline.store.layout import Layout
 
-    plan = make_plan(load_config(args.config))
+    config = load(args.config, Config)
+    inputs = config.inputs
+    if inputs.kind == "simulated" and simulated_before(inputs, Layout(config.output.path)) is None:
+        # Planning must not compute: the demo's series does not exist until `run` makes it.
+        print(
+            f"inputs.kind simulated: `run` simulates the {inputs.n_dates} dates first (not made "
+            "yet), so every tile is new"
+        )
+        return EXIT_OK
+    plan = make_plan(config)
     text = describe_plan(plan, tile_states(plan))
     if args.summary:
         text = "\n".join(
@@ -105,16 +164,64 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
-    from pipeline.outputs import Layout
-    from pipeline.plan import describe_status
+    from pipeline.config import Config, load
+    from pipeline.status import describe_status
+    from pipeline.store.layout import Layout
 
-    print(describe_status(Layout(Path(load_config(args.config).output.path))))
+    print(describe_status(Layout(Path(load(args.config, Config).output.path))))
+    return EXIT_OK
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from pipeline.batch import load_archive_config, run_batch
+
+    summary = run_batch(load_archive_config(args.config), force=args.force, dry_run=args.dry_run)
+    print(summary.describe())
+    if summary.ok:
+        return EXIT_OK
+    print(
+        f"error: {len(summary.failed)} series failed (see above); rerun the batch to retry them",
+        file=sys.stderr,
+    )
+    return EXIT_TILES_FAILED
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from pipeline.lab import load_experiment_config, run_experiment
+
+    cfg = load_experiment_config(args.config)
+    logging.getLogger("pipeline.lab").info("experiment configuration:\n%s", cfg.to_yaml())
+    result = run_experiment(cfg, output=args.out, report=not args.no_report)
+    print(
+        f"{result.trials} trials, {result.rows} rows in {result.seconds:.1f} s -> {result.output}"
+    )
+    if result.ok:
+        return EXIT_OK
+    for key, message in sorted(result.failures.items()):
+        print(f"error: trial {key} failed: {message}", file=sys.stderr)
+    return EXIT_TILES_FAILED
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pipeline.lab import write_experiments_md, write_report
+
+    for run in args.run:
+        print(write_report(run, title=run.name))
+    if args.doc:
+        doc = write_experiments_md(
+            args.doc,
+            grid_run=args.grid,
+            bestlambda_run=args.bestlambda,
+            figures=args.figures,
+            grid_commands=args.grid_command,
+            bestlambda_commands=args.bestlambda_command,
+        )
+        print(doc)
     return EXIT_OK
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from pipeline.fixtures import make_gf4_series
+    from pipeline.inputs.synthetic import make_gf4_series
 
     made = make_gf4_series(
         args.out_dir,
@@ -129,6 +236,17 @@ def _simulate(args: argparse.Namespace) -> int:
         print(path)
     print(f"truth: {made.truth_path}")
     return EXIT_OK
+
+
+_COMMANDS = {
+    "run": _run,
+    "plan": _plan,
+    "status": _status,
+    "batch": _batch,
+    "experiment": _experiment,
+    "report": _report,
+    "simulate": _simulate,
+}
 
 
 def _quiet_distributed() -> None:
@@ -154,22 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 success, 1 internal error, 2 user-fixable error, 3 some tiles (or series) failed.
     """
     args = _parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
+        level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     _quiet_distributed()
     try:
-        if args.command == "batch":
-            from pipeline.batch import run_batch_command
-
-            return int(run_batch_command(args))
-        if args.command == "experiment":
-            from pipeline.experiment import run_experiment_command
-
-            return int(run_experiment_command(args))
-        commands = {"run": _run, "plan": _plan, "status": _status, "simulate": _simulate}
-        return commands[args.command](args)
+        return _COMMANDS[args.command](args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER
@@ -177,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except Exception as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         else:
             print(

@@ -1,12 +1,12 @@
 """The common target grid every acquisition is warped to before stacking.
 
-GF-4 L1A dates are separately pointed frames with RPC georeferencing only (SPEC-NOTES §7): they
-must be orthorectified onto one north-up grid before pixels of different dates can be compared.
+GF-4 L1A dates are separately pointed frames with RPC georeferencing only
+(docs/CONVENTIONS.md §7): they must be orthorectified onto one north-up grid before pixels of
+different dates can be compared.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -23,7 +23,8 @@ from rasterio.warp import transform as transform_points
 from rasterio.warp import transform_bounds
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.sources import Acquisition
+from pipeline.geom import densify
+from pipeline.inputs import Acquisition
 
 __all__ = ["TargetGrid", "derive_grid", "utm_crs"]
 
@@ -97,28 +98,17 @@ def utm_crs(lon: float, lat: float) -> str:
     return f"EPSG:{(32600 if lat >= 0 else 32700) + zone}"
 
 
-def _edge_points(corners: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """Densify a closed polygon's edges."""
-    xs, ys = [], []
-    ring = [*corners, corners[0]]
-    for (x0, y0), (x1, y1) in itertools.pairwise(ring):
-        f = np.linspace(0.0, 1.0, _EDGE_POINTS, endpoint=False)
-        xs.append(x0 + f * (x1 - x0))
-        ys.append(y0 + f * (y1 - y0))
-    return np.concatenate(xs), np.concatenate(ys)
-
-
 def _rpc_lonlat_outline(acq: Acquisition) -> tuple[np.ndarray, np.ndarray]:
     """Lon/lat of an RPC image's outline: the metadata footprint, else the RPC at height 0."""
     if acq.footprint is not None:
-        return _edge_points(acq.footprint)
+        return densify(acq.footprint, _EDGE_POINTS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotGeoreferencedWarning)
         with rasterio.open(acq.path) as src:
             rpcs, w, h = src.rpcs, src.width, src.height
     if rpcs is None:
         raise InputError(f"{acq.path.name}: no RPCs; re-download the product")
-    cols, rows = _edge_points([(0, 0), (w, 0), (w, h), (0, h)])
+    cols, rows = densify([(0, 0), (w, 0), (w, h), (0, h)], _EDGE_POINTS)
     with RPCTransformer(rpcs) as tr:
         lon, lat = tr.xy(rows, cols, offset="ul")
     return np.asarray(lon, float), np.asarray(lat, float)

@@ -1,10 +1,11 @@
 """One pipeline run: inputs → target grid → stage → solve + blend → products, on a Dask cluster.
 
-Staging is one Dask task per tile; solving and blending are one task per (band, tile row) and
-one per (band, border between tile rows) (:mod:`pipeline.blend`); products one per band. Tasks
-are keyed by deterministic ids (:mod:`pipeline.plan`). Work whose completion marker exists is
-skipped, so a rerun resumes where a previous one stopped, even after a ``kill -9``: markers are
-written only once the data is durable (:mod:`pipeline.outputs`). A task that raises is
+Each phase is one function below. Staging is one Dask task per tile; solving and blending are
+one task per (band, tile row) and one per (band, border between tile rows)
+(:mod:`pipeline.blend`); products one per band. Tasks are keyed by deterministic ids
+(:mod:`pipeline.plan`). Work whose completion marker exists is skipped, so a rerun resumes
+where a previous one stopped, even after a ``kill -9``: markers are written only once the data
+is durable (:mod:`pipeline.store.durable`). A task that raises is
 retried (:data:`pipeline.cluster.RETRIES`), and one that keeps failing is reported at the end
 while the others still finish. Problems the user must fix (bad input, a full or read-only
 output disk) stop the run with a :class:`~pipeline.errors.PipelineError` instead, once the
@@ -17,7 +18,6 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,30 +26,28 @@ from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.cluster import Task, connect, run_tasks, solver_threads
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
-from pipeline.outputs import (
-    COMPONENTS,
-    Layout,
+from pipeline.ids import ALL_BANDS
+from pipeline.plan import RunPlan, make_plan
+from pipeline.products import write_cogs, write_diagnostics, write_quicklooks
+from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
+from pipeline.status import (
+    RunSummary,
+    TileFailure,
+    finish_run_record,
+    summarise,
+    write_run_record,
+)
+from pipeline.store.cube import create_store, store_token
+from pipeline.store.durable import (
     OutputError,
-    create_store,
     publish_dir,
     read_markers,
     remove_published,
     storage_error,
-    store_token,
-    write_cogs,
-    write_diagnostics,
     write_json,
     write_marker,
-    write_quicklooks,
 )
-from pipeline.plan import (
-    RunPlan,
-    finish_run_record,
-    make_plan,
-    write_run_record,
-)
-from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
-from pipeline.tiling import ALL_BANDS
+from pipeline.store.layout import COMPONENTS, Layout
 
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
@@ -57,52 +55,6 @@ CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
 __all__ = ["RunSummary", "TileFailure", "run"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TileFailure:
-    """A tile (or product) that failed in one stage."""
-
-    stage: str
-    key: str
-    message: str
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What a run did; ``ok`` is False when any tile failed."""
-
-    output: Path
-    tiles: int
-    bands: int
-    staged: int
-    stage_skipped: int
-    solved: int
-    solve_skipped: int
-    blended: int  # seams (borders between tile rows) blended
-    seconds: float
-    failures: tuple[TileFailure, ...] = ()
-    products: tuple[str, ...] = field(default=())
-    phase_seconds: tuple[tuple[str, float], ...] = ()  # (phase, wall seconds), in run order
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def describe(self) -> str:
-        """A short human-readable account for the terminal."""
-        lines = [
-            f"output: {self.output}",
-            f"tiles: {self.tiles} x {self.bands} bands; staged {self.staged} "
-            f"(skipped {self.stage_skipped}), solved {self.solved} (skipped {self.solve_skipped}), "
-            f"seams blended {self.blended}; {self.seconds:.1f} s",
-        ]
-        if self.phase_seconds:
-            lines.append("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds))
-        lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
-        if self.failures:
-            lines.append("nothing was published; rerun the same command to retry the failed tiles")
-        return "\n".join(lines)
 
 
 def _failures(stage: str, failed: dict[str, BaseException]) -> list[TileFailure]:
@@ -187,13 +139,48 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         raise error from None
 
 
+class _Progress:
+    """What a run has done so far: failures, wall seconds per phase, the run record."""
+
+    def __init__(self, plan: RunPlan, started: float) -> None:
+        self.plan, self.started = plan, started
+        self.record = write_run_record(plan)
+        self.failures: list[TileFailure] = []
+        self.phases: dict[str, float] = {}  # wall seconds per phase, in run order
+        self._mark = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        """Close the phase ``name``: the seconds since the last lap are its."""
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self._mark
+        self._mark = now
+
+    def check(self, stage: str, failed: dict[str, BaseException]) -> None:
+        """Stop on a failure the user must fix; list the others as failed tiles."""
+        error = _user_error(stage, failed)
+        if error is not None:
+            finish_run_record(self.plan.layout, self.record, "failed")
+            raise error
+        self.failures.extend(_failures(stage, failed))
+
+    def finish(self, outcome: str, counts: dict[str, Any], **extra: Any) -> RunSummary:
+        """Record the outcome and sum the run up."""
+        plan = self.plan
+        finish_run_record(plan.layout, self.record, outcome)
+        phases = list(self.phases.items())
+        return summarise(
+            plan.layout, plan.tiles, plan.bands, self.started, self.failures, phases,
+            **counts, **extra,
+        )  # fmt: skip
+
+
 def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     plan = make_plan(config, layout)
-    tiles, bands, grid, acqs = plan.tiles, plan.bands, plan.grid, plan.acquisitions
+    tiles, grid = plan.tiles, plan.grid
     log.info(
         "%d acquisitions, bands %s; grid %s %dx%d px; %d tiles of %d px (+%d overlap)",
-        len(acqs),
-        ",".join(bands),
+        len(plan.acquisitions),
+        ",".join(plan.bands),
         grid.crs,
         grid.width,
         grid.height,
@@ -201,141 +188,143 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         tiles.tile_size,
         tiles.overlap,
     )
-    record = write_run_record(plan)
-    failures: list[TileFailure] = []
-    phases: dict[str, float] = {}  # wall seconds per phase, summed over bands, in run order
-    mark = time.perf_counter()
-
-    def lap(name: str) -> None:
-        nonlocal mark
-        now = time.perf_counter()
-        phases[name] = phases.get(name, 0.0) + now - mark
-        mark = now
-
-    def finish(outcome: str, **counts: Any) -> RunSummary:
-        finish_run_record(layout, record, outcome)
-        return _summary(layout, tiles, bands, started, failures, list(phases.items()), **counts)
-
-    def check(stage: str, failed: dict[str, BaseException]) -> None:
-        error = _user_error(stage, failed)
-        if error is not None:
-            finish_run_record(layout, record, "failed")
-            raise error
-        failures.extend(_failures(stage, failed))
-
+    progress = _Progress(plan, started)
     with connect(config.cluster) as client:
-        lap("setup")
-        # 1. Stage.
-        prepare_input_store(layout, grid, tiles, list(acqs), token=plan.input_token)
-        stage_ids = plan.stage_ids
-        todo = [t for t in tiles if not layout.marker(stage_ids[t.row, t.col]).exists()]
-        stage_jobs = [
-            Task(
-                stage_ids[t.row, t.col],
-                stage_tile,
-                (
-                    StageJob(
-                        t, stage_ids[t.row, t.col], tuple(acqs), grid, layout, config.inputs.dem
-                    ),
-                ),
-            )
-            for t in todo
-        ]
-        staged, failed = run_tasks(client, stage_jobs, stage="stage")
-        check("stage", failed)
-        lap("stage")
-        unstaged = set(failed)
-
-        # 2-3. Solve and blend, all bands in one batch: a band's row tasks in row order, each
-        # seam as soon as its two rows are done (seams first among ready tasks, which frees
-        # their strips), so no worker idles at a band's end and the scratch disk holds only the
-        # strips of rows whose neighbour is not done yet.
-        cube_tmp = _open_cube(plan)
-        threads = solver_threads(config.cluster)
-        counts: dict[str, Any] = {
-            "staged": len(staged),
-            "stage_skipped": len(tiles) - len(todo),
-            "solved": 0,
-            "solve_skipped": 0,
-            "blended": 0,
-        }
-        jobs: list[Task] = []
-        band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
-        names = layout.marker_ids()  # one listing of work/done/ for every band
-        for b, band in enumerate(bands):
-            if plan.blended_id(band) in names:
-                counts["solve_skipped"] += len(tiles)
-                continue
-            band_jobs, skipped, complete = _band_tasks(
-                plan, b, band, cube_tmp, unstaged, threads, names
-            )
-            counts["solve_skipped"] += skipped
-            jobs += band_jobs
-            if complete:  # every row and seam of the band is (or will be) run
-                band_work[band] = [t.key for t in band_jobs]
-        stages = {t.key: t.stage or "solve" for t in jobs}
-        done, failed = run_tasks(client, jobs, stage="solve")
-        for stage in ("solve", "blend"):
-            check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
-        counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
-        counts["blended"] = sum(stages[k] == "blend" for k in done)
-        for band, keys in band_work.items():
-            if all(key in done for key in keys):
-                # Each task made its chunks durable; the marker vouches for the whole band.
-                write_marker(layout.marker(plan.blended_id(band)), {"band": band})
-        lap("solve")
-        if failures:
+        progress.lap("setup")
+        counts, unstaged = _stage(client, plan, progress)
+        progress.lap("stage")
+        cube_tmp = _solve_and_blend(client, plan, progress, unstaged, counts)
+        progress.lap("solve")
+        if progress.failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
-            return finish("failed", **counts)
+            return progress.finish("failed", counts)
+        finals = _products(client, plan, progress, cube_tmp)
+        progress.lap("products")
+        if progress.failures:
+            return progress.finish("failed", counts)
+    products = _publish(plan, cube_tmp, finals)
+    progress.lap("publish")
+    return progress.finish("complete", counts, products=products)
 
-        # 4. Products, all under temporary names next to their final ones.
-        csv_tmp = layout.partial(layout.diagnostics_csv)
-        records = [
-            tile
-            for row in read_markers(
-                layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()
-            )
-            for tile in row["tiles"]
-        ]
-        write_diagnostics(records, csv_tmp, cube_tmp)
-        _report_empty_tiles(records)
-        cog_tmp = layout.partial(layout.cog_dir)
-        looks_tmp = layout.partial(layout.quicklook_dir)
-        for leftover in (cog_tmp, looks_tmp):
-            shutil.rmtree(leftover, ignore_errors=True)  # from an interrupted earlier run
-        product_jobs, finals = _product_tasks(plan, cube_tmp, cog_tmp, looks_tmp)
-        _, failed = run_tasks(client, product_jobs, stage="products")
-        check("products", failed)
-        lap("products")
-        if failures:
-            return finish("failed", **counts)
 
-    # 5. Publish: all products exist in full under temporary names. COMPLETE.json goes first
-    # and comes back last, so while it exists the published set is one run's, whole.
+def _stage(client: Any, plan: RunPlan, progress: _Progress) -> tuple[dict[str, Any], set[str]]:
+    """Phase 1: warp every date of each tile not yet staged into ``work/input.zarr``.
+
+    Returns the counts so far and the keys of the tiles that could not be staged.
+    """
+    layout, tiles, acqs = plan.layout, plan.tiles, plan.acquisitions
+    prepare_input_store(layout, plan.grid, tiles, list(acqs), token=plan.input_token)
+    stage_ids = plan.stage_ids
+    todo = [t for t in tiles if not layout.marker(stage_ids[t.row, t.col]).exists()]
+    dem = plan.config.inputs.dem
+    stage_jobs = [
+        Task(
+            stage_ids[t.row, t.col],
+            stage_tile,
+            (StageJob(t, stage_ids[t.row, t.col], tuple(acqs), plan.grid, layout, dem),),
+        )
+        for t in todo
+    ]
+    staged, failed = run_tasks(client, stage_jobs, stage="stage")
+    progress.check("stage", failed)
+    counts = {"staged": len(staged), "stage_skipped": len(tiles) - len(todo)}
+    return counts, set(failed)
+
+
+def _solve_and_blend(
+    client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str], counts: dict[str, Any]
+) -> Path:
+    """Phases 2-3: solve and blend every band into the cube under construction; returns it.
+
+    All bands go in one batch: a band's row tasks in row order, each seam as soon as its two
+    rows are done (seams first among ready tasks, which frees their strips), so no worker idles
+    at a band's end and the scratch disk holds only the strips of rows whose neighbour is not
+    done yet.
+    """
+    layout, tiles = plan.layout, plan.tiles
+    cube_tmp = _open_cube(plan)
+    threads = solver_threads(plan.config.cluster)
+    counts.update(solved=0, solve_skipped=0, blended=0)
+    jobs: list[Task] = []
+    band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
+    names = layout.marker_ids()  # one listing of work/done/ for every band
+    for b, band in enumerate(plan.bands):
+        if plan.blended_id(band) in names:
+            counts["solve_skipped"] += len(tiles)
+            continue
+        band_jobs, skipped, complete = _band_tasks(
+            plan, b, band, cube_tmp, unstaged, threads, names
+        )
+        counts["solve_skipped"] += skipped
+        jobs += band_jobs
+        if complete:  # every row and seam of the band is (or will be) run
+            band_work[band] = [t.key for t in band_jobs]
+    stages = {t.key: t.stage or "solve" for t in jobs}
+    done, failed = run_tasks(client, jobs, stage="solve")
+    for stage in ("solve", "blend"):
+        progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
+    counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
+    counts["blended"] = sum(stages[k] == "blend" for k in done)
+    for band, keys in band_work.items():
+        if all(key in done for key in keys):
+            # Each task made its chunks durable; the marker vouches for the whole band.
+            write_marker(layout.marker(plan.blended_id(band)), {"band": band})
+    return cube_tmp
+
+
+def _products(client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path) -> list[Path]:
+    """Phase 4: diagnostics, COGs and quicklooks, all under temporary names next to their final
+    ones; returns the final paths of the COGs and quicklooks."""
+    layout, bands = plan.layout, plan.bands
+    records = [
+        tile
+        for row in read_markers(
+            layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()
+        )
+        for tile in row["tiles"]
+    ]
+    write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube_tmp)
+    _report_empty_tiles(records)
+    cog_tmp = layout.partial(layout.cog_dir)
+    looks_tmp = layout.partial(layout.quicklook_dir)
+    for leftover in (cog_tmp, looks_tmp):
+        shutil.rmtree(leftover, ignore_errors=True)  # from an interrupted earlier run
+    product_jobs, finals = _product_tasks(plan, cube_tmp, cog_tmp, looks_tmp)
+    _, failed = run_tasks(client, product_jobs, stage="products", unit="tasks")
+    progress.check("products", failed)
+    return finals
+
+
+def _publish(plan: RunPlan, cube_tmp: Path, finals: list[Path]) -> tuple[str, ...]:
+    """Phase 5: move every product into place; returns the published COGs and quicklooks.
+
+    All products exist in full under temporary names. COMPLETE.json goes first and comes back
+    last, so while it exists the published set is one run's, whole.
+    """
+    layout = plan.layout
     remove_published(layout)
     publish_dir(cube_tmp, layout.cube)
-    publish_dir(cog_tmp, layout.cog_dir)
-    if config.output.quicklooks:
-        publish_dir(looks_tmp, layout.quicklook_dir)
+    publish_dir(layout.partial(layout.cog_dir), layout.cog_dir)
+    if plan.config.output.quicklooks:
+        publish_dir(layout.partial(layout.quicklook_dir), layout.quicklook_dir)
     elif layout.quicklook_dir.exists():
         # Quicklooks of an earlier run would show images this run did not produce.
         shutil.rmtree(layout.quicklook_dir)
-    publish_dir(csv_tmp, layout.diagnostics_csv)
+    publish_dir(layout.partial(layout.diagnostics_csv), layout.diagnostics_csv)
     products = sorted(str(p) for p in finals)
     write_json(
         layout.complete,
         {
             "completed": datetime.now().astimezone().isoformat(timespec="seconds"),
             "code_version": plan.version,
-            "acquisitions": [a.id for a in acqs],
-            "tiles": len(tiles),
-            "bands": list(bands),
+            "acquisitions": [a.id for a in plan.acquisitions],
+            "tiles": len(plan.tiles),
+            "bands": list(plan.bands),
             "products": [str(Path(p).relative_to(layout.root)) for p in products],
         },
     )
-    lap("publish")
-    return finish("complete", products=tuple(products), **counts)
+    return tuple(products)
 
 
 def _open_cube(plan: RunPlan) -> Path:
@@ -483,37 +472,3 @@ def _report_empty_tiles(records: list[dict[str, Any]]) -> None:
             len(empty),
             ", ".join(empty),
         )
-
-
-def _summary(
-    layout: Layout,
-    tiles: Any,
-    bands: tuple[str, ...],
-    started: float,
-    failures: list[TileFailure],
-    phases: list[tuple[str, float]],
-    *,
-    staged: int,
-    stage_skipped: int,
-    solved: int,
-    solve_skipped: int,
-    blended: int = 0,
-    products: tuple[str, ...] = (),
-) -> RunSummary:
-    summary = RunSummary(
-        output=layout.root,
-        tiles=len(tiles),
-        bands=len(bands),
-        staged=staged,
-        stage_skipped=stage_skipped,
-        solved=solved,
-        solve_skipped=solve_skipped,
-        blended=blended,
-        seconds=time.perf_counter() - started,
-        failures=tuple(failures),
-        products=products,
-        phase_seconds=tuple(phases),
-    )
-    # The CLI prints it; library callers get the summary itself.
-    log.debug("%s", summary.describe())
-    return summary

@@ -22,7 +22,7 @@ import numpy as np
 
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
-from pipeline.outputs import Layout
+from pipeline.store.layout import Layout
 from pipeline.tiling import Tile
 
 __all__ = ["SolveJob", "resolve_lambda", "solve_tile"]
@@ -47,7 +47,7 @@ def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     """λ for a d × n tile matrix: ``"auto"`` = 1/√d, ``"star"`` = λ̂*(d, n), or the number given.
 
     d is the number of pixels of the halo (no-data pixels included), not of the scene
-    (SPEC-NOTES §3).
+    (docs/CONVENTIONS.md §3).
     """
     import cloudcore
 
@@ -65,7 +65,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     -------
     layers : list of numpy.ndarray
         One writable (time, halo rows, halo cols) float32 array per component, in
-        :data:`pipeline.outputs.COMPONENTS` order (views of the solver's results, no copies).
+        :data:`pipeline.store.layout.COMPONENTS` order (views of the solver's results, no copies).
     record : dict
         The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
         solving).
@@ -123,10 +123,10 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
             )
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
-    # ``ground`` is L clipped to [0, 1], always safe for the user (SPEC-NOTES §2). The (d, n)
-    # results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is free
-    # and nothing is copied (blending works on them in place). A tile outside every footprint
-    # is all NaN.
+    # ``ground`` is L clipped to [0, 1], always safe for the user (docs/CONVENTIONS.md §2). The
+    # (d, n) results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is
+    # free and nothing is copied (blending works on them in place). A tile outside every
+    # footprint is all NaN.
     frames = (n, halo.height, halo.width)
     layers = [
         np.require(x.T.reshape(frames), np.float32, ["W"])  # a copy only if not float32/writable

@@ -20,15 +20,11 @@ from typing import Any
 import numpy as np
 
 from pipeline.errors import ConfigError, InputError, TileError
-from pipeline.outputs import (
-    Layout,
-    create_store,
-    fsync_chunks,
-    storage_error,
-    store_token,
-    write_marker,
-)
-from pipeline.tiling import ALL_BANDS, Tile, TileGrid
+from pipeline.ids import ALL_BANDS
+from pipeline.store.cube import create_store, fsync_chunks, store_token
+from pipeline.store.durable import storage_error, write_marker
+from pipeline.store.layout import Layout
+from pipeline.tiling import Tile, TileGrid
 
 __all__ = ["StageJob", "prepare_input_store", "stage_tile"]
 

@@ -1,6 +1,6 @@
-"""Scene tiling: cores that partition the scene, halos that overlap, feather weights, tile ids.
+"""Scene tiling: cores that partition the scene, halos that overlap, feather weights.
 
-aATM fits one low-rank model per tile, so results depend on where tiles end (SPEC-NOTES §8).
+aATM fits one low-rank model per tile, so results depend on where tiles end.
 Every tile is solved on its *halo* (core ± overlap, clipped to the scene) and the overlapping
 halos are blended with :func:`feather_weights`, which form a partition of unity across tiles.
 All window arithmetic lives here, in :class:`TileGrid`, and nowhere else.
@@ -8,10 +8,8 @@ All window arithmetic lives here, in :class:`TileGrid`, and nowhere else.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -19,17 +17,12 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "ALL_BANDS",
     "Tile",
     "TileGrid",
     "Window",
     "feather_ramps",
     "feather_weights",
-    "tile_id",
 ]
-
-#: The band part of the id of work that covers every band (staging): ``all-r..c..-<hash>``.
-ALL_BANDS = "all"
 
 
 @dataclass(frozen=True)
@@ -243,47 +236,3 @@ def feather_ramps(tile: Tile, grid: TileGrid) -> tuple[np.ndarray, np.ndarray]:
     wy = _ramp(h.row_off, h.row_end, c.row_off, c.row_end, grid.height, grid.overlap)
     wx = _ramp(h.col_off, h.col_end, c.col_off, c.col_end, grid.width, grid.overlap)
     return wy, wx
-
-
-def tile_id(
-    *,
-    input_ids: Sequence[str],
-    tile: Tile,
-    band: str | None,
-    settings: Mapping[str, Any],
-    version: str,
-) -> str:
-    """Deterministic id of one tile's work, naming its task, completion marker and log lines.
-
-    Parameters
-    ----------
-    input_ids
-        Ids of the acquisitions, in series order.
-    tile
-        The tile.
-    band
-        Band name, or None for work that covers all bands (staging).
-    settings
-        Everything else the result depends on (target grid, tiling, solver settings, stage name);
-        must be JSON-serialisable.
-    version
-        Code version (package and solver versions).
-
-    Returns
-    -------
-    str
-        ``<band>-r..c..-<16 hex digits>``: readable prefix, hash of all of the above.
-    """
-    payload = json.dumps(
-        {
-            "inputs": list(input_ids),
-            "band": band,
-            "tile": [tile.row, tile.col],
-            "settings": settings,
-            "version": version,
-        },
-        sort_keys=True,
-        default=str,
-    )
-    digest = hashlib.sha256(payload.encode()).hexdigest()[:16]
-    return f"{band or ALL_BANDS}-{tile.name}-{digest}"

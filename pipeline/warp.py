@@ -1,6 +1,6 @@
 """Read one window of one acquisition onto the target grid (orthorectifying RPC products).
 
-Design (SPEC-NOTES §7, §8):
+Design (docs/CONVENTIONS.md §7, §8):
 
 * Every call opens the file itself: it runs inside Dask tasks in parallel, and shared handles
   or rioxarray's default locks would serialise them.
@@ -62,7 +62,7 @@ from rasterio.windows import Window
 
 from pipeline.errors import ConfigError, InputError
 from pipeline.grid import TargetGrid
-from pipeline.sources import Acquisition
+from pipeline.inputs import Acquisition
 
 __all__ = ["read_window", "source_window"]
 
@@ -368,26 +368,8 @@ def read_window(
     )
     nb = len(acq.bands) if bands is None else len(bands)
     out = np.full((nb, window.height, window.width), np.nan, dtype=np.float32)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NotGeoreferencedWarning)
-            src = rasterio.open(acq.path)
-    except RasterioIOError as exc:
-        raise InputError(
-            f"{acq.path.name}: not readable ({exc}); re-download the product or "
-            "remove it from inputs.paths"
-        ) from None
-    with src:
-        indexes = list(range(1, src.count + 1)) if bands is None else [int(b) for b in bands]
-        bad = [b for b in indexes if not 1 <= b <= src.count]
-        if bad:
-            raise ConfigError(
-                f"bands: index {bad[0]} is outside 1..{src.count} of "
-                f"{acq.path.name}; use 1-based band indexes"
-            )
-        if acq.georef == "rpc" and src.rpcs is None:
-            raise InputError(f"{acq.path.name}: no RPCs (missing .rpb); re-download the product")
-
+    with _open(acq) as src:
+        indexes = _band_indexes(src, acq, bands)
         if acq.georef == "rpc":
             xscale, yscale = _rpc_scale(src.rpcs, grid)
         else:
@@ -396,26 +378,9 @@ def read_window(
         src_win = source_window(src, acq, grid, window, margin=margin, dem=dem)
         if src_win is None:
             return out
-        data = src.read(indexes, window=src_win)
-
-        # One validity mask for all bands: a pixel is used only where every band has data,
-        # so GDAL's per-band and unified no-data handling cannot disagree.
-        valid = np.ones(data.shape[1:], dtype=bool)
-        if data.dtype.kind == "f":
-            valid &= np.isfinite(data).all(axis=0)
-        if acq.nodata is not None:
-            valid &= (data != acq.nodata).all(axis=0)
-        if not valid.any():
+        scaled = _scaled(src.read(indexes, window=src_win), acq)
+        if scaled is None:
             return out
-        vmax = float(data[:, valid].max())
-        if vmax > acq.max_dn:
-            raise InputError(
-                f"{acq.path.name}: DN {vmax:g} exceeds max_dn {acq.max_dn:g}; set inputs.max_dn "
-                "to the sensor's real maximum or use inputs.dn_rule: pow2"
-            )
-        scaled = data.astype(np.float32) / np.float32(acq.max_dn)
-        scaled[:, ~valid] = np.nan
-
         if acq.georef == "rpc" and _lattice_applies(method, dem, xscale, yscale):
             _warp_rpc_lattice(scaled, src.rpcs, src_win, grid, window, out)
             return out
@@ -450,3 +415,56 @@ def read_window(
                 **common,
             )
     return out
+
+
+def _open(acq: Acquisition) -> rasterio.io.DatasetReader:
+    """Open an acquisition's raster; an unreadable file is the user's to replace."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotGeoreferencedWarning)
+            return rasterio.open(acq.path)
+    except RasterioIOError as exc:
+        raise InputError(
+            f"{acq.path.name}: not readable ({exc}); re-download the product or "
+            "remove it from inputs.paths"
+        ) from None
+
+
+def _band_indexes(
+    src: rasterio.io.DatasetReader, acq: Acquisition, bands: Sequence[int] | None
+) -> list[int]:
+    """The 1-based band indexes to read, checked, and the RPCs an RPC image needs."""
+    indexes = list(range(1, src.count + 1)) if bands is None else [int(b) for b in bands]
+    bad = [b for b in indexes if not 1 <= b <= src.count]
+    if bad:
+        raise ConfigError(
+            f"bands: index {bad[0]} is outside 1..{src.count} of "
+            f"{acq.path.name}; use 1-based band indexes"
+        )
+    if acq.georef == "rpc" and src.rpcs is None:
+        raise InputError(f"{acq.path.name}: no RPCs (missing .rpb); re-download the product")
+    return indexes
+
+
+def _scaled(data: np.ndarray, acq: Acquisition) -> np.ndarray | None:
+    """DN / ``max_dn`` as float32 with NaN where any band lacks data; None when none has any.
+
+    One validity mask for all bands: a pixel is used only where every band has data, so GDAL's
+    per-band and unified no-data handling cannot disagree.
+    """
+    valid = np.ones(data.shape[1:], dtype=bool)
+    if data.dtype.kind == "f":
+        valid &= np.isfinite(data).all(axis=0)
+    if acq.nodata is not None:
+        valid &= (data != acq.nodata).all(axis=0)
+    if not valid.any():
+        return None
+    vmax = float(data[:, valid].max())
+    if vmax > acq.max_dn:
+        raise InputError(
+            f"{acq.path.name}: DN {vmax:g} exceeds max_dn {acq.max_dn:g}; set inputs.max_dn "
+            "to the sensor's real maximum or use inputs.dn_rule: pow2"
+        )
+    scaled = data.astype(np.float32) / np.float32(acq.max_dn)
+    scaled[:, ~valid] = np.nan
+    return scaled

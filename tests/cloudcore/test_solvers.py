@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import cloudcore
 from cloudcore import ConvergenceWarning, decompose, recovery_error
-from cloudcore._literal import literal_alm
+from cloudcore.reference import literal_alm
 from tests.cloudcore.conftest import GOLDEN, REFERENCE_METHOD
 
 
@@ -19,7 +19,6 @@ def rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
 
 
-@pytest.mark.skipif(not GOLDEN, reason="../shared/golden not found beside the checkout")
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
 def test_reproduces_reference_solutions(path):
     z = np.load(path)

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.batch import parse_archive_config
+from pipeline.batch import ArchiveConfig
+from pipeline.config import parse
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "kubernetes"
@@ -162,7 +163,7 @@ def test_rbac_allows_what_the_cronjob_does(cronjob: dict[str, Any]) -> None:
 
 def test_archive_config_in_the_daskjob_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://cloudremoval-batch-scheduler:8786")
-    cfg = parse_archive_config(yaml.safe_load((K8S / "archive.yaml").read_text()))
+    cfg = parse(yaml.safe_load((K8S / "archive.yaml").read_text()), ArchiveConfig)
     assert cfg.cluster.kind == "address"
     assert cfg.cluster.address == "tcp://cloudremoval-batch-scheduler:8786"
     assert str(cfg.output.path).startswith("/data/")

@@ -1,13 +1,17 @@
-"""Shared small simulated series for the pipeline tests (session-scoped, written once).
+"""Shared fixtures of the pipeline tests: small simulated series (session-scoped, written
+once) and a worker-process cluster per module.
 
 ``gf4_products`` and ``geotiff_series`` are also meant for end-to-end tests of other modules.
 """
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
 
-from pipeline.fixtures import SimulatedProducts, make_geotiff_series, make_gf4_series
+import pytest
+from distributed import LocalCluster
+
+from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series, make_gf4_series
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +53,12 @@ def gf4_pmi_archives(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProdu
         archive=True,
         cloud_style="none",
     )
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    """A 2-worker-process cluster shared by the runs of one module (``cluster.kind: address``)."""
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address

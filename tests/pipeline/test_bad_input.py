@@ -21,7 +21,7 @@ import rasterio
 import zarr
 
 from pipeline.cli import main
-from pipeline.fixtures import SimulatedProducts, make_gf4_series
+from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
 from tests.pipeline.processes import free_port
 from tests.pipeline.test_faults import config_dict, published, write_config
 

@@ -16,8 +16,9 @@ from affine import Affine
 from pipeline.blend import SeamJob, blend_seam, strip_ids, write_row
 from pipeline.errors import TileError
 from pipeline.grid import TargetGrid
-from pipeline.outputs import COMPONENTS, Layout, create_store
 from pipeline.rowblend import row_blocks
+from pipeline.store.cube import create_store
+from pipeline.store.layout import COMPONENTS, Layout
 from pipeline.tiling import TileGrid
 
 N_DATES = 3

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import rasterio
 import yaml
+from PIL import Image
 
 from pipeline.cli import main
-from pipeline.fixtures import SimulatedProducts
+from pipeline.inputs.synthetic import SimulatedProducts
 
 
 def _write(path: Path, data: dict) -> Path:
@@ -84,3 +86,52 @@ def test_run_geotiff_series(
     with rasterio.open(geotiff_series.paths[0]) as src, rasterio.open(cogs[0]) as cog:
         assert cog.crs == src.crs and cog.dtypes[0] == "float32"
         assert cog.transform.a == src.transform.a and cog.transform.e == src.transform.e
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_options_go_before_or_after_the_subcommand(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _write(
+        tmp_path / "c.yaml",
+        {"inputs": {"kind": "geotiff", "paths": ["nope/*.tif"]}, "output": {"path": "o"}},
+    )
+    argv = ["--debug", "-q", "run", str(cfg)] if where == "before" else ["run", str(cfg), "-q"]
+    argv += ["--debug"] if where == "after" else []
+    assert main(argv) == 2  # the user's error, not an argparse one (which exits with 2 too)
+    assert capsys.readouterr().err.startswith("error: inputs.paths")
+
+
+def test_plan_of_simulated_inputs_simulates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    cfg = _write(
+        tmp_path / "c.yaml",
+        {"inputs": {"kind": "simulated", "n_dates": 3}, "output": {"path": str(out)}},
+    )
+    assert main(["-q", "plan", str(cfg)]) == 0
+    assert "`run` simulates the 3 dates first" in capsys.readouterr().out
+    assert not out.exists()  # no products simulated, no work folder
+
+
+def test_products_of_a_run_are_labelled_quicklooks(
+    tmp_path: Path, geotiff_series: SimulatedProducts
+) -> None:
+    cfg = _write(
+        tmp_path / "c.yaml",
+        {
+            "inputs": {"kind": "geotiff", "paths": [str(p) for p in geotiff_series.paths]},
+            "output": {"path": str(tmp_path / "out")},
+            "tiling": {"tile_size": 128, "overlap": 0},
+            "cluster": {"n_workers": 1, "threads_per_worker": 1, "dashboard": False},
+        },
+    )
+    assert main(["-q", "run", str(cfg)]) == 0
+    looks = sorted((tmp_path / "out" / "quicklooks").glob("*.png"))
+    assert len(looks) == len(geotiff_series.paths)
+    image = np.asarray(Image.open(looks[0]))  # (rows, columns, RGB)
+    # A black title bar above the two halves, with the white label text in it.
+    bar = image[:12]
+    assert (bar == 0).mean() > 0.5 and bar.max() == 255
+    assert image.shape[0] > image.shape[1] // 2  # the bar sits above two side-by-side halves

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config, load_config, parse_config
+from pipeline.config import Config, load, parse
 from pipeline.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -18,7 +18,7 @@ def _with(section: str, values: dict) -> dict:
 
 
 def test_defaults() -> None:
-    cfg = parse_config(MINIMAL)
+    cfg = parse(MINIMAL, Config)
     assert cfg.tiling.tile_size == 1024 and cfg.tiling.overlap == 128
     assert cfg.solver.method == "aatm" and cfg.solver.lam == "star" and cfg.solver.beta == 1.0
     assert cfg.solver.tol == 1e-7 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
@@ -28,7 +28,7 @@ def test_defaults() -> None:
 
 
 def test_frozen() -> None:
-    cfg = parse_config(MINIMAL)
+    cfg = parse(MINIMAL, Config)
     with pytest.raises(ValueError, match="frozen"):
         cfg.tiling.tile_size = 3
 
@@ -37,17 +37,17 @@ def test_unknown_key_suggests_nearest() -> None:
     with pytest.raises(
         ConfigError, match=r"unknown key `tiling.tile_sise`: did you mean `tiling.tile_size`\?"
     ):
-        parse_config(_with("tiling", {"tile_sise": 256}))
+        parse(_with("tiling", {"tile_sise": 256}), Config)
 
 
 def test_unknown_section_suggests_nearest() -> None:
     with pytest.raises(ConfigError, match=r"`solvr`: did you mean `solver`"):
-        parse_config({**MINIMAL, "solvr": {}})
+        parse({**MINIMAL, "solvr": {}}, Config)
 
 
 def test_wrong_type_names_key_got_and_expected() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_config(_with("tiling", {"tile_size": "big"}))
+        parse(_with("tiling", {"tile_size": "big"}), Config)
     message = str(info.value)
     assert "`tiling.tile_size`" in message and "'big'" in message and "integer" in message
     assert "\n" not in message
@@ -66,37 +66,37 @@ def test_wrong_type_names_key_got_and_expected() -> None:
 )
 def test_invalid_values(section: str, values: dict, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment.replace("(", r"\(").replace("?", r"\?")):
-        parse_config(_with(section, values))
+        parse(_with(section, values), Config)
 
 
 def test_lam_rules_and_numbers() -> None:
-    assert parse_config(_with("solver", {"lam": "star"})).solver.lam == "star"
-    assert parse_config(_with("solver", {"lam": 0.002})).solver.lam == 0.002
+    assert parse(_with("solver", {"lam": "star"}), Config).solver.lam == "star"
+    assert parse(_with("solver", {"lam": 0.002}), Config).solver.lam == 0.002
 
 
 def test_paths_required_for_real_inputs() -> None:
     with pytest.raises(ConfigError, match=r"inputs\.paths"):
-        parse_config({"inputs": {"kind": "gf4"}, "output": {"path": "o"}})
-    cfg = parse_config({"inputs": {"kind": "gf4", "paths": "x/*.tar.gz"}, "output": {"path": "o"}})
+        parse({"inputs": {"kind": "gf4"}, "output": {"path": "o"}}, Config)
+    cfg = parse({"inputs": {"kind": "gf4", "paths": "x/*.tar.gz"}, "output": {"path": "o"}}, Config)
     assert cfg.inputs.paths == ("x/*.tar.gz",)
 
 
 def test_load_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
-        load_config(tmp_path / "missing.yaml")
+        load(tmp_path / "missing.yaml", Config)
     bad = tmp_path / "bad.yaml"
     bad.write_text("inputs: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML at line"):
-        load_config(bad)
+        load(bad, Config)
 
 
 @pytest.mark.parametrize("name", ["demo.yaml", "gf4-example.yaml", "geotiff-example.yaml"])
 def test_shipped_configs_are_valid(name: str) -> None:
-    assert isinstance(load_config(CONFIGS / name), Config)
+    assert isinstance(load(CONFIGS / name, Config), Config)
 
 
 def test_resolved_config_round_trips() -> None:
-    cfg = parse_config(_with("solver", {"lam": 0.001}))
+    cfg = parse(_with("solver", {"lam": 0.001}), Config)
     import yaml
 
-    assert parse_config(yaml.safe_load(cfg.to_yaml())) == cfg
+    assert parse(yaml.safe_load(cfg.to_yaml()), Config) == cfg

@@ -31,8 +31,8 @@ import yaml
 import zarr
 
 from pipeline.cli import main
-from pipeline.config import parse_config
-from pipeline.fixtures import SimulatedProducts
+from pipeline.config import Config, parse
+from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.run import run
 from tests.pipeline.processes import DASK, free_port, start_scheduler, wait_for_workers
 
@@ -191,7 +191,7 @@ def reference(
 ) -> dict[str, Any]:
     """The outputs of one uninterrupted run (in-process, local cluster)."""
     out = tmp_path_factory.mktemp("reference")
-    summary = run(parse_config(config_dict(out, geotiff_series.paths)))
+    summary = run(parse(config_dict(out, geotiff_series.paths), Config))
     assert summary.ok and summary.solved == N_TILES * N_BANDS, summary.describe()
     return outputs(out)
 
@@ -234,7 +234,7 @@ def test_worker_killed_mid_solve_outputs_unchanged(
 ) -> None:
     address, workers = dask_processes
     out = tmp_path / "out"
-    cfg = parse_config(config_dict(out, geotiff_series.paths, kind="address", address=address))
+    cfg = parse(config_dict(out, geotiff_series.paths, kind="address", address=address), Config)
     killed: list[int] = []
 
     def kill_one_worker_mid_solve() -> None:

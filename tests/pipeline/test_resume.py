@@ -5,20 +5,18 @@ solves (not the staging), ``plan`` and ``status`` report it, and publication is 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import LocalCluster
 
 from pipeline.blend import RowJob, solve_row, strip_ids
 from pipeline.cli import main
-from pipeline.config import parse_config
-from pipeline.fixtures import SimulatedProducts
-from pipeline.outputs import durable_store, publish_dir
+from pipeline.config import Config, parse
+from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
+from pipeline.store.durable import durable_store, publish_dir
 from tests.pipeline.test_faults import (
     N_BANDS,
     N_TILES,
@@ -31,15 +29,6 @@ from tests.pipeline.test_faults import (
 )
 
 TOTAL = N_TILES * N_BANDS
-
-
-@pytest.fixture(scope="module")
-def address() -> Iterator[str]:
-    """One 2-process cluster for the module: runs connect to it instead of starting their own."""
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
 
 
 def _cfg(out: Path, paths: list[Path], address: str, **solver: Any) -> dict[str, Any]:
@@ -58,12 +47,12 @@ def _counts(states: list[Any], stage: str) -> dict[str, int]:
 
 def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
     geotiff_series: SimulatedProducts,
-    address: str,
+    scheduler: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "out"
-    first_cfg = parse_config(_cfg(out, geotiff_series.paths, address))
+    first_cfg = parse(_cfg(out, geotiff_series.paths, scheduler), Config)
     states = tile_states(make_plan(first_cfg))
     assert _counts(states, "stage") == {"new": N_TILES, "done": 0, "stale": 0}
     assert _counts(states, "solve") == {"new": TOTAL, "done": 0, "stale": 0}
@@ -84,14 +73,16 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
     assert_identical(outputs(out), before)
 
     # Change solver.beta: every solve is stale, staging is still done.
-    path = write_config(tmp_path / "beta.yaml", _cfg(out, geotiff_series.paths, address, beta=2.0))
+    path = write_config(
+        tmp_path / "beta.yaml", _cfg(out, geotiff_series.paths, scheduler, beta=2.0)
+    )
     assert main(["-q", "plan", str(path)]) == 0
     printed = capsys.readouterr().out
     assert f"stage: 0 new, {N_TILES} done, 0 stale" in printed
     assert f"solve: 0 new, 0 done, {TOTAL} stale (a run computes {TOTAL})" in printed
     tile_lines = [line for line in printed.splitlines() if line.startswith("solve ")]
     assert len(tile_lines) == TOTAL and all(" stale " in line for line in tile_lines)
-    beta = run(parse_config(_cfg(out, geotiff_series.paths, address, beta=2.0)))
+    beta = run(parse(_cfg(out, geotiff_series.paths, scheduler, beta=2.0), Config))
     assert (beta.staged, beta.stage_skipped, beta.solved, beta.solve_skipped) == (
         0,
         N_TILES,
@@ -101,7 +92,7 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
     # The superseded markers were removed with the old cube, and no strip is left to fill the
     # disk: each is deleted once its seam is blended.
     assert not list((out / "work" / "strips").iterdir())
-    plan = make_plan(parse_config(_cfg(out, geotiff_series.paths, address, beta=2.0)))
+    plan = make_plan(parse(_cfg(out, geotiff_series.paths, scheduler, beta=2.0), Config))
     expected = {
         i for b in plan.bands for i in [*plan.row_ids[b].values(), *plan.seam_ids[b].values()]
     }
@@ -115,10 +106,10 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
 
 
 def test_crash_windows_of_row_and_seam_tasks_are_redone(
-    geotiff_series: SimulatedProducts, address: str, tmp_path: Path
+    geotiff_series: SimulatedProducts, scheduler: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    cfg = parse_config(_cfg(out, geotiff_series.paths, address))
+    cfg = parse(_cfg(out, geotiff_series.paths, scheduler), Config)
     assert run(cfg).ok
     before = outputs(out)
     # A run stopped after band B2's two row tasks, before its seam: the rows' data and markers
@@ -188,5 +179,5 @@ def test_a_dem_invalidates_the_staged_tiles(
 ) -> None:
     base = config_dict(tmp_path / "out", list(geotiff_series.paths))
     with_dem = {**base, "inputs": {**base["inputs"], "dem": str(tmp_path / "dem.tif")}}
-    plain, dem = make_plan(parse_config(base)), make_plan(parse_config(with_dem))
+    plain, dem = make_plan(parse(base, Config)), make_plan(parse(with_dem, Config))
     assert set(plain.stage_ids.values()).isdisjoint(dem.stage_ids.values())

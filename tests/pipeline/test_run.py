@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,27 +10,18 @@ import pytest
 import rasterio
 import rioxarray  # noqa: F401
 import xarray as xr
-from distributed import LocalCluster
 from rasterio.warp import Resampling, reproject
 
 import cloudcore
-from pipeline.config import Config, parse_config
-from pipeline.fixtures import SimulatedProducts, make_gf4_series
+from pipeline.config import Config, parse
 from pipeline.grid import derive_grid
-from pipeline.run import RunSummary, run
-from pipeline.sources import discover_gf4
+from pipeline.inputs.gf4 import discover_gf4
+from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
+from pipeline.run import run
+from pipeline.status import RunSummary
 
 # The issue's seam check: 256 px tiles with a 128 px halo against one whole-scene tile.
 TILE, OVERLAP = 256, 128
-
-
-@pytest.fixture(scope="module")
-def scheduler() -> Iterator[str]:
-    """One worker-process cluster shared by the runs of this module (cluster.kind: address)."""
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +33,7 @@ def reference_products(tmp_path_factory: pytest.TempPathFactory) -> SimulatedPro
 
 
 def _config(out: Path, paths: list[Path], cluster: dict[str, Any], **tiling: int) -> Config:
-    return parse_config(
+    return parse(
         {
             "inputs": {
                 "kind": "gf4",
@@ -53,7 +43,8 @@ def _config(out: Path, paths: list[Path], cluster: dict[str, Any], **tiling: int
             "output": {"path": str(out), "quicklooks": True},
             "tiling": {"tile_size": TILE, "overlap": OVERLAP, **tiling},
             "cluster": {"dashboard": False, **cluster},
-        }
+        },
+        Config,
     )
 
 

@@ -15,9 +15,11 @@ from rasterio.warp import transform as transform_points
 from rasterio.windows import Window
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.fixtures import SimulatedProducts
 from pipeline.grid import TargetGrid, derive_grid
-from pipeline.sources import Acquisition, discover_geotiffs, discover_gf4
+from pipeline.inputs import Acquisition
+from pipeline.inputs.geotiff import discover_geotiffs
+from pipeline.inputs.gf4 import discover_gf4
+from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.warp import read_window, source_window
 
 

@@ -1,0 +1,214 @@
+"""A STAC catalog of the batch outputs: one Item per processed series.
+
+The catalog is self-contained with relative links and lives in ``OUTPUT/stac/``; asset hrefs
+point (relatively) into ``OUTPUT/series/<id>/``. It is rebuilt from the series manifests on
+every batch, written to a temporary directory beside the final one and swapped in, so a reader
+never sees a half-written catalog, and its content depends only on the manifests and files
+(no "now" time stamps), so rebuilding an unchanged archive writes identical bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pystac
+import rasterio
+from pystac.extensions.projection import ProjectionExtension
+from rasterio.warp import transform as transform_points
+
+from pipeline.batch.manifest import MANIFEST_NAME
+from pipeline.geom import densify
+from pipeline.store.durable import publish_dir
+from pipeline.store.layout import Layout
+
+__all__ = ["CATALOG_DIR", "ZARR_MEDIA_TYPE", "build_item", "publish_catalog"]
+
+CATALOG_DIR = "stac"
+#: Media type the STAC community uses for Zarr stores.
+ZARR_MEDIA_TYPE = "application/vnd+zarr"
+#: Points per edge of the lon/lat outline, the corner included.
+_EDGE_POINTS = 11
+
+
+def _outline_lonlat(path: Path) -> tuple[list[list[float]], list[float], dict[str, Any]]:
+    """Closed lon/lat outline and bbox of a raster's extent, and its projection fields."""
+    with rasterio.open(path) as src:
+        left, bottom, right, top = src.bounds
+        crs, shape, transform = src.crs, [src.height, src.width], list(src.transform)[:6]
+    # Densified edges: a UTM rectangle is slightly curved in lon/lat.
+    corners = [(left, top), (right, top), (right, bottom), (left, bottom)]
+    xs, ys = densify(corners, _EDGE_POINTS)
+    lon, lat = transform_points(crs, "EPSG:4326", xs, ys)
+    ring = [[round(float(x), 7), round(float(y), 7)] for x, y in zip(lon, lat, strict=True)]
+    ring.append(ring[0])
+    bbox = [min(lon), min(lat), max(lon), max(lat)]
+    epsg = crs.to_epsg()
+    proj = {
+        "code": f"EPSG:{epsg}" if epsg else None,
+        "wkt2": None if epsg else crs.to_wkt(),
+        "shape": shape,
+        "transform": transform,
+        "bbox": [left, bottom, right, top],
+    }
+    return ring, [round(float(v), 7) for v in bbox], proj
+
+
+def _lam_rule(lam: Any) -> str:
+    """How λ was chosen, in words, from the ``solver.lam`` setting."""
+    if lam == "auto":
+        return "1/sqrt(d) per tile"
+    if lam == "star":
+        return "fitted lambda* per tile"
+    return f"fixed {lam}"
+
+
+def _properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Item properties: time span, platform, and the ``cloudremoval:*`` provenance."""
+    solver = manifest["run"]["solver"]
+    return {
+        "start_datetime": manifest["start"],
+        "end_datetime": manifest["end"],
+        "platform": "gf-4",
+        "instruments": [manifest["sensor"].lower()],
+        "cloudremoval:series_id": manifest["series_id"],
+        "cloudremoval:code_version": manifest["code_version"],
+        "cloudremoval:config_hash": manifest["config_hash"],
+        "cloudremoval:solver": solver["method"],
+        "cloudremoval:lambda_rule": _lam_rule(solver["lam"]),
+        "cloudremoval:dates": len(manifest["dates"]),
+        "cloudremoval:products": [pid for pid, _ in manifest["products"]],
+    }
+
+
+def _set_projection(item: pystac.Item, proj: Mapping[str, Any]) -> None:
+    """Add the projection extension with the grid's CRS, shape, transform and bounds."""
+    proj_ext = ProjectionExtension.ext(item, add_if_missing=True)
+    if proj["code"]:
+        proj_ext.code = proj["code"]
+    else:
+        proj_ext.wkt2 = proj["wkt2"]
+    proj_ext.shape = proj["shape"]
+    proj_ext.transform = proj["transform"]
+    proj_ext.bbox = proj["bbox"]
+
+
+def _asset(path: Path, media_type: str, role: str, title: str | None = None) -> pystac.Asset:
+    """An asset with one role."""
+    return pystac.Asset(str(path), title=title, media_type=media_type, roles=[role])
+
+
+def _assets(layout: Layout, cogs: Sequence[Path]) -> Iterator[tuple[str, pystac.Asset]]:
+    """(key, asset) of every output of a series, in the order the Item lists them."""
+    for cog in cogs:
+        yield cog.stem, _asset(cog, pystac.MediaType.COG, "data", f"clear ground {cog.stem}")
+    yield (
+        "cube",
+        _asset(layout.cube, ZARR_MEDIA_TYPE, "data", "clear, cloud, haze (time, band, y, x)"),
+    )
+    for png in sorted(layout.quicklook_dir.glob("*.png")):
+        title = f"before | after {png.stem}"
+        yield f"quicklook_{png.stem}", _asset(png, pystac.MediaType.PNG, "overview", title)
+    for path, key, media_type in (
+        (layout.diagnostics_csv, "diagnostics", "text/csv"),
+        (layout.root / MANIFEST_NAME, "manifest", pystac.MediaType.JSON),
+    ):
+        if path.exists():
+            yield key, _asset(path, media_type, "metadata")
+
+
+def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
+    """The STAC Item of one completed series.
+
+    Parameters
+    ----------
+    series_dir
+        The series' output folder (``cube.zarr``, ``cog/``, ``quicklooks/``, ...).
+    manifest
+        Its ``series.json``.
+
+    Returns
+    -------
+    pystac.Item
+        Geometry and bbox: the output grid's extent in EPSG:4326; ``start_datetime`` /
+        ``end_datetime``: the first and last acquisition; assets: each COG (role ``data``), the
+        cube (``data``), quicklooks (``overview``), diagnostics and the manifest
+        (``metadata``); ``cloudremoval:*`` properties: code version, configuration hash,
+        solver, λ rule, products; the projection extension from the grid CRS. Asset hrefs are
+        absolute here; :func:`publish_catalog` makes them relative.
+
+    Raises
+    ------
+    ValueError
+        The folder holds no COGs.
+    """
+    layout = Layout(series_dir)
+    cogs = sorted(layout.cog_dir.glob("*.tif"))
+    if not cogs:
+        raise ValueError(f"{series_dir}: no COGs in cog/, the series is not complete")
+    ring, bbox, proj = _outline_lonlat(cogs[0])
+    item = pystac.Item(
+        id=manifest["series_id"],
+        geometry={"type": "Polygon", "coordinates": [ring]},
+        bbox=bbox,
+        datetime=None,
+        properties=_properties(manifest),
+    )
+    item.common_metadata.start_datetime = datetime.fromisoformat(manifest["start"])
+    item.common_metadata.end_datetime = datetime.fromisoformat(manifest["end"])
+    _set_projection(item, proj)
+    for key, asset in _assets(layout, cogs):
+        item.add_asset(key, asset)
+    return item
+
+
+def publish_catalog(
+    output_root: Path,
+    series: Sequence[tuple[Path, Mapping[str, Any]]],
+    *,
+    title: str = "GF-4 cloud-free series",
+) -> Path:
+    """Write the catalog of ``series`` to ``output_root/stac/``, replacing the old one whole.
+
+    Parameters
+    ----------
+    output_root
+        The batch output root.
+    series
+        (series folder, manifest) of every completed series to list.
+    title
+        Catalog title.
+
+    Returns
+    -------
+    Path
+        ``output_root/stac/catalog.json``.
+    """
+    output_root = Path(output_root)
+    final = output_root / CATALOG_DIR
+    # Same parent as the final directory: relative hrefs stay valid through the rename.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{CATALOG_DIR}-", dir=output_root))
+    try:
+        catalog = pystac.Catalog(
+            id="cloudremoval",
+            description="Cloud- and haze-free GaoFen-4 series produced by cloudremoval (aATM)",
+            title=title,
+        )
+        for series_dir, manifest in sorted(series, key=lambda s: s[1]["series_id"]):
+            catalog.add_item(build_item(Path(series_dir).resolve(), manifest))
+        catalog.normalize_hrefs(str(tmp.resolve()))
+        for item in catalog.get_items():
+            for asset in item.assets.values():
+                asset.href = os.path.relpath(asset.href, Path(item.get_self_href() or "").parent)
+        catalog.save(catalog_type=pystac.CatalogType.SELF_CONTAINED)
+        tmp.chmod(0o755)  # mkdtemp makes it owner-only; the published catalog is for everyone
+        publish_dir(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final / "catalog.json"

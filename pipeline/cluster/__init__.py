@@ -1,0 +1,7 @@
+"""The Dask cluster: connecting to it and running tasks (:mod:`~pipeline.cluster.client`), the
+back-ends that start one (:mod:`~pipeline.cluster.backends`), and the test hooks that make
+tasks fail on purpose (:mod:`~pipeline.cluster.faults`)."""
+
+from pipeline.cluster.client import RETRIES, Task, connect, run_tasks, solver_threads
+
+__all__ = ["RETRIES", "Task", "connect", "run_tasks", "solver_threads"]

@@ -1,0 +1,270 @@
+"""Cluster back-ends beyond a local cluster: SLURM and PBS through dask-jobqueue, Kubernetes
+through the Dask operator (dask-kubernetes), and an existing scheduler by address.
+
+The back-end libraries are optional: only the kind that needs one imports it, and a missing one
+is a :class:`ConfigError` naming the extra to install. Every back-end gives a scheduler address;
+:func:`open_cluster` yields it, so a batch starts its cluster once and every series run
+connects to it (``cluster.kind: address`` in the per-series configuration).
+
+Batch systems kill a job at its walltime, whatever the worker is doing. Workers are therefore
+told to retire earlier (``--lifetime``, staggered so that not all retire at once) and the cluster
+is kept at its size adaptively, so retired workers are replaced by fresh jobs and tasks move
+off gracefully instead of being lost with a killed job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel
+
+from pipeline.config.cluster import ClusterSpec, JobqueueOptions, as_cluster_spec, worker_lifetime
+from pipeline.errors import ConfigError
+
+#: Environment of worker processes: local workers always get it; job scripts and pods export it
+#: before the user's own settings, which may override it.
+#:
+#: * glibc malloc: Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
+#:   mmap threshold at 128 KiB: every chunk buffer and strip of a tile task then came from a
+#:   fresh mmap and was paged in again, and a run spent ~40 % of its CPU time in the kernel
+#:   (blend 2.5x, solve 1.4x slower than with glibc's defaults). These are the values glibc's own
+#:   dynamic threshold settles at (32 MiB), with the heap still trimmed once 64 MiB are free.
+#: * GDAL_CACHEMAX (MB): GDAL's block cache defaults to 5 % of the machine's memory *per
+#:   process*; filled by staging reads and COG writes it made each worker's memory grow with
+#:   the scene. Tiles are read once, so a small cache costs nothing.
+WORKER_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "33554432",
+    "MALLOC_TRIM_THRESHOLD_": "67108864",
+    "GDAL_CACHEMAX": "256",
+}
+
+
+__all__ = [
+    "WORKER_ENV",
+    "jobqueue_kwargs",
+    "kubernetes_cluster_spec",
+    "make_cluster",
+    "open_cluster",
+]
+
+log = logging.getLogger(__name__)
+
+#: The extra that provides each back-end, named in the error when it is missing.
+EXTRAS = {"slurm": "slurm", "pbs": "pbs", "kubernetes": "kubernetes"}
+_PACKAGES = {"slurm": "dask-jobqueue", "pbs": "dask-jobqueue", "kubernetes": "dask-kubernetes"}
+
+
+def _need(kind: str) -> None:
+    raise ConfigError(
+        f"cluster.kind {kind!r} needs {_PACKAGES[kind]}: pip install 'cloudremoval[{EXTRAS[kind]}]'"
+    )
+
+
+def jobqueue_kwargs(spec: ClusterSpec) -> dict[str, Any]:
+    """Keyword arguments of ``SLURMCluster``/``PBSCluster`` for ``spec`` (no import needed)."""
+    opts = spec.jobqueue or JobqueueOptions()
+    lifetime, stagger = worker_lifetime(opts)
+    kwargs: dict[str, Any] = {
+        "cores": opts.cores,
+        "processes": opts.processes,
+        "memory": opts.memory,
+        "walltime": opts.walltime,
+        "worker_extra_args": [
+            "--lifetime",
+            f"{lifetime}s",
+            "--lifetime-stagger",
+            f"{stagger}s",
+            *opts.worker_extra_args,
+        ],
+        "job_name": "cloudremoval",
+        # The scheduler runs in the batch process: a free dashboard port never clashes with
+        # another user's scheduler on a shared login node.
+        "scheduler_options": {"dashboard_address": ":0"},
+    }
+    optional = {
+        "queue": opts.queue,
+        "account": opts.account,
+        "python": opts.python,
+        "local_directory": opts.local_directory,
+        "log_directory": opts.log_directory,
+        "interface": opts.interface,
+    }
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    # The nanny passes these to the worker it spawns (see WORKER_ENV);
+    # the user's prologue comes after, so it can override them.
+    exports = [f"export {k}={v}" for k, v in WORKER_ENV.items()]
+    kwargs["job_script_prologue"] = [*exports, *opts.job_script_prologue]
+    if opts.job_extra_directives:
+        kwargs["job_extra_directives"] = list(opts.job_extra_directives)
+    if spec.kind == "pbs" and opts.resource_spec:
+        kwargs["resource_spec"] = opts.resource_spec
+    return kwargs
+
+
+def kubernetes_cluster_spec(spec: ClusterSpec) -> dict[str, Any]:
+    """The ``DaskCluster`` resource for ``spec``: the operator's default plus PVC mounts.
+
+    Scheduler and workers must see the archive and output paths the batch process sees, so each
+    :class:`PvcMount` is mounted into both at the same path.
+    """
+    try:
+        from dask_kubernetes.operator import make_cluster_spec
+    except ImportError:
+        _need("kubernetes")
+    opts = spec.kubernetes
+    assert opts is not None  # ensured by ClusterSpec
+    threads = spec.threads_per_worker or 1
+    cluster = make_cluster_spec(
+        name=opts.name,
+        image=opts.image,
+        n_workers=opts.workers,
+        resources={
+            "requests": {"cpu": opts.cpu, "memory": opts.memory},
+            "limits": {"cpu": opts.cpu, "memory": opts.memory},
+        },
+        env={
+            "OMP_NUM_THREADS": "1",
+            "NUMBA_NUM_THREADS": str(threads),
+            **WORKER_ENV,
+            **opts.env,
+        },
+        worker_command=["dask", "worker", "--nthreads", str(threads)],
+        scheduler_service_type=opts.scheduler_service_type,
+    )
+    volumes = [
+        {"name": f"data-{i}", "persistentVolumeClaim": {"claimName": v.claim}}
+        for i, v in enumerate(opts.volumes)
+    ]
+    mounts = [
+        {"name": f"data-{i}", "mountPath": v.mount_path, "readOnly": v.read_only}
+        for i, v in enumerate(opts.volumes)
+    ]
+    for role in ("scheduler", "worker"):
+        pod = cluster["spec"][role]["spec"]
+        if volumes:
+            pod.setdefault("volumes", []).extend(volumes)
+            for container in pod["containers"]:
+                container.setdefault("volumeMounts", []).extend(mounts)
+    return dict(cluster)
+
+
+def make_cluster(cfg: ClusterSpec | BaseModel | Mapping[str, Any], *, scale: bool = True) -> Any:
+    """Start the cluster ``cfg`` describes and return it (a ``distributed`` cluster object).
+
+    Parameters
+    ----------
+    cfg
+        A :class:`ClusterSpec`, the ``cluster`` section of a run configuration, or a mapping.
+        Kinds: ``local`` (worker processes on this machine), ``slurm`` and ``pbs`` (jobs of
+        ``cluster.jobqueue.cores`` cores through dask-jobqueue, kept at ``jobs`` jobs),
+        ``kubernetes`` (a DaskCluster through the Dask operator).
+    scale
+        For ``slurm``/``pbs``: submit the jobs (adaptively kept at ``jobs``). False creates
+        the cluster object only, e.g. to inspect ``cluster.job_script()``.
+
+    Returns
+    -------
+    distributed.deploy.Cluster
+        Close it (or use it as a context manager) to stop it.
+
+    Raises
+    ------
+    ConfigError
+        ``kind`` is ``address`` (nothing to start), or the back-end's package is missing.
+    """
+    spec = as_cluster_spec(cfg)
+    if spec.kind == "address":
+        raise ConfigError(
+            "cluster.kind 'address' connects to a running scheduler: nothing to start"
+        )
+    if spec.kind == "local":
+        from distributed import LocalCluster
+
+        # One single-threaded worker process per core unless told: the solver holds the GIL
+        # in places and numba threads are per process.
+        cores = os.cpu_count() or 1
+        threads = spec.threads_per_worker or 1
+        with _spawn_environment(WORKER_ENV):
+            return LocalCluster(
+                n_workers=spec.n_workers or max(cores // threads, 1),
+                threads_per_worker=threads,
+                processes=True,
+                silence_logs=logging.WARNING,
+                dashboard_address=":0",  # a free port: never clash with another cluster on 8787
+            )
+    if spec.kind in ("slurm", "pbs"):
+        try:
+            from dask_jobqueue import PBSCluster, SLURMCluster
+        except ImportError:
+            _need(spec.kind)
+        cls = SLURMCluster if spec.kind == "slurm" else PBSCluster
+        opts = spec.jobqueue or JobqueueOptions()
+        cluster = cls(**jobqueue_kwargs(spec))
+        if not scale:
+            return cluster
+        # Adaptive with a fixed size: workers retiring at their lifetime are replaced by new
+        # jobs; plain scale() would let the cluster shrink to nothing after one walltime.
+        cluster.adapt(minimum_jobs=opts.jobs, maximum_jobs=opts.jobs)
+        return cluster
+    try:
+        from dask_kubernetes.operator import KubeCluster
+    except ImportError:
+        _need("kubernetes")
+    assert spec.kubernetes is not None
+    return KubeCluster(
+        custom_cluster_spec=kubernetes_cluster_spec(spec),
+        namespace=spec.kubernetes.namespace,
+        shutdown_on_close=True,
+    )
+
+
+@contextmanager
+def _spawn_environment(env: dict[str, str]) -> Iterator[None]:
+    """Set ``env`` in this process while local workers are spawned, then restore it.
+
+    Nannies copy the spawning process's environment to their workers, and for variables that
+    are read at process start (glibc's MALLOC_*) that is the only way in. Dask's own setting
+    (``distributed.nanny.pre-spawn-environ``) yields to a variable already in the environment,
+    and an earlier cluster of this process leaves MALLOC_TRIM_THRESHOLD_=65536 there.
+    """
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def open_cluster(cfg: ClusterSpec | BaseModel | Mapping[str, Any]) -> Iterator[str]:
+    """Start (or, for ``address``, just name) the cluster and yield its scheduler address.
+
+    Parameters
+    ----------
+    cfg
+        As for :func:`make_cluster`.
+
+    Yields
+    ------
+    str
+        The scheduler address; a started cluster is closed on exit.
+    """
+    spec = as_cluster_spec(cfg)
+    if spec.kind == "address":
+        assert spec.address is not None
+        yield spec.address
+        return
+    cluster = make_cluster(spec)
+    with cluster:
+        log.info("%s cluster started: %s", spec.kind, cluster.scheduler_address)
+        if spec.dashboard and getattr(cluster, "dashboard_link", None):
+            print(f"Dask dashboard: {cluster.dashboard_link}", flush=True)
+        yield cluster.scheduler_address

@@ -1,0 +1,244 @@
+"""The Dask cluster a run uses, and per-stage progress over its futures.
+
+A local cluster runs worker *processes* (the solver holds the GIL in places and numba threads
+are per process); an ``address`` connects to a scheduler someone else runs. Worker processes
+must see the same file paths as the client (a shared file system on real clusters).
+
+Every task is submitted with :data:`RETRIES` retries: an exception, or the loss of the worker
+running it, reschedules it (Dask reruns tasks of a lost worker on the others by itself).
+
+The test hooks of :mod:`pipeline.cluster.faults` run before every task.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed import Client, Future, as_completed
+from tqdm import tqdm
+
+from pipeline.cluster.faults import inject_faults
+from pipeline.config import ClusterSpec
+from pipeline.errors import ConfigError
+
+__all__ = [
+    "RETRIES",
+    "Task",
+    "connect",
+    "run_tasks",
+    "solver_threads",
+]
+
+log = logging.getLogger(__name__)
+
+#: How long to wait for an existing scheduler before telling the user the address is wrong.
+CONNECT_TIMEOUT_S = 10
+
+#: Extra attempts per task: rides out transient I/O errors (a shared file system hiccup, an
+#: evicted worker) without rerunning the whole stage; a deterministic failure costs 2 retries.
+RETRIES = 2
+
+
+def _call(stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one task on a worker, after the test hooks."""
+    inject_faults(stage, key)
+    return fn(*args, **kwargs)
+
+
+def solver_threads(cfg: ClusterSpec) -> int:
+    """numba threads per solver call: 1 unless set, so workers × threads never oversubscribe."""
+    return cfg.solver_threads or 1
+
+
+def _dashboard_available() -> bool:
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextmanager
+def connect(cfg: ClusterSpec) -> Iterator[Client]:
+    """Start (or connect to) the cluster described by ``cfg`` and yield a client.
+
+    Parameters
+    ----------
+    cfg
+        The ``cluster`` section.
+
+    Yields
+    ------
+    distributed.Client
+        Closed (and a local cluster shut down) on exit.
+
+    Raises
+    ------
+    ConfigError
+        ``cluster.address`` cannot be reached, or the back-end of ``cluster.kind`` (slurm, pbs,
+        kubernetes) is not installed.
+    """
+    dashboard = cfg.dashboard and _dashboard_available()
+    if cfg.dashboard and not dashboard:
+        log.info("dashboard off: it needs bokeh (pip install 'bokeh>=3.1')")
+    if cfg.kind == "address":
+        try:
+            client = Client(cfg.address, timeout=f"{CONNECT_TIMEOUT_S}s")
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(
+                f"cluster.address {cfg.address!r}: no scheduler answered within "
+                f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__}): start it or fix `cluster.address`"
+            ) from None
+        with client:
+            _announce(client, dashboard)
+            yield client
+        return
+    from pipeline.cluster.backends import make_cluster
+
+    # Local worker processes, or jobs and pods that start when the scheduler asks for them
+    # (tasks wait for workers).
+    with make_cluster(cfg) as cluster, Client(cluster) as client:
+        log.info("%s cluster: %s", cfg.kind, cluster.scheduler_address)
+        _announce(client, dashboard)
+        yield client
+
+
+def _announce(client: Client, dashboard: bool) -> None:
+    if dashboard:
+        print(f"Dask dashboard: {client.dashboard_link}", flush=True)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work: ``key`` names the Dask task (a tile id or similar).
+
+    ``after`` names tasks of the same batch that must succeed first (the task is dropped when
+    one of them fails); ``stage`` overrides the batch's stage for the fault hooks and the task
+    key; ``weight`` is how many progress-bar units (tiles) it counts for; a higher
+    ``priority`` runs first among tasks that are ready.
+    """
+
+    key: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    after: tuple[str, ...] = ()
+    stage: str | None = None
+    weight: int = 1
+    priority: int = 0
+
+
+def run_tasks(
+    client: Client, tasks: Iterable[Task], *, stage: str, unit: str = "tiles"
+) -> tuple[dict[str, Any], dict[str, BaseException]]:
+    """Run tasks, one Dask task each, as their dependencies finish, showing a progress bar.
+
+    A task is submitted once every task it comes ``after`` has succeeded: the client, not the
+    scheduler, holds the dependency, so a task never waits on a worker for another, and the
+    result of one task is not shipped to the next (tasks communicate through files).
+
+    Parameters
+    ----------
+    client
+        The cluster client.
+    tasks
+        Tasks with unique keys.
+    stage
+        Name shown on the progress bar and in the log.
+    unit
+        What the progress bar counts (the tasks' ``weight``): ``tiles``, ``products``, ...
+
+    Returns
+    -------
+    results, failures
+        Results by key for tasks that succeeded and the exception by key for the others (after
+        :data:`RETRIES` retries); a failed task never stops the others. Tasks left out because
+        a task they come after failed are in neither.
+    """
+    started = time.perf_counter()
+    batch = list(tasks)
+    keys = {t.key for t in batch}
+    running: dict[Future, Task] = {}
+    queue = as_completed()
+
+    def submit(task: Task) -> None:
+        task_stage = task.stage or stage
+        future = client.submit(
+            _call,
+            task_stage,
+            task.key,
+            task.fn,
+            *task.args,
+            key=f"{task_stage}-{task.key}",
+            pure=False,
+            retries=RETRIES,
+            priority=task.priority,
+            **task.kwargs,
+        )
+        running[future] = task
+        queue.add(future)
+
+    # Dependencies outside the batch (done by an earlier run) are already satisfied.
+    waiting = [t for t in batch if keys.intersection(t.after)]
+    for task in batch:
+        if not keys.intersection(task.after):
+            submit(task)
+    log.info("%s: %d task(s) submitted, %d waiting", stage, len(running), len(waiting))
+    results: dict[str, Any] = {}
+    failures: dict[str, BaseException] = {}
+    dropped: list[str] = []
+    # tqdm disables itself when stderr is not a terminal (CI logs stay clean).
+    total = sum(t.weight for t in batch)
+    with tqdm(total=total, desc=stage, unit=f" {unit}", disable=None) as bar:
+        for future in queue:
+            task = running.pop(future)
+            if future.status == "error":
+                try:
+                    exc = future.exception()
+                except Exception as unreadable:  # the worker's exception did not unpickle
+                    exc = RuntimeError(f"{type(unreadable).__name__}: {unreadable}")
+                failures[task.key] = exc
+                log.error("%s %s failed: %s", task.stage or stage, task.key, exc)
+            else:
+                results[task.key] = future.result()
+                bar.update(task.weight)
+            future.release()
+            waiting = _release_ready(waiting, keys, results, failures, dropped, submit)
+    dropped += [t.key for t in waiting]  # behind a dropped task: can never run
+    if dropped:
+        log.info("%s: %d task(s) not run: a task they depend on failed", stage, len(dropped))
+    log.info(
+        "%s: %d done, %d failed in %.1f s",
+        stage,
+        len(results),
+        len(failures),
+        time.perf_counter() - started,
+    )
+    return results, failures
+
+
+def _release_ready(
+    waiting: list[Task],
+    keys: set[str],
+    results: dict[str, Any],
+    failures: dict[str, BaseException],
+    dropped: list[str],
+    submit: Callable[[Task], None],
+) -> list[Task]:
+    """Submit the waiting tasks whose dependencies all succeeded, drop those with a failed one
+    (transitively), and return the ones still waiting."""
+    still: list[Task] = []
+    for task in waiting:
+        needs = keys.intersection(task.after)
+        if any(k in failures or k in dropped for k in needs):
+            dropped.append(task.key)
+        elif all(k in results for k in needs):
+            submit(task)
+        else:
+            still.append(task)
+    return still

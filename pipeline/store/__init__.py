@@ -1,0 +1,1 @@
+"""Where a run's data lives on disk: the layout, durable writes and the Zarr stores."""

@@ -1,0 +1,155 @@
+"""The Zarr stores of a run: (time, band, y, x) float32 templates, their chunks and identity.
+
+Open the cube with ``xarray.open_zarr(path, consolidated=False)``: Zarr v3 has no consolidated
+metadata.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from pipeline.store.durable import fsync_paths
+
+__all__ = ["compressors", "create_store", "fsync_chunks", "store_token"]
+
+
+def compressors() -> tuple[Any, ...]:
+    """The compression of every Zarr array a run writes: Blosc LZ4 with bit shuffle.
+
+    Lossless. Reflectance in float32 barely compresses (the low mantissa bits are noise), so
+    the codec's speed matters more than its strength: on a 1024² × 7-date float32 tile it
+    wrote 3-4x faster than Zarr's default Zstd and still stored less (ratio 1.35 against
+    1.16). Every stage reads and writes the scene several times, so this is run time.
+    """
+    from zarr.codecs import BloscCodec, BloscShuffle
+
+    return (BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.bitshuffle),)
+
+
+def _naive_utc(times: Sequence[datetime]) -> np.ndarray:
+    stamps = [pd.Timestamp(t) for t in times]
+    stamps = [s.tz_convert("UTC").tz_localize(None) if s.tzinfo else s for s in stamps]
+    return np.array(stamps, dtype="datetime64[ns]")
+
+
+def create_store(
+    path: Path,
+    grid: Any,
+    *,
+    times: Sequence[datetime],
+    bands: Sequence[str],
+    variables: Sequence[str],
+    tile_size: int,
+    attrs: Mapping[str, Any],
+    inner_chunk: int | None = None,
+    chunk_rows: int | None = None,
+) -> None:
+    """Create an empty (time, band, y, x) float32 Zarr store from a template; no data is written.
+
+    Chunks are (all dates, 1 band, chunk_rows, tile_size), by default ``chunk_rows =
+    tile_size``: the core of one tile in one band. Every chunk has exactly one writer as long
+    as writes start on multiples of the chunk edges (staging writes whole cores; the cube takes
+    ``chunk_rows = TileGrid.cube_chunk_rows`` for its row and seam writes). With
+    ``inner_chunk`` the tile-sized chunks become shards of (inner_chunk × inner_chunk) chunks —
+    still one writer per shard — so that a halo read decodes only the pixels it needs.
+    Coordinates are the pixel centres of ``grid`` and the CRS and transform are stored the
+    rioxarray way, so ``.rio.crs``/``.rio.transform()`` work.
+
+    Parameters
+    ----------
+    path
+        Store to (re)create; anything there is replaced.
+    grid
+        The target grid (``pipeline.grid.TargetGrid``).
+    times, bands
+        Coordinate labels.
+    variables
+        Names of the data variables.
+    tile_size
+        Spatial chunk size (columns; rows too unless ``chunk_rows``).
+    attrs
+        Dataset attributes (JSON-serialisable).
+    inner_chunk
+        Edge of the inner chunks of tile-sized shards (None: no sharding).
+    chunk_rows
+        Rows per chunk (None: ``tile_size``).
+    """
+    import dask.array as da
+    import rioxarray  # noqa: F401  (registers the .rio accessor)
+
+    shape = (len(times), len(bands), grid.height, grid.width)
+    chunks = (len(times), 1, chunk_rows or tile_size, tile_size)
+    y, x = grid.coords()
+    data_vars = {
+        name: (("time", "band", "y", "x"), da.empty(shape, dtype=np.float32, chunks=chunks))
+        for name in variables
+    }
+    coords = {
+        "time": _naive_utc(times),
+        "band": np.array(list(bands), dtype=object),  # vlen strings: specified in Zarr v3
+        "y": np.asarray(y, dtype=np.float64),
+        "x": np.asarray(x, dtype=np.float64),
+    }
+    ds = xr.Dataset(data_vars, coords=coords, attrs=dict(attrs))
+    ds = ds.rio.write_crs(grid.crs).rio.write_transform(grid.transform)
+    for name in variables:
+        # Update, not replace: write_crs put grid_mapping into the encoding. Listing spatial_ref
+        # as a coordinate makes a plain ``xarray.open_zarr`` give ``.rio.crs`` back.
+        layout: dict[str, Any] = {"chunks": chunks}
+        if inner_chunk:
+            layout = {"chunks": (*chunks[:2], inner_chunk, inner_chunk), "shards": chunks}
+        ds[name].encoding.update(
+            **layout, fill_value=np.nan, coordinates="spatial_ref", compressors=compressors()
+        )
+    if path.exists():
+        shutil.rmtree(path)
+    ds.to_zarr(path, mode="w", compute=False, consolidated=False, zarr_format=3)
+
+
+def store_token(path: Path, attr: str) -> str | None:
+    """The identity a run recorded in the ``attr`` attribute of the Zarr store at ``path``.
+
+    None when there is no store, no such attribute, or leftovers that are not a readable store:
+    callers then rebuild the store.
+    """
+    import zarr
+
+    if not path.exists():
+        return None
+    try:
+        token = zarr.open_group(store=str(path), mode="r").attrs.get(attr)
+    except (OSError, ValueError, KeyError, zarr.errors.BaseZarrError):
+        return None
+    return token if isinstance(token, str) else None
+
+
+def fsync_chunks(
+    store: Path,
+    variables: Sequence[str],
+    chunk_rows: Iterable[int],
+    chunk_cols: Iterable[int],
+    band: int | None = None,
+) -> None:
+    """fsync chunk files (or shards) of a store made by :func:`create_store`.
+
+    Chunks cover all dates and one band, so their keys are
+    ``<variable>/c/0/<band>/<chunk row>/<chunk col>``: every band when ``band`` is None.
+    Chunks never written (all fill value) have no file and are skipped.
+    """
+    bands = "*" if band is None else str(band)
+    cols = list(chunk_cols)
+    fsync_paths(
+        p
+        for name in variables
+        for r in chunk_rows
+        for c in cols
+        for p in store.glob(f"{name}/c/*/{bands}/{r}/{c}")
+    )

@@ -1,0 +1,108 @@
+"""The output folder's layout: where every product, marker and scratch store of a run lives.
+
+Layout of ``output.path``::
+
+    cube.zarr/            clear, cloud, haze (time, band, y, x) float32 + CRS; group diagnostics/
+    diagnostics.csv       one row per (band, tile): iterations, converged, residual, λ, seconds
+    cog/YYYYMMDD_<band>.tif   Cloud-Optimised GeoTIFF of the clear ground per date and band
+    quicklooks/YYYYMMDD.png   before | after per date
+    COMPLETE.json         written last: the run that produced everything above, and when
+    work/                 input.zarr, strips/ (solved rows shared by two tile rows, until
+                          blended), done/ (markers), run.json (the ids of the current run, for
+                          ``status``); resumable. A finished run keeps it, so that a rerun with
+                          the same settings only rewrites the products; delete it once the
+                          products are what you want.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["COMPONENTS", "Layout"]
+
+#: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
+#: cloud, haze.
+COMPONENTS = ("clear", "cloud", "haze")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths of everything under one output directory."""
+
+    root: Path
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def input_store(self) -> Path:
+        return self.work / "input.zarr"
+
+    @property
+    def strips(self) -> Path:
+        return self.work / "strips"
+
+    @property
+    def done(self) -> Path:
+        return self.work / "done"
+
+    @property
+    def products(self) -> Path:
+        return self.work / "products"
+
+    @property
+    def extract(self) -> Path:
+        return self.work / "extract"
+
+    @property
+    def cube(self) -> Path:
+        return self.root / "cube.zarr"
+
+    @property
+    def cube_partial(self) -> Path:
+        return self.partial(self.cube)
+
+    @property
+    def cog_dir(self) -> Path:
+        return self.root / "cog"
+
+    @property
+    def quicklook_dir(self) -> Path:
+        return self.root / "quicklooks"
+
+    @property
+    def diagnostics_csv(self) -> Path:
+        return self.root / "diagnostics.csv"
+
+    @property
+    def complete(self) -> Path:
+        """Written last, after every product is published; removed before any is replaced."""
+        return self.root / "COMPLETE.json"
+
+    @property
+    def run_record(self) -> Path:
+        """The tile ids of the current run (read by ``python -m pipeline status``)."""
+        return self.work / "run.json"
+
+    def partial(self, final: Path) -> Path:
+        """The temporary name a final product is built under before it is published."""
+        return final.with_name(f"{final.name}.partial")
+
+    def strip(self, strip_id: str) -> Path:
+        """Rows of one solved tile row that the next or previous tile row also covers."""
+        return self.strips / f"{strip_id}.zarr"
+
+    def marker(self, work_id: str) -> Path:
+        """Completion marker of one task's work (a staged tile, a row, a seam, a blended band),
+        written only after its data."""
+        return self.done / f"{work_id}.json"
+
+    def markers(self, prefix: str = "") -> list[Path]:
+        """The completion markers whose id starts with ``prefix`` (none before a run made any)."""
+        return list(self.done.glob(f"{prefix}*.json"))
+
+    def marker_ids(self) -> set[str]:
+        """Ids of every completion marker."""
+        return {p.stem for p in self.markers()}
