@@ -18,7 +18,7 @@ import argparse
 import logging
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,26 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--dry-run", action="store_true", help="scan and group, process nothing")
     batch.add_argument("--force", action="store_true", help="reprocess every series")
 
+    _add_lab_commands(add)
+
+    sim = add("simulate", help="write a simulated GF-4-like product series")
+    sim.add_argument("out_dir", type=Path)
+    sim.add_argument("--dates", type=int, default=7, help="number of dates (default 7)")
+    sim.add_argument("--size", type=int, default=512, help="frame size in pixels (default 512)")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--sensor", choices=["PMS", "IRS", "PMI"], default="PMS")
+    sim.add_argument("--archive", action="store_true", help="write .tar.gz archives")
+    sim.add_argument(
+        "--style",
+        choices=["moving", "perlin", "reference", "none"],
+        default="moving",
+        help="cloud simulation (default moving)",
+    )
+    return parser
+
+
+def _add_lab_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """The ``experiment`` and ``report`` subcommands (the paper's simulation study)."""
     experiment = add(
         "experiment",
         help="randomised simulation trials over a λ grid (the paper's λ and MC study)",
@@ -105,21 +125,6 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--figures", type=Path, help="folder for the document's figures")
     report.add_argument("--grid-command", action="append", default=[])
     report.add_argument("--bestlambda-command", action="append", default=[])
-
-    sim = add("simulate", help="write a simulated GF-4-like product series")
-    sim.add_argument("out_dir", type=Path)
-    sim.add_argument("--dates", type=int, default=7, help="number of dates (default 7)")
-    sim.add_argument("--size", type=int, default=512, help="frame size in pixels (default 512)")
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--sensor", choices=["PMS", "IRS", "PMI"], default="PMS")
-    sim.add_argument("--archive", action="store_true", help="write .tar.gz archives")
-    sim.add_argument(
-        "--style",
-        choices=["moving", "perlin", "reference", "none"],
-        default="moving",
-        help="cloud simulation (default moving)",
-    )
-    return parser
 
 
 def _run(args: argparse.Namespace) -> int:
