@@ -6,11 +6,13 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
-import shapely
 
-__all__ = ["densify", "overlap_fraction"]
+__all__ = ["METRES_PER_DEGREE", "densify", "overlap_fraction"]
 
 Point = tuple[float, float]
+
+#: Metres per degree of latitude (and of longitude at the equator): enough for sizes and GSDs.
+METRES_PER_DEGREE = 111_320.0
 
 
 def densify(corners: Sequence[Point], per_edge: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +59,11 @@ def overlap_fraction(a: Sequence[Point], b: Sequence[Point]) -> float:
     """
     if len(a) < 3 or len(b) < 3:
         return 1.0 if a[0] == b[0] else 0.0
-    pa, pb = shapely.Polygon(a), shapely.Polygon(b)
+    import shapely  # here: only `pipeline batch` groups footprints, workers never do
+
+    # make_valid: corners listed out of order give a self-intersecting outline, on which
+    # GEOS's intersection raises; its valid form covers the same ground.
+    pa, pb = (shapely.make_valid(shapely.Polygon(p)) for p in (a, b))
     smaller = min(pa.area, pb.area)
     if smaller <= 0:
         return 0.0

@@ -23,7 +23,7 @@ from rasterio.warp import transform as transform_points
 from rasterio.warp import transform_bounds
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.geom import densify
+from pipeline.geom import METRES_PER_DEGREE, densify
 from pipeline.inputs import Acquisition
 
 __all__ = ["TargetGrid", "derive_grid", "utm_crs"]
@@ -31,7 +31,6 @@ __all__ = ["TargetGrid", "derive_grid", "utm_crs"]
 Bounds = tuple[float, float, float, float]
 # Points per footprint edge when projecting it: UTM bends lon/lat edges slightly.
 _EDGE_POINTS = 21
-_METRES_PER_DEGREE = 111_320.0
 
 
 @dataclass(frozen=True)
@@ -149,8 +148,8 @@ def _rpc_gsd_metres(acq: Acquisition) -> float:
         lon, lat = tr.xy([h / 2, h / 2, h / 2 + 1], [w / 2, w / 2 + 1, w / 2])
     lon, lat = np.asarray(lon), np.asarray(lat)
     k = math.cos(math.radians(lat[0]))
-    dx = math.hypot((lon[1] - lon[0]) * k, lat[1] - lat[0]) * _METRES_PER_DEGREE
-    dy = math.hypot((lon[2] - lon[0]) * k, lat[2] - lat[0]) * _METRES_PER_DEGREE
+    dx = math.hypot((lon[1] - lon[0]) * k, lat[1] - lat[0]) * METRES_PER_DEGREE
+    dy = math.hypot((lon[2] - lon[0]) * k, lat[2] - lat[0]) * METRES_PER_DEGREE
     return (dx + dy) / 2
 
 
@@ -166,7 +165,7 @@ def _default_resolution(acq: Acquisition, crs: CRS, centre_lat: float) -> float:
             return float(abs(tr.a))
     gsd = acq.gsd if acq.gsd is not None else _rpc_gsd_metres(acq)
     if crs.is_geographic:
-        return gsd / _METRES_PER_DEGREE
+        return gsd / METRES_PER_DEGREE
     return gsd / float(crs.linear_units_factor[1])
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pipeline.config import Config
 from pipeline.errors import InputError
 from pipeline.ids import code_version, digest, file_signature, tile_id
-from pipeline.inputs import discover
+from pipeline.inputs.discovery import discover
 from pipeline.store.layout import Layout
 from pipeline.tiling import TileGrid
 

@@ -249,7 +249,10 @@ def _labelled(image: np.ndarray, labels: Sequence[str], right_start: int) -> Any
     canvas = Image.new("RGB", (width, height + bar))
     canvas.paste(Image.fromarray(np.rint(image * 255).astype(np.uint8)), (0, bar))
     draw = ImageDraw.Draw(canvas)
-    font = ImageFont.load_default(size=size)
+    try:
+        font: Any = ImageFont.load_default(size=size)
+    except (ImportError, OSError):  # a Pillow built without FreeType has only the bitmap font
+        font = ImageFont.load_default()
     for x, text in zip((0, right_start), labels, strict=True):
         draw.text((x + size // 2, size // 4), text, fill=(255, 255, 255), font=font)
     return canvas

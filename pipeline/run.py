@@ -30,13 +30,7 @@ from pipeline.ids import ALL_BANDS
 from pipeline.plan import RunPlan, make_plan
 from pipeline.products import write_cogs, write_diagnostics, write_quicklooks
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
-from pipeline.status import (
-    RunSummary,
-    TileFailure,
-    finish_run_record,
-    summarise,
-    write_run_record,
-)
+from pipeline.status import RunSummary, TileFailure, finish_run_record, write_run_record
 from pipeline.store.cube import create_store, store_token
 from pipeline.store.durable import (
     OutputError,
@@ -140,12 +134,15 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
 
 
 class _Progress:
-    """What a run has done so far: failures, wall seconds per phase, the run record."""
+    """What a run has done so far: counts, failures, wall seconds per phase, the run record."""
 
     def __init__(self, plan: RunPlan, started: float) -> None:
         self.plan, self.started = plan, started
         self.record = write_run_record(plan)
         self.failures: list[TileFailure] = []
+        self.counts = dict.fromkeys(
+            ("staged", "stage_skipped", "solved", "solve_skipped", "blended"), 0
+        )
         self.phases: dict[str, float] = {}  # wall seconds per phase, in run order
         self._mark = time.perf_counter()
 
@@ -163,15 +160,22 @@ class _Progress:
             raise error
         self.failures.extend(_failures(stage, failed))
 
-    def finish(self, outcome: str, counts: dict[str, Any], **extra: Any) -> RunSummary:
+    def finish(self, outcome: str, products: tuple[str, ...] = ()) -> RunSummary:
         """Record the outcome and sum the run up."""
         plan = self.plan
         finish_run_record(plan.layout, self.record, outcome)
-        phases = list(self.phases.items())
-        return summarise(
-            plan.layout, plan.tiles, plan.bands, self.started, self.failures, phases,
-            **counts, **extra,
-        )  # fmt: skip
+        summary = RunSummary(
+            output=plan.layout.root,
+            tiles=len(plan.tiles),
+            bands=len(plan.bands),
+            **self.counts,
+            seconds=time.perf_counter() - self.started,
+            failures=tuple(self.failures),
+            products=products,
+            phase_seconds=tuple(self.phases.items()),
+        )
+        log.debug("%s", summary.describe())  # the CLI prints it; library callers get it
+        return summary
 
 
 def _run(config: Config, layout: Layout, started: float) -> RunSummary:
@@ -191,27 +195,27 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     progress = _Progress(plan, started)
     with connect(config.cluster) as client:
         progress.lap("setup")
-        counts, unstaged = _stage(client, plan, progress)
+        unstaged = _stage(client, plan, progress)
         progress.lap("stage")
-        cube_tmp = _solve_and_blend(client, plan, progress, unstaged, counts)
+        cube_tmp = _solve_and_blend(client, plan, progress, unstaged)
         progress.lap("solve")
         if progress.failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
-            return progress.finish("failed", counts)
+            return progress.finish("failed")
         finals = _products(client, plan, progress, cube_tmp)
         progress.lap("products")
         if progress.failures:
-            return progress.finish("failed", counts)
+            return progress.finish("failed")
     products = _publish(plan, cube_tmp, finals)
     progress.lap("publish")
-    return progress.finish("complete", counts, products=products)
+    return progress.finish("complete", products)
 
 
-def _stage(client: Any, plan: RunPlan, progress: _Progress) -> tuple[dict[str, Any], set[str]]:
+def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
     """Phase 1: warp every date of each tile not yet staged into ``work/input.zarr``.
 
-    Returns the counts so far and the keys of the tiles that could not be staged.
+    Returns the keys of the tiles that could not be staged.
     """
     layout, tiles, acqs = plan.layout, plan.tiles, plan.acquisitions
     prepare_input_store(layout, plan.grid, tiles, list(acqs), token=plan.input_token)
@@ -228,13 +232,11 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> tuple[dict[str, A
     ]
     staged, failed = run_tasks(client, stage_jobs, stage="stage")
     progress.check("stage", failed)
-    counts = {"staged": len(staged), "stage_skipped": len(tiles) - len(todo)}
-    return counts, set(failed)
+    progress.counts.update(staged=len(staged), stage_skipped=len(tiles) - len(todo))
+    return set(failed)
 
 
-def _solve_and_blend(
-    client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str], counts: dict[str, Any]
-) -> Path:
+def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str]) -> Path:
     """Phases 2-3: solve and blend every band into the cube under construction; returns it.
 
     All bands go in one batch: a band's row tasks in row order, each seam as soon as its two
@@ -245,7 +247,7 @@ def _solve_and_blend(
     layout, tiles = plan.layout, plan.tiles
     cube_tmp = _open_cube(plan)
     threads = solver_threads(plan.config.cluster)
-    counts.update(solved=0, solve_skipped=0, blended=0)
+    counts = progress.counts
     jobs: list[Task] = []
     band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
     names = layout.marker_ids()  # one listing of work/done/ for every band

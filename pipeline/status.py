@@ -10,23 +10,22 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
-from collections.abc import Sized
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.plan import RunPlan
 from pipeline.store.durable import read_json, write_json
 from pipeline.store.layout import Layout
+
+if TYPE_CHECKING:
+    from pipeline.plan import RunPlan
 
 __all__ = [
     "RunSummary",
     "TileFailure",
     "describe_status",
     "finish_run_record",
-    "summarise",
     "write_run_record",
 ]
 
@@ -153,38 +152,3 @@ class RunSummary:
         if self.failures:
             lines.append("nothing was published; rerun the same command to retry the failed tiles")
         return "\n".join(lines)
-
-
-def summarise(
-    layout: Layout,
-    tiles: Sized,
-    bands: tuple[str, ...],
-    started: float,
-    failures: list[TileFailure],
-    phases: list[tuple[str, float]],
-    *,
-    staged: int,
-    stage_skipped: int,
-    solved: int,
-    solve_skipped: int,
-    blended: int = 0,
-    products: tuple[str, ...] = (),
-) -> RunSummary:
-    """The :class:`RunSummary` of a run that started at ``started`` (``time.perf_counter``)."""
-    summary = RunSummary(
-        output=layout.root,
-        tiles=len(tiles),
-        bands=len(bands),
-        staged=staged,
-        stage_skipped=stage_skipped,
-        solved=solved,
-        solve_skipped=solve_skipped,
-        blended=blended,
-        seconds=time.perf_counter() - started,
-        failures=tuple(failures),
-        products=products,
-        phase_seconds=tuple(phases),
-    )
-    # The CLI prints it; library callers get the summary itself.
-    log.debug("%s", summary.describe())
-    return summary

@@ -20,8 +20,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import BaseModel
-
 from pipeline.config.cluster import ClusterSpec, JobqueueOptions, as_cluster_spec, worker_lifetime
 from pipeline.errors import ConfigError
 
@@ -152,7 +150,7 @@ def kubernetes_cluster_spec(spec: ClusterSpec) -> dict[str, Any]:
     return dict(cluster)
 
 
-def make_cluster(cfg: ClusterSpec | BaseModel | Mapping[str, Any], *, scale: bool = True) -> Any:
+def make_cluster(cfg: ClusterSpec | Mapping[str, Any], *, scale: bool = True) -> Any:
     """Start the cluster ``cfg`` describes and return it (a ``distributed`` cluster object).
 
     Parameters
@@ -244,7 +242,7 @@ def _spawn_environment(env: dict[str, str]) -> Iterator[None]:
 
 
 @contextmanager
-def open_cluster(cfg: ClusterSpec | BaseModel | Mapping[str, Any]) -> Iterator[str]:
+def open_cluster(cfg: ClusterSpec | Mapping[str, Any]) -> Iterator[str]:
     """Start (or, for ``address``, just name) the cluster and yield its scheduler address.
 
     Parameters

@@ -4,7 +4,7 @@
 run's models are here, the batch's and the experiment's live with their subcommands.
 """
 
-from pipeline.config.base import ConfigSection, load, parse, read_yaml
+from pipeline.config.base import ConfigSection, load, parse
 from pipeline.config.cluster import ClusterSpec
 from pipeline.config.run import (
     Config,
@@ -32,5 +32,4 @@ __all__ = [
     "TilingConfig",
     "load",
     "parse",
-    "read_yaml",
 ]

@@ -148,27 +148,28 @@ def _describe(err: Mapping[str, Any], model: type[BaseModel], hidden: Collection
         for part in err["loc"]
         if not str(part).startswith(("literal[", "float", "function-"))
     ]
-    key_parts = _user_key(loc, model)
+    key_parts = _walk(loc, model)[0]
+    _, section, tag = _walk(loc[:-1], model)  # the section holding the key, for suggestions
     key = ".".join(key_parts) or "<top level>"
     kind = err["type"]
+    ctx = err.get("ctx", {})
     if kind == "extra_forbidden":
         parent, name = key_parts[:-1], key_parts[-1]
-        valid = [f for f in _fields_at(loc[:-1], model) if f not in hidden]
+        valid = [f for f in (section.model_fields if section else ()) if f not in hidden]
         close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-        hint = (
-            f"did you mean `{'.'.join([*parent, close[0]])}`?"
-            if close
-            else (f"valid keys here: {', '.join(valid)}")
-        )
-        return f"unknown key `{key}`: {hint}"
+        if close:
+            return f"unknown key `{key}`: did you mean `{'.'.join([*parent, close[0]])}`?"
+        where = f"for `{'.'.join([*parent, 'kind'])}: {tag}`" if tag else "here"
+        return f"unknown key `{key}`: valid keys {where}: {', '.join(valid)}"
     if kind == "missing":
         return f"missing key `{key}`: add it"
-    ctx = err.get("ctx", {})
-    if kind == "union_tag_not_found":
-        return f"missing key `{key}.{ctx['discriminator'].strip(chr(39))}`: add it"
-    if kind == "union_tag_invalid":
-        tag = ctx["discriminator"].strip("'")
-        return f"key `{key}.{tag}`: got {ctx['tag']!r}, expected one of {ctx['expected_tags']}"
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        name = ctx["discriminator"].strip("'")  # the tag key, quoted by pydantic
+        if kind == "union_tag_not_found":
+            return f"missing key `{key}.{name}`: add it"
+        tags = ctx["expected_tags"].split(", ")
+        expected = f"{', '.join(tags[:-1])} or {tags[-1]}" if len(tags) > 1 else tags[0]
+        return f"key `{key}.{name}`: got {ctx['tag']!r}, expected {expected}"
     got = err.get("input")
     detail = _strip(err["msg"])
     if kind == "value_error" and not detail.startswith("expected "):
@@ -177,53 +178,44 @@ def _describe(err: Mapping[str, Any], model: type[BaseModel], hidden: Collection
     return f"key `{key}`: got {got!r}, expected {expected}"
 
 
-def _user_key(loc: list[str], model: type[BaseModel]) -> list[str]:
-    """The user's dotted key path of a pydantic error location.
+def _walk(loc: list[str], model: type[BaseModel]) -> tuple[list[str], Any, str | None]:
+    """Follow a pydantic location into the models: the user's key parts, the model of the
+    section it ends in (None if it is no section), and the ``kind`` of the union member taken.
 
-    Pydantic also puts the tag of a discriminated union into the location
-    (``inputs.gf4.paths``); drop it.
+    Pydantic puts the tag of a discriminated union into the location (``inputs.gf4.paths``);
+    it is no key of the user's, so it is dropped. ``Model | None`` sections are entered too.
     """
-    return [p for i, p in enumerate(loc) if not _is_tag(loc[:i], p, model)]
-
-
-def _is_tag(parent: list[str], part: str, model: type[BaseModel]) -> bool:
-    """Whether ``part`` names a member of the discriminated union at ``parent``."""
-    return bool(parent) and part in _union_members(_annotation_at(parent, model))
-
-
-def _annotation_at(parts: list[str], model: type[BaseModel]) -> Any:
-    """The type annotation of the field at the dotted path ``parts`` (None if unknown)."""
-    annotation: Any = model
-    for part in parts:
-        members = _union_members(annotation)
-        if part in members:
-            annotation = members[part]
+    keys: list[str] = []
+    section: Any = model
+    tag: str | None = None
+    for part in loc:
+        members = _members(section)
+        if part in members:  # the tag of a discriminated union
+            section, tag = members[part], part
             continue
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        field = annotation.model_fields.get(part)
-        annotation = field.annotation if field is not None else None
-    return annotation
+        keys.append(part)
+        field = section.model_fields.get(part) if _is_model(section) else None
+        section, tag = (field.annotation if field is not None else None), None
+        if not _is_model(section):
+            models = [a for a in typing.get_args(section) if _is_model(a)]
+            section = models[0] if len(models) == 1 else section  # Optional[Model]
+    return keys, (section if _is_model(section) else None), tag
 
 
-def _union_members(annotation: Any) -> dict[str, type[BaseModel]]:
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _members(annotation: Any) -> dict[str, type[BaseModel]]:
     """The models of a union of models tagged by a ``kind`` literal, by tag."""
     if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
         return {}
     members: dict[str, type[BaseModel]] = {}
     for member in typing.get_args(annotation):
         field = getattr(member, "model_fields", {}).get("kind")
-        for tag in typing.get_args(field.annotation) if field is not None else ():
-            members[str(tag)] = member
+        for value in typing.get_args(field.annotation) if field is not None else ():
+            members[str(value)] = member
     return members
-
-
-def _fields_at(loc: list[str], model: type[BaseModel]) -> list[str]:
-    """The valid key names of the section at pydantic location ``loc`` of ``model``."""
-    annotation = _annotation_at(loc, model)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return list(annotation.model_fields)
-    return []
 
 
 def _strip(msg: str) -> str:

@@ -11,10 +11,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from pipeline.config.base import ConfigSection
-from pipeline.errors import ConfigError
+from pipeline.config.base import ConfigSection, parse
 
 __all__ = [
     "ClusterSpec",
@@ -154,16 +153,12 @@ class ClusterSpec(ConfigSection):
         return self
 
 
-def as_cluster_spec(cfg: ClusterSpec | BaseModel | Mapping[str, Any]) -> ClusterSpec:
-    """A :class:`ClusterSpec` from itself, a mapping, or :class:`pipeline.config.ClusterSpec`."""
+def as_cluster_spec(cfg: ClusterSpec | Mapping[str, Any]) -> ClusterSpec:
+    """A :class:`ClusterSpec` from itself or from a mapping (validated like any ``cluster``
+    section: one-line :class:`~pipeline.errors.ConfigError` on bad keys or values)."""
     if isinstance(cfg, ClusterSpec):
         return cfg
-    data = cfg.model_dump() if isinstance(cfg, BaseModel) else dict(cfg)
-    try:
-        return ClusterSpec.model_validate(data)
-    except ValueError as exc:
-        first = str(exc).splitlines()
-        raise ConfigError(f"cluster: {' '.join(first[1:3]).strip()}") from None
+    return parse(dict(cfg), ClusterSpec, source="cluster")
 
 
 def worker_lifetime(opts: JobqueueOptions) -> tuple[int, int]:

@@ -81,7 +81,6 @@ class SimulatedInputs(_ScaledInputs):
 
     kind: Literal["simulated"]
     sensor: Literal["PMS", "IRS"] = "PMS"
-    extract_dir: Path | None = None
     n_dates: int = Field(default=7, ge=2)
     size: int = Field(default=1024, ge=16)
     seed: int = 0

@@ -12,7 +12,6 @@ from pipeline.config import InputsConfig, SimulatedInputs
 from pipeline.inputs.acquisition import Acquisition
 from pipeline.inputs.geotiff import discover_geotiffs
 from pipeline.inputs.gf4 import discover_gf4
-from pipeline.inputs.synthetic import make_gf4_series
 from pipeline.store.durable import read_json, write_json
 from pipeline.store.layout import Layout
 
@@ -37,7 +36,7 @@ def simulated_before(inputs: SimulatedInputs, layout: Layout) -> list[str] | Non
     if record is None or record.get("settings") != _simulation_settings(inputs):
         return None
     paths = [str(p) for p in record.get("paths", [])]
-    return paths if all(Path(p).exists() for p in paths) else None
+    return paths if paths and all(Path(p).exists() for p in paths) else None
 
 
 def simulated_paths(inputs: SimulatedInputs, layout: Layout) -> list[str]:
@@ -53,6 +52,9 @@ def simulated_paths(inputs: SimulatedInputs, layout: Layout) -> list[str]:
         inputs.size,
         layout.products,
     )
+    # Imported here: the simulator (scikit-image, scipy) is for the demo only.
+    from pipeline.inputs.synthetic import make_gf4_series
+
     settings = _simulation_settings(inputs)
     made = make_gf4_series(layout.products, **settings)
     paths = [str(p) for p in made.paths]
@@ -76,8 +78,11 @@ def discover(inputs: InputsConfig, layout: Layout) -> list[Acquisition]:
             max_dn=inputs.max_dn,
             dn_rule=inputs.dn_rule,
         )
-    paths = simulated_paths(inputs, layout) if inputs.kind == "simulated" else list(inputs.paths)
-    extract_dir = inputs.extract_dir or layout.extract
+    if inputs.kind == "simulated":
+        # Simulated products are directories: nothing to extract.
+        paths, extract_dir = simulated_paths(inputs, layout), layout.extract
+    else:
+        paths, extract_dir = list(inputs.paths), inputs.extract_dir or layout.extract
     return discover_gf4(
         paths,
         sensor=inputs.sensor,

@@ -27,6 +27,7 @@ from scipy.ndimage import map_coordinates
 from skimage.transform import resize
 
 from pipeline.errors import ConfigError
+from pipeline.geom import METRES_PER_DEGREE
 from pipeline.inputs.synthetic_rpc import SyntheticRpc, make_rpc
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "truth_bands",
 ]
 
-_METRES_PER_DEGREE = 111_320.0
 # MATLAB rgb2gray weights (docs/CONVENTIONS.md §4).
 _GREY = np.array([0.2989, 0.5870, 0.1140])
 _PMS_BANDS = ("B1", "B2", "B3", "B4", "B5")
@@ -229,7 +229,7 @@ def _write_sensor_image(
 def _lonlat_grid(center: tuple[float, float], gsd: float, n: int) -> Affine:
     """North-up EPSG:4326 transform of an n×n ground grid of about ``gsd`` metres."""
     lon0, lat0 = center
-    dlat = gsd / _METRES_PER_DEGREE
+    dlat = gsd / METRES_PER_DEGREE
     dlon = dlat / np.cos(np.radians(lat0))
     return Affine(dlon, 0.0, lon0 - n / 2 * dlon, 0.0, -dlat, lat0 + n / 2 * dlat)
 

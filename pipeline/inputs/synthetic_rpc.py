@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.geom import METRES_PER_DEGREE
+
 __all__ = ["SyntheticRpc", "make_rpc"]
 
-_METRES_PER_DEGREE = 111_320.0
 # Terrain parallax of the simulated view: image lines per 1000 m of height. GF-4 sees northern
 # China obliquely from 105.6° E over the equator, so relief displaces pixels by tens of metres.
 _PARALLAX_PX_PER_KM = 4.0
@@ -131,7 +132,7 @@ def make_rpc(
     (rows, cols) pixels, with a mild quadratic distortion and terrain parallax along rows.
     """
     half = size / 2.0
-    lat_scale = half * gsd / _METRES_PER_DEGREE
+    lat_scale = half * gsd / METRES_PER_DEGREE
     lon_scale = lat_scale / np.cos(np.radians(lat0))
     ca, sa = np.cos(angle), np.sin(angle)
     q = 0.01  # about q·half pixels of quadratic distortion at the frame corners

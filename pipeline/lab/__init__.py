@@ -15,33 +15,51 @@ its numbers:
 * :mod:`~pipeline.lab.tables`, :mod:`~pipeline.lab.plots`: markdown tables and figures;
 * :mod:`~pipeline.lab.report`: one run's ``tables.md``, figures and statistics as CSV;
 * :mod:`~pipeline.lab.document`: the generated block of ``docs/EXPERIMENTS.md``.
+
+The names below are imported on first use (PEP 562): a worker that runs a trial unpickles
+:func:`~pipeline.lab.trials.run_trial` through this package, and should not pay for pandas,
+scipy.stats and matplotlib, which only the report needs.
 """
 
-from pipeline.lab.bestlambda import best_lambdas, fit_best_lambda, fit_table
-from pipeline.lab.config import (
-    BUNDLED_IMAGES,
-    ExperimentConfig,
-    LambdaGridConfig,
-    MCConfig,
-    SolverSettings,
-    image_label,
-    load_experiment_config,
-    resolve_image,
-)
-from pipeline.lab.document import BEGIN, END, write_experiments_md
-from pipeline.lab.paper import PAPER
-from pipeline.lab.report import write_report
-from pipeline.lab.run import ExperimentResult, run_experiment
-from pipeline.lab.stats import PairedTest, mc_ttests, method_comparison, paired_ttest, zones
-from pipeline.lab.summary import load_run, summarise
-from pipeline.lab.trials import (
-    TrialResult,
-    TrialSpec,
-    lambda_grid,
-    run_trial,
-    trial_seed,
-    trials_of,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Each public name and the module of this package that defines it.
+_WHERE = {
+    "BEGIN": "document",
+    "BUNDLED_IMAGES": "config",
+    "END": "document",
+    "ExperimentConfig": "config",
+    "ExperimentResult": "run",
+    "LambdaGridConfig": "config",
+    "MCConfig": "config",
+    "PAPER": "paper",
+    "PairedTest": "stats",
+    "SolverSettings": "config",
+    "TrialResult": "trials",
+    "TrialSpec": "trials",
+    "best_lambdas": "bestlambda",
+    "fit_best_lambda": "bestlambda",
+    "fit_table": "bestlambda",
+    "image_label": "config",
+    "lambda_grid": "trials",
+    "load_experiment_config": "config",
+    "load_run": "summary",
+    "mc_ttests": "stats",
+    "method_comparison": "stats",
+    "paired_ttest": "stats",
+    "resolve_image": "config",
+    "run_experiment": "run",
+    "run_trial": "trials",
+    "summarise": "summary",
+    "trial_seed": "trials",
+    "trials_of": "trials",
+    "write_experiments_md": "document",
+    "write_report": "report",
+    "zones": "stats",
+}
 
 __all__ = [
     "BEGIN",
@@ -76,3 +94,13 @@ __all__ = [
     "write_report",
     "zones",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pipeline.lab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pipeline.lab.{module}"), name)
+    globals()[name] = value
+    return value

@@ -89,10 +89,10 @@ def run_experiment(
     tasks = [Task(t.key, run_trial, (t, cfg), {"threads": threads}) for t in trials]
     started = time.perf_counter()
     if client is not None:
-        results, failures = run_tasks(client, tasks, stage="trial")
+        results, failures = run_tasks(client, tasks, stage="trial", unit="trials")
     else:
         with connect(cfg.cluster) as own:
-            results, failures = run_tasks(own, tasks, stage="trial")
+            results, failures = run_tasks(own, tasks, stage="trial", unit="trials")
     seconds = time.perf_counter() - started
 
     # Fixed order (the trial order, then the order run_trial adds rows) so reruns compare equal.

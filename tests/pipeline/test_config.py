@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config, load, parse
+from pipeline.config import Config, SimulatedInputs, load, parse
 from pipeline.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -100,3 +100,26 @@ def test_resolved_config_round_trips() -> None:
     import yaml
 
     assert parse(yaml.safe_load(cfg.to_yaml()), Config) == cfg
+
+
+def test_each_input_kind_has_only_its_own_keys() -> None:
+    geotiff = {"kind": "geotiff", "paths": "x/*.tif", "sensor": "PMS"}
+    with pytest.raises(
+        ConfigError, match=r"`inputs.sensor`: valid keys for `inputs.kind: geotiff`"
+    ):
+        parse({"inputs": geotiff, "output": {"path": "o"}}, Config)
+    with pytest.raises(
+        ConfigError, match=r"`inputs.kind`: got 'gf5', expected 'gf4', 'geotiff' or"
+    ):
+        parse({"inputs": {"kind": "gf5"}, "output": {"path": "o"}}, Config)
+    with pytest.raises(ConfigError, match=r"missing key `inputs.kind`"):
+        parse({"inputs": {"paths": "x"}, "output": {"path": "o"}}, Config)
+    cfg = parse({"inputs": {"kind": "simulated", "n_dates": 3}, "output": {"path": "o"}}, Config)
+    assert isinstance(cfg.inputs, SimulatedInputs) and cfg.inputs.n_dates == 3
+
+
+def test_typos_are_found_in_optional_sections_and_empty_keys_mean_defaults() -> None:
+    with pytest.raises(ConfigError, match=r"did you mean `cluster.jobqueue.queue`\?"):
+        parse(_with("cluster", {"kind": "slurm", "jobqueue": {"queu": "short"}}), Config)
+    cfg = parse(_with("cluster", {"kind": "slurm", "jobqueue": {"queue": None}}), Config)
+    assert cfg.cluster.jobqueue is not None and cfg.cluster.jobqueue.queue is None
