@@ -25,7 +25,16 @@ import scipy.sparse as sp
 
 from cloudcore._checks import check_count, check_pair, check_positive, check_rng, check_shape
 
-__all__ = ["perlin_noise"]
+# Besides perlin_noise, the pieces cloud fields are made of (used by clouds.py).
+__all__ = [
+    "NoiseSettings",
+    "axis_weights",
+    "draw_lattices",
+    "eval_perlin",
+    "lattice_gradients",
+    "noise_settings",
+    "perlin_noise",
+]
 
 # splitmix64 constants (Steele, Lea & Flood 2014): a cheap, well-mixing 64-bit finaliser.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -148,7 +148,7 @@ def _describe(err: Mapping[str, Any], model: type[BaseModel], hidden: Collection
         for part in err["loc"]
         if not str(part).startswith(("literal[", "float", "function-"))
     ]
-    key_parts = _walk(loc, model)[0]
+    key_parts, at_section, _ = _walk(loc, model)
     _, section, tag = _walk(loc[:-1], model)  # the section holding the key, for suggestions
     key = ".".join(key_parts) or "<top level>"
     kind = err["type"]
@@ -173,7 +173,8 @@ def _describe(err: Mapping[str, Any], model: type[BaseModel], hidden: Collection
     got = err.get("input")
     detail = _strip(err["msg"])
     if kind == "value_error" and not detail.startswith("expected "):
-        return f"section `{key}`: {detail}"  # cross-field rule: the message names the keys
+        # A rule of ours: its message names the keys and the fix.
+        return f"{'section' if at_section else 'key'} `{key}`: {detail}"
     expected = ctx.get("expected") or detail.removeprefix("expected ")
     return f"key `{key}`: got {got!r}, expected {expected}"
 
