@@ -19,6 +19,7 @@ from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
 from cloudcore.lam import lambda_default
+from cloudcore.refit import refit_partial_columns
 from cloudcore.result import ConvergenceWarning, Decomposition
 from cloudcore.svt import svt, svt_weights
 
@@ -91,7 +92,9 @@ def decompose(
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
     check_positive(lam, "lam")
     if method == "atm":
-        return solve(problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam))
+        return solve(
+            problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam), beta=beta
+        )
     return solve(
         problem,
         method,
@@ -106,6 +109,7 @@ def decompose(
             clip_c=method in ("aatm", "nnrpca"),
             beta=beta if method == "aatm" else None,
         ),
+        beta=beta,
     )
 
 
@@ -120,11 +124,15 @@ def solve(
     max_iter: int,
     threads: int | None,
     iterate: Callable[..., Outcome],
+    *,
+    beta: float = 1.0,
 ) -> Decomposition:
     """Run a solver on a validated problem and package its result (shared by every method).
 
     ``iterate(norm_two, tol=…, max_iter=…)`` runs the iterations. This applies the float32 tolerance
-    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning.
+    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning. For
+    the methods of :data:`METHODS` with a mask, partly observed dates are then refitted on their
+    observed entries and dates observed nowhere set to NaN (:mod:`cloudcore.refit`).
     """
     if problem.D.dtype == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
@@ -133,6 +141,8 @@ def solve(
         return zero_result(problem, lam, method)
     with numba_threads(threads):
         L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter)
+    if problem.obs is not None and method in METHODS:
+        _debias(problem, L, C, N, method, lam, beta)
     converged = res < tol
     if not converged:
         warnings.warn(
@@ -151,6 +161,27 @@ def solve(
         lam=lam,
         method=method,
     )
+
+
+def _debias(
+    problem: Problem,
+    L: np.ndarray,
+    C: np.ndarray,
+    N: np.ndarray,
+    method: str,
+    lam: float,
+    beta: float,
+) -> None:
+    """Refit the partly observed dates of a masked solve in place; NaN for dates seen nowhere.
+
+    The arrays are in the internal layout; the refit works on (pixels, dates) views of them.
+    """
+    assert problem.obs is not None
+    views = [x.T if problem.transposed else x for x in (problem.D, problem.obs, L, C, N)]
+    D_, obs_, L_, C_, N_ = views
+    empty = refit_partial_columns(D_, obs_, L_, C_, N_, method=method, lam=lam, beta=beta)
+    for x in (L_, C_, N_):
+        x[:, empty] = np.nan
 
 
 def initial_state(

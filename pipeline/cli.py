@@ -84,7 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--dates", type=int, default=7, help="number of dates (default 7)")
     sim.add_argument("--size", type=int, default=512, help="frame size in pixels (default 512)")
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--sensor", choices=["PMS", "IRS", "PMI"], default="PMS")
+    sim.add_argument(
+        "--sensor",
+        choices=["PMI", "PMS", "IRS"],
+        default="PMI",
+        help="product kind (default PMI: both sensors, as CRESDA delivers them)",
+    )
     sim.add_argument("--archive", action="store_true", help="write .tar.gz archives")
     sim.add_argument(
         "--style",

@@ -26,11 +26,15 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.geom import METRES_PER_DEGREE, densify
 from pipeline.inputs import Acquisition
 
-__all__ = ["TargetGrid", "derive_grid", "utm_crs"]
+__all__ = ["LATTICE_TOLERANCE", "TargetGrid", "derive_grid", "on_lattice", "utm_crs"]
 
 Bounds = tuple[float, float, float, float]
 # Points per footprint edge when projecting it: UTM bends lon/lat edges slightly.
 _EDGE_POINTS = 21
+#: How far (in pixels) two transforms may differ and still count as one pixel lattice: the
+#: origins of GeoTIFFs on one grid differ by whole pixels up to float64 rounding of their
+#: coordinates (~1e-10 px for UTM metres).
+LATTICE_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,62 @@ def _default_resolution(acq: Acquisition, crs: CRS, centre_lat: float) -> float:
     return gsd / float(crs.linear_units_factor[1])
 
 
+def on_lattice(transform: Affine, lattice: Affine) -> bool:
+    """Whether the north-up ``transform`` has ``lattice``'s pixel size and its origin lies on
+    ``lattice``'s pixel corners (within :data:`LATTICE_TOLERANCE` px): then a window of one is a
+    window of the other, and reading it needs no resampling."""
+    if transform.b != 0 or transform.d != 0 or lattice.b != 0 or lattice.d != 0:
+        return False
+    if not (
+        math.isclose(transform.a, lattice.a, rel_tol=1e-9)
+        and math.isclose(transform.e, lattice.e, rel_tol=1e-9)
+    ):
+        return False
+    col = (transform.c - lattice.c) / lattice.a
+    row = (transform.f - lattice.f) / lattice.e
+    return abs(col - round(col)) <= LATTICE_TOLERANCE and abs(row - round(row)) <= LATTICE_TOLERANCE
+
+
+def _shared_lattice(
+    acqs: Sequence[Acquisition], crs: CRS, resolution: float | None
+) -> Affine | None:
+    """The pixel lattice every input shares in ``crs`` (the first file's transform), or None.
+
+    GeoTIFF inputs share one when each is north-up in ``crs`` with the same pixel size (that of
+    ``resolution``, if given) and their origins differ by whole pixels, e.g. a Landsat series,
+    whose 30 m grid is offset by 15 m from multiples of 30 m. RPC inputs have no lattice.
+    """
+    if any(a.georef != "crs" for a in acqs):
+        return None
+    first: Affine | None = None
+    for acq in acqs:
+        with rasterio.open(acq.path) as src:
+            if CRS.from_user_input(src.crs) != crs:
+                return None
+            t = src.transform
+        if t.b != 0 or t.d != 0 or t.a <= 0 or t.e >= 0:
+            return None
+        if first is None:
+            first = t
+        elif not on_lattice(t, first):
+            return None
+    assert first is not None
+    if resolution is not None and not (
+        math.isclose(first.a, resolution, rel_tol=1e-9)
+        and math.isclose(-first.e, resolution, rel_tol=1e-9)
+    ):
+        return None
+    return first
+
+
+def _snap(value: float, origin: float, step: float, up: bool) -> float:
+    """``value`` moved outwards onto ``origin + k·step``; the tiny tolerance keeps an already
+    aligned edge from growing a pixel through floating-point noise."""
+    k = (value - origin) / step
+    eps = 1e-9
+    return origin + (math.ceil(k - eps) if up else math.floor(k + eps)) * step
+
+
 def _overlaps(a: Bounds, b: Bounds) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
@@ -200,8 +260,13 @@ def derive_grid(
     Returns
     -------
     TargetGrid
-        North-up, with the extent snapped outwards to multiples of the resolution so that grids
-        of overlapping runs line up pixel for pixel.
+        North-up. When every input is a GeoTIFF in the target CRS and they share one pixel
+        lattice (same pixel size, origins whole pixels apart, and ``resolution`` unset or that
+        size), the extent is snapped outwards onto *that* lattice, so that every input pixel is
+        a grid pixel and staging copies the data instead of resampling it
+        (:func:`pipeline.warp.read_window`). Otherwise (GF-4/RPC inputs, mixed grids, another
+        CRS or resolution) it is snapped outwards to multiples of the resolution from the CRS
+        origin, so that grids of overlapping runs line up pixel for pixel.
 
     Raises
     ------
@@ -242,11 +307,16 @@ def derive_grid(
             target = src.crs
         epsg = target.to_epsg()
         crs_str = f"EPSG:{epsg}" if epsg is not None else target.to_wkt()
-    res = (
-        float(resolution)
-        if resolution is not None
-        else _default_resolution(acqs[0], target, centre_lat)
-    )
+    lattice = _shared_lattice(acqs, target, resolution)
+    if lattice is not None:
+        res_x, res_y, x0, y0 = lattice.a, -lattice.e, lattice.c, lattice.f
+    else:
+        res = (
+            float(resolution)
+            if resolution is not None
+            else _default_resolution(acqs[0], target, centre_lat)
+        )
+        res_x, res_y, x0, y0 = res, res, 0.0, 0.0
 
     boxes = [_footprint_bounds(a, target) for a in acqs]
     if bounds is not None:
@@ -264,18 +334,16 @@ def derive_grid(
         bottom = min(b[1] for b in boxes)
         right = max(b[2] for b in boxes)
         top = max(b[3] for b in boxes)
-    # Snap outwards; the tiny tolerance keeps an already aligned edge from growing a pixel
-    # through floating-point noise.
-    eps = 1e-9
-    left = math.floor(left / res + eps) * res
-    bottom = math.floor(bottom / res + eps) * res
-    right = math.ceil(right / res - eps) * res
-    top = math.ceil(top / res - eps) * res
-    width = max(1, round((right - left) / res))
-    height = max(1, round((top - bottom) / res))
+    # Snap outwards onto the lattice (the inputs' own, or multiples of the resolution).
+    left = _snap(left, x0, res_x, up=False)
+    bottom = _snap(bottom, y0, res_y, up=False)
+    right = _snap(right, x0, res_x, up=True)
+    top = _snap(top, y0, res_y, up=True)
+    width = max(1, round((right - left) / res_x))
+    height = max(1, round((top - bottom) / res_y))
     return TargetGrid(
         crs=crs_str,
-        transform=Affine(res, 0.0, left, 0.0, -res, top),
+        transform=Affine(res_x, 0.0, left, 0.0, -res_y, top),
         width=width,
         height=height,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "json_digest",
     "seed_from",
     "tile_id",
+    "time_label",
 ]
 
 #: Band label of work that covers every band at once (staging).
@@ -100,3 +102,13 @@ def tile_id(
         "version": version,
     }
     return f"{band or ALL_BANDS}-{tile.name}-{json_digest(payload, 16)}"
+
+
+def time_label(time: datetime) -> str:
+    """An acquisition's time in output file names: UTC, to the second, ``20200601T011500Z``.
+
+    GF-4 stares: many acquisitions of one area a day, so a date alone would make two outputs
+    share a name. A time without a zone is taken as UTC.
+    """
+    utc = time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
+    return utc.strftime("%Y%m%dT%H%M%SZ")

@@ -41,10 +41,12 @@ State = Literal["new", "done", "stale"]
 
 
 def _identity(acq: Any) -> str:
-    """Product id, DN scale and file identity: a product rewritten under the same id (a new
-    simulation, a re-delivered scene) must not resume from the old one's tiles."""
+    """Product id, DN scale (and calibration) and file identity: a product rewritten under the
+    same id (a new simulation, a re-delivered scene) must not resume from the old one's tiles.
+    The dn calibration adds nothing, so runs staged before calibration existed still resume."""
     size, mtime_ns = file_signature(acq.path)
-    return f"{acq.id}@{acq.max_dn:g}:{size}:{mtime_ns}"
+    scale = "" if acq.scale is None else f":{acq.calibration}:{acq.scale}:{acq.offset}"
+    return f"{acq.id}@{acq.max_dn:g}:{size}:{mtime_ns}{scale}"
 
 
 #: Start of the ids of band markers (:meth:`RunPlan.blended_id`).
@@ -139,7 +141,12 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         # The DEM changes the orthorectified pixels, so it is part of every staged tile's id.
         "dem": str(config.inputs.dem) if config.inputs.dem else None,
     }
-    solve_settings = {**scene, "solver": config.solver.model_dump(mode="json")}
+    solver = config.solver.model_dump(mode="json")
+    if solver["scope"] == "tile":
+        # The default scope is left out, so the ids of tile-scope runs are those of before
+        # scopes existed (their resume state stays valid).
+        del solver["scope"]
+    solve_settings = {**scene, "solver": solver}
 
     def ids(band: str | None, settings: dict[str, Any]) -> dict[tuple[int, int], str]:
         return {
@@ -235,7 +242,9 @@ def tile_states(plan: RunPlan) -> list[TileState]:
         for t in plan.tiles:
             row_id = plan.row_ids[band][t.row]
             tid = plan.solve_ids[band][t.row, t.col]
-            out.append(TileState("solve", band, t.name, tid, state(row_id, row_id in names)))
+            # Scene scope marks whole bands only (the blended marker); tile scope marks rows.
+            done = row_id in names or plan.blended_id(band) in names
+            out.append(TileState("solve", band, t.name, tid, state(row_id, done)))
     return out
 
 

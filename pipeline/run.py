@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.cluster import Task, connect, run_tasks, solver_threads
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
-from pipeline.ids import ALL_BANDS
+from pipeline.ids import ALL_BANDS, time_label
+from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan, make_plan
 from pipeline.products import write_cogs, write_diagnostics, write_quicklooks
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
@@ -246,6 +248,9 @@ def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: 
     """
     layout, tiles = plan.layout, plan.tiles
     cube_tmp = _open_cube(plan)
+    if plan.config.solver.scope == "scene":
+        _solve_scene(client, plan, progress, unstaged, cube_tmp)
+        return cube_tmp
     threads = solver_threads(plan.config.cluster)
     counts = progress.counts
     jobs: list[Task] = []
@@ -275,19 +280,68 @@ def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: 
     return cube_tmp
 
 
+def _solve_scene(
+    client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str], cube_tmp: Path
+) -> None:
+    """Phases 2-3 in scene scope: each band solved as one matrix (:mod:`pipeline.scene`), one
+    band after the other; a band whose marker exists is skipped (resume is per band)."""
+    from pipeline.scene import BandJob, solve_band
+
+    layout, tiles, counts = plan.layout, plan.tiles, progress.counts
+    names = layout.marker_ids()
+    failed: dict[str, BaseException] = {}
+    for b, band in enumerate(plan.bands):
+        band_id = plan.blended_id(band)
+        if band_id in names:
+            counts["solve_skipped"] += len(tiles)
+            continue
+        if any(sid in unstaged for sid in plan.stage_ids.values()):
+            continue  # waits for the tiles that could not be staged (listed by the stage)
+        job = BandJob(
+            tiles,
+            b,
+            band,
+            band_id,
+            plan.solve_ids[band],
+            len(plan.acquisitions),
+            layout,
+            str(cube_tmp),
+            plan.config.solver,
+        )
+        try:
+            solve_band(client, job)
+        except Exception as exc:
+            log.error("solve %s failed: %s", band_id, exc)
+            failed[band_id] = exc
+            if isinstance(exc, InputError | ConfigError | OutputError):
+                break  # the user's to fix: the other bands would fail the same way
+            continue
+        counts["solved"] += len(tiles)
+    progress.check("solve", failed)
+
+
+def _tile_records(plan: RunPlan) -> list[dict[str, Any]]:
+    """The diagnostics of every (band, tile): in the row markers, or in scene scope the band
+    markers."""
+    layout, bands = plan.layout, plan.bands
+    if plan.config.solver.scope == "scene":
+        paths = [layout.marker(plan.blended_id(b)) for b in bands]
+    else:
+        paths = [layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()]
+    return [tile for marker in read_markers(paths) for tile in marker["tiles"]]
+
+
 def _products(client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path) -> list[Path]:
     """Phase 4: diagnostics, COGs and quicklooks, all under temporary names next to their final
     ones; returns the final paths of the COGs and quicklooks."""
-    layout, bands = plan.layout, plan.bands
-    records = [
-        tile
-        for row in read_markers(
-            layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()
-        )
-        for tile in row["tiles"]
-    ]
+    layout = plan.layout
+    records = _tile_records(plan)
+    labels = [time_label(a.time) for a in plan.acquisitions]
+    for record in records:
+        record["dates_left_out"] = ";".join(labels[t] for t in record.get("dates_left_out", ()))
     write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube_tmp)
     _report_empty_tiles(records)
+    _report_dates_left_out(records)
     cog_tmp = layout.partial(layout.cog_dir)
     looks_tmp = layout.partial(layout.quicklook_dir)
     for leftover in (cog_tmp, looks_tmp):
@@ -367,9 +421,22 @@ def _open_cube(plan: RunPlan) -> Path:
             "code_version": plan.version,
             "solver": plan.config.solver.model_dump(mode="json"),
             "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
+            **_value_attrs(acqs),
         },
     )
     return cube_tmp
+
+
+def _value_attrs(acqs: Sequence[Any]) -> dict[str, Any]:
+    """What the cube's values mean: physical quantity = value × physical_scale[band]."""
+    calibration, units, physical = value_meaning(acqs)
+    times = [time_label(a.time) for a in acqs]
+    return {
+        "calibration": calibration,
+        "units": units,
+        "physical_scale": list(physical),
+        "acquisition_times_utc": times,
+    }
 
 
 def _writes_cube(marker_id: str) -> bool:
@@ -439,24 +506,30 @@ def _product_tasks(
 ) -> tuple[list[Task], list[Path]]:
     """COG and quicklook tasks writing into the temporary directories, and the final paths."""
     layout, acqs, bands = plan.layout, plan.acquisitions, plan.bands
-    max_dn = max(float(a.max_dn) for a in acqs)
-    days = [a.time.strftime("%Y%m%d") for a in acqs]
+    calibration, units, physical = value_meaning(acqs)
+    # Reflectance is stored as ρ·10000 in uint16 COGs (the Landsat/Sentinel-2 convention);
+    # DN and radiance fractions as value·max_dn, the input's own resolution.
+    max_dn = 10000.0 if calibration == "reflectance" else max(float(a.max_dn) for a in acqs)
+    labels = [time_label(a.time) for a in acqs]  # unique per acquisition (check_series)
     tasks: list[Task] = []
     finals: list[Path] = []
     for b, band in enumerate(bands):
-        names = [f"{day}_{band}.tif" for day in days]
+        names = [f"{label}_{band}.tif" for label in labels]
         kwargs = {
             "band_index": b,
             "grid": plan.grid,
             "dtype": plan.config.output.cog_dtype,
             "max_dn": max_dn,
             "block": plan.tiles.tile_size,
+            "calibration": calibration,
+            "units": units,
+            "physical_scale": physical[b],
         }
         tasks.append(Task(f"cog-{band}", write_cogs, (cube, [cog_dir / n for n in names]), kwargs))
         finals += [layout.cog_dir / n for n in names]
     if plan.config.output.quicklooks:
         # One task for all dates (it reads each store once); first, so it runs beside the COGs.
-        looks = [f"{day}.png" for day in days]
+        looks = [f"{label}.png" for label in labels]
         args = (layout.input_store, cube, [looks_dir / name for name in looks])
         kwargs = {"bands": _quicklook_bands(bands)}
         tasks.insert(0, Task("quicklooks", write_quicklooks, args, kwargs))
@@ -473,4 +546,20 @@ def _report_empty_tiles(records: list[dict[str, Any]]) -> None:
             "the COGs; narrow grid.bounds to the inputs' footprint to avoid them",
             len(empty),
             ", ".join(empty),
+        )
+
+
+def _report_dates_left_out(records: list[dict[str, Any]]) -> None:
+    """Warn once per date left out of some tiles (too little of them observed): NaN there."""
+    tiles: dict[str, set[str]] = {}
+    for r in records:
+        for day in filter(None, str(r.get("dates_left_out", "")).split(";")):
+            tiles.setdefault(day, set()).add(f"r{r['row']:02d}c{r['col']:02d}")
+    for day, names in sorted(tiles.items()):
+        log.warning(
+            "date %s observes too little of %d tile(s) (%s) to be filled there: left out of "
+            "their matrices, its output there is NaN (diagnostics.csv, dates_left_out)",
+            day,
+            len(names),
+            ", ".join(sorted(names)),
         )

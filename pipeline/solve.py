@@ -8,6 +8,13 @@ blends each tile with its neighbours in memory and writes the result.
 A tile with no valid data on any date (outside every footprint, e.g. ``grid.bounds`` wider
 than the inputs) is not an error: its stack is all NaN and its record says ``"empty": true``;
 the cube holds NaN there and the COGs nodata.
+
+No invented pixels (issue #14): a date observed on fewer than :data:`MIN_DATE_FRACTION` of the
+tile's pixels (those observed on some date) is left out of the tile's matrix, and its output
+over the tile's halo is NaN; the record lists it (``dates_left_out``, indices into the series)
+and the run reports it. Nothing in the matrix would pin such a date's column: the fill the
+solver gives it is a guess, and the refit of :mod:`cloudcore.refit` needs observed pixels to
+fit on. If fewer than 2 dates remain, every date of the tile is left out (NaN).
 """
 
 from __future__ import annotations
@@ -25,9 +32,17 @@ from pipeline.errors import TileError
 from pipeline.store.layout import Layout
 from pipeline.tiling import Tile
 
-__all__ = ["SolveJob", "resolve_lambda", "solve_tile"]
+__all__ = ["MIN_DATE_FRACTION", "SolveJob", "date_fractions", "resolve_lambda", "solve_tile"]
 
 log = logging.getLogger(__name__)
+
+#: The least share of a tile's pixels (those observed on at least one date) that a date must
+#: be observed on to stay in the tile's matrix: 30 %. Measured by
+#: ``benchmarks/footprints.py sweep`` (768² tiles of tyrol-w1, 7 dates, 3 seeds; README, "No
+#: invented pixels"): the refitted fill of the unseen part of a date observed on a share f of
+#: the tile was within 5 % of the truth's mean at f = 0.33 and 0.5, off by up to 7 % at
+#: f = 0.2, 9 % at 0.1 and 13 % at 0.02 (the ALM alone gives 1.4·f of it: 46 % at f = 0.33).
+MIN_DATE_FRACTION = 0.3
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,15 @@ def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     return float(rule)
 
 
+def date_fractions(mask: np.ndarray) -> np.ndarray:
+    """Per date (column of the (pixels, dates) ``mask``), the share of the pixels observed on
+    some date that it observes; zeros when no pixel is observed at all."""
+    seen = int(mask.any(axis=1).sum())
+    if seen == 0:
+        return np.zeros(mask.shape[1])
+    return mask.sum(axis=0) / seen
+
+
 def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Solve one (band, tile) on its halo.
 
@@ -65,10 +89,11 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     -------
     layers : list of numpy.ndarray
         One writable (time, halo rows, halo cols) float32 array per component, in
-        :data:`pipeline.store.layout.COMPONENTS` order (views of the solver's results, no copies).
+        :data:`pipeline.store.layout.COMPONENTS` order (views of the solver's results, no copies,
+        unless a date was left out: then NaN for it).
     record : dict
         The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
-        solving).
+        solving, the indices of the dates left out).
 
     Raises
     ------
@@ -95,7 +120,15 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # so this avoids two transposing copies.
     D = stack.reshape(n, d).astype(job.solver.dtype, copy=False).T
     mask = np.isfinite(D)
-    lam = resolve_lambda(job.solver.lam, d, n)
+    fractions = date_fractions(mask)
+    kept = np.flatnonzero(fractions >= MIN_DATE_FRACTION) if mask.any() else np.arange(n)
+    if kept.size < 2:
+        kept = kept[:0]
+    left_out = [int(t) for t in np.setdiff1d(np.arange(n), kept)]
+    if 2 <= kept.size < n:
+        D = stack.reshape(n, d)[kept].astype(job.solver.dtype, copy=False).T
+        mask = mask[:, kept]
+    lam = resolve_lambda(job.solver.lam, d, max(kept.size, 2))
     record: dict[str, Any] = {
         "tile_id": job.tile_id,
         "band": job.band,
@@ -105,8 +138,15 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         "n": n,
         "method": job.solver.method,
         "lam": lam,
+        "dates_left_out": left_out,
     }
     started = time.perf_counter()
+    frames = (n, halo.height, halo.width)
+    if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
+        layers = [np.full(frames, np.nan, np.float32) for _ in range(3)]
+        record.update(iterations=0, converged=True, residual=0.0)
+        record.update(read_seconds=round(read_seconds, 4), seconds=0.0)
+        return layers, record
     try:
         with warnings.catch_warnings():
             # Non-convergence is recorded per tile in the diagnostics instead.
@@ -127,11 +167,19 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # (d, n) results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is
     # free and nothing is copied (blending works on them in place). A tile outside every
     # footprint is all NaN.
-    frames = (n, halo.height, halo.width)
-    layers = [
-        np.require(x.T.reshape(frames), np.float32, ["W"])  # a copy only if not float32/writable
-        for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
-    ]
+    if kept.size == n:
+        layers = [
+            np.require(
+                x.T.reshape(frames), np.float32, ["W"]
+            )  # a copy only if not float32/writable
+            for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
+        ]
+    else:  # dates left out are NaN
+        layers = []
+        for x in (result.ground, result.C, result.N):
+            full = np.full(frames, np.nan, np.float32)
+            full[kept] = x.T.reshape((kept.size, halo.height, halo.width))
+            layers.append(full)
     record.update(
         iterations=int(result.iterations),
         converged=bool(result.converged),

@@ -39,10 +39,13 @@ def write_run_record(plan: RunPlan) -> dict[str, Any]:
         "host": socket.gethostname(),
         "started": datetime.now().astimezone().isoformat(timespec="seconds"),
         "stage_ids": sorted(plan.stage_ids.values()),
-        # Tiles are done a row at a time: the row ids with their number of tiles.
-        "row_tiles": {
-            rid: plan.tiles.n_cols for ids in plan.row_ids.values() for rid in ids.values()
-        },
+        # Tiles are done a row at a time: the row ids with their number of tiles (in scene
+        # scope a band at a time: the band markers with theirs).
+        "row_tiles": (
+            {plan.blended_id(b): len(plan.tiles) for b in plan.bands}
+            if plan.config.solver.scope == "scene"
+            else {rid: plan.tiles.n_cols for ids in plan.row_ids.values() for rid in ids.values()}
+        ),
         "outcome": None,
     }
     write_json(plan.layout.run_record, record)

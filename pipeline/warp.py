@@ -37,6 +37,10 @@ Design (docs/CONVENTIONS.md §7, §8):
 
   Non-RPC (CRS) sources keep the approximation: exact when the file's CRS is the grid's (the
   mapping is affine), else within 0.125 source pixel of a full read.
+* A GeoTIFF whose pixels *are* grid pixels (same CRS, same pixel size, origin on the grid's
+  lattice: :func:`pipeline.grid.on_lattice`, what :func:`pipeline.grid.derive_grid` picks for
+  a series on one grid) is not resampled at all: the window is read and scaled, pixel for
+  pixel (:func:`_copy_window`).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from rasterio.warp import transform as transform_points
 from rasterio.windows import Window
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.grid import TargetGrid
+from pipeline.grid import TargetGrid, on_lattice
 from pipeline.inputs import Acquisition
 
 __all__ = ["read_window", "source_window"]
@@ -370,6 +374,9 @@ def read_window(
     out = np.full((nb, window.height, window.width), np.nan, dtype=np.float32)
     with _open(acq) as src:
         indexes = _band_indexes(src, acq, bands)
+        if _same_lattice(src, acq, grid):
+            _copy_window(src, acq, indexes, grid, window, out)
+            return out
         if acq.georef == "rpc":
             xscale, yscale = _rpc_scale(src.rpcs, grid)
         else:
@@ -378,7 +385,7 @@ def read_window(
         src_win = source_window(src, acq, grid, window, margin=margin, dem=dem)
         if src_win is None:
             return out
-        scaled = _scaled(src.read(indexes, window=src_win), acq)
+        scaled = _scaled(src.read(indexes, window=src_win), acq, indexes)
         if scaled is None:
             return out
         if acq.georef == "rpc" and _lattice_applies(method, dem, xscale, yscale):
@@ -417,6 +424,40 @@ def read_window(
     return out
 
 
+def _same_lattice(src: rasterio.io.DatasetReader, acq: Acquisition, grid: TargetGrid) -> bool:
+    """Whether the file's pixels are grid pixels: same CRS, pixel size and lattice."""
+    if acq.georef != "crs" or src.crs is None:
+        return False
+    if not on_lattice(src.transform, grid.transform):
+        return False
+    return bool(rasterio.crs.CRS.from_user_input(grid.crs) == src.crs)
+
+
+def _copy_window(
+    src: rasterio.io.DatasetReader,
+    acq: Acquisition,
+    indexes: list[int],
+    grid: TargetGrid,
+    window: Window,
+    out: np.ndarray,
+) -> None:
+    """Fill ``out`` (the grid ``window``) with the file's own pixels, scaled, no resampling."""
+    col, row = ~grid.transform @ (src.transform.c, src.transform.f)
+    col0, row0 = round(col), round(row)  # the file's first pixel on the grid
+    r0 = max(window.row_off, row0)
+    c0 = max(window.col_off, col0)
+    r1 = min(window.row_off + window.height, row0 + src.height)
+    c1 = min(window.col_off + window.width, col0 + src.width)
+    if r1 <= r0 or c1 <= c0:
+        return
+    part = Window(c0 - col0, r0 - row0, c1 - c0, r1 - r0)
+    scaled = _scaled(src.read(indexes, window=part), acq, indexes)
+    if scaled is not None:
+        rows = slice(r0 - window.row_off, r1 - window.row_off)
+        cols = slice(c0 - window.col_off, c1 - window.col_off)
+        out[:, rows, cols] = scaled
+
+
 def _open(acq: Acquisition) -> rasterio.io.DatasetReader:
     """Open an acquisition's raster; an unreadable file is the user's to replace."""
     try:
@@ -446,8 +487,9 @@ def _band_indexes(
     return indexes
 
 
-def _scaled(data: np.ndarray, acq: Acquisition) -> np.ndarray | None:
-    """DN / ``max_dn`` as float32 with NaN where any band lacks data; None when none has any.
+def _scaled(data: np.ndarray, acq: Acquisition, indexes: Sequence[int]) -> np.ndarray | None:
+    """DN / ``max_dn`` (or the calibration's DN·scale + offset) as float32, NaN where any band
+    lacks data; None when none has any.
 
     One validity mask for all bands: a pixel is used only where every band has data, so GDAL's
     per-band and unified no-data handling cannot disagree.
@@ -463,8 +505,15 @@ def _scaled(data: np.ndarray, acq: Acquisition) -> np.ndarray | None:
     if vmax > acq.max_dn:
         raise InputError(
             f"{acq.path.name}: DN {vmax:g} exceeds max_dn {acq.max_dn:g}; set inputs.max_dn "
-            "to the sensor's real maximum or use inputs.dn_rule: pow2"
+            "to the sensor's real maximum or use inputs.dn_rule: auto"
         )
-    scaled = data.astype(np.float32) / np.float32(acq.max_dn)
+    if acq.scale is None or acq.offset is None:
+        scaled = data.astype(np.float32) / np.float32(acq.max_dn)
+    else:
+        # Radiance or reflectance: one linear map per band (pipeline.inputs.radiometry).
+        pick = [i - 1 for i in indexes]
+        scale = np.asarray(acq.scale, dtype=np.float32)[pick, None, None]
+        offset = np.asarray(acq.offset, dtype=np.float32)[pick, None, None]
+        scaled = data.astype(np.float32) * scale + offset
     scaled[:, ~valid] = np.nan
     return scaled

@@ -76,7 +76,7 @@ class SeriesInputs(ConfigSection):
     """Input options applied to every series (``run.inputs``)."""
 
     max_dn: float | None = Field(default=None, gt=0)
-    dn_rule: Literal["sensor", "pow2"] = "sensor"
+    dn_rule: Literal["auto", "metadata", "pow2"] = "auto"
 
 
 class SeriesOutput(ConfigSection):

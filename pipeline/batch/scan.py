@@ -28,7 +28,7 @@ __all__ = ["Product", "ScanResult", "scan_archive"]
 log = logging.getLogger(__name__)
 
 #: Bumped when the scan-cache layout changes, so that an old cache is not misread.
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: times converted from Beijing time (UTC+8)
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 
@@ -46,7 +46,8 @@ class Product:
         Stem of the sensor image (``GF4_PMS_E116.4_N39.9_20200601_L1A0000001001``); the same
         string :func:`pipeline.inputs.gf4.discover_gf4` uses as the acquisition id.
     time, start, end
-        ``CenterTime`` (and ``StartTime``/``EndTime`` when present), taken as UTC.
+        ``CenterTime`` (and ``StartTime``/``EndTime`` when present) in UTC; the metadata
+        writes Beijing time (UTC+8).
     footprint
         Corner (lon, lat) pairs from the XML, or the name's centre point when absent.
     signature
@@ -95,16 +96,13 @@ class ScanResult:
 
 
 def _utc(value: datetime) -> datetime:
-    """The time as UTC."""
-    # GF-4 metadata times carry no zone; they are UTC like every other L1A time stamp.
+    """The time as aware UTC (parse_metadata already converted from Beijing time)."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _product_from_xml(path: Path, xml: Path, sensor: str, sig: tuple[int, ...]) -> Product:
     """The product at ``path`` described by its metadata file ``xml``."""
-    meta = parse_metadata(xml)
-    if meta.sensor_id.upper() != sensor:
-        raise InputError(f"{xml.name}: <SensorID> is {meta.sensor_id!r}, expected {sensor}")
+    meta = parse_metadata(xml)  # checks <SensorID> (PMI, or the file's sensor)
     footprint = meta.footprint
     if footprint is None:
         name = parse_product_name(path.name)

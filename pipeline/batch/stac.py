@@ -9,7 +9,9 @@ never sees a half-written catalog, and its content depends only on the manifests
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,13 +29,37 @@ from pipeline.geom import densify
 from pipeline.store.durable import publish_dir
 from pipeline.store.layout import Layout
 
-__all__ = ["CATALOG_DIR", "ZARR_MEDIA_TYPE", "build_item", "publish_catalog"]
+__all__ = [
+    "CATALOG_DIR",
+    "EO_SCHEMA",
+    "GF4_BANDS",
+    "RASTER_SCHEMA",
+    "ZARR_MEDIA_TYPE",
+    "build_item",
+    "publish_catalog",
+]
 
 CATALOG_DIR = "stac"
 #: Media type the STAC community uses for Zarr stores.
 ZARR_MEDIA_TYPE = "application/vnd+zarr"
 #: Points per edge of the lon/lat outline, the corner included.
 _EDGE_POINTS = 11
+#: STAC 1.1 keeps band fields in each asset's ``bands``; these extension versions define theirs
+#: there (pystac's own EO and raster helpers still write the older ``eo:bands``).
+EO_SCHEMA = "https://stac-extensions.github.io/eo/v2.0.0/schema.json"
+RASTER_SCHEMA = "https://stac-extensions.github.io/raster/v2.0.0/schema.json"
+#: GF-4 bands: (eo:common_name, centre and full width at half maximum in µm), from the
+#: sensors' nominal ranges: PMS B1 0.45-0.90 (pan), B2 0.45-0.52, B3 0.52-0.60, B4 0.63-0.69,
+#: B5 0.76-0.90; IRS (its one band IRS1) 3.5-4.1 (mid-wave infrared, no EO common name).
+GF4_BANDS: dict[str, tuple[str | None, float, float]] = {
+    "B1": ("pan", 0.675, 0.45),
+    "B2": ("blue", 0.485, 0.07),
+    "B3": ("green", 0.56, 0.08),
+    "B4": ("red", 0.66, 0.06),
+    "B5": ("nir", 0.83, 0.14),
+    "IRS1": (None, 3.8, 0.6),
+}
+_BAND_IN_NAME = re.compile(r"(?:^|[_.-])(B\d+|IRS\d+)(?:$|[_.-])")
 
 
 def _outline_lonlat(path: Path) -> tuple[list[list[float]], list[float], dict[str, Any]]:
@@ -103,10 +129,41 @@ def _asset(path: Path, media_type: str, role: str, title: str | None = None) -> 
     return pystac.Asset(str(path), title=title, media_type=media_type, roles=[role])
 
 
+def _cog_band(path: Path) -> dict[str, Any]:
+    """The ``bands`` entry of a one-band COG: what the file says (data type, nodata, pixel size,
+    GDAL scale, offset and unit; raster extension) and, for a GF-4 band named in the file name,
+    its spectral range (EO extension)."""
+    with rasterio.open(path) as src:
+        nodata, scale, offset = src.nodata, src.scales[0], src.offsets[0]
+        band: dict[str, Any] = {"data_type": src.dtypes[0]}
+        if nodata is not None:
+            band["nodata"] = "nan" if math.isnan(nodata) else _number(nodata)
+        if src.units[0]:
+            band["unit"] = src.units[0]
+        band["raster:spatial_resolution"] = _number(src.res[0])
+        if (scale, offset) != (1.0, 0.0):
+            band["raster:scale"], band["raster:offset"] = _number(scale), _number(offset)
+    match = _BAND_IN_NAME.search(path.stem)
+    if match and match[1] in GF4_BANDS:
+        common, centre, width = GF4_BANDS[match[1]]
+        band = {"name": match[1], **band}
+        if common:
+            band["eo:common_name"] = common
+        band["eo:center_wavelength"] = centre
+        band["eo:full_width_half_max"] = width
+    return band
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else float(value)
+
+
 def _assets(layout: Layout, cogs: Sequence[Path]) -> Iterator[tuple[str, pystac.Asset]]:
     """(key, asset) of every output of a series, in the order the Item lists them."""
     for cog in cogs:
-        yield cog.stem, _asset(cog, pystac.MediaType.COG, "data", f"clear ground {cog.stem}")
+        asset = _asset(cog, pystac.MediaType.COG, "data", f"clear ground {cog.stem}")
+        asset.extra_fields["bands"] = [_cog_band(cog)]
+        yield cog.stem, asset
     yield (
         "cube",
         _asset(layout.cube, ZARR_MEDIA_TYPE, "data", "clear, cloud, haze (time, band, y, x)"),
@@ -139,8 +196,10 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
         ``end_datetime``: the first and last acquisition; assets: each COG (role ``data``), the
         cube (``data``), quicklooks (``overview``), diagnostics and the manifest
         (``metadata``); ``cloudremoval:*`` properties: code version, configuration hash,
-        solver, λ rule, products; the projection extension from the grid CRS. Asset hrefs are
-        absolute here; :func:`publish_catalog` makes them relative.
+        solver, λ rule, products; the projection extension from the grid CRS; per COG a
+        ``bands`` entry with the raster extension's fields read from the file and, for GF-4
+        bands, the EO extension's spectral range. Asset hrefs are absolute here;
+        :func:`publish_catalog` makes them relative.
 
     Raises
     ------
@@ -164,6 +223,10 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
     _set_projection(item, proj)
     for key, asset in _assets(layout, cogs):
         item.add_asset(key, asset)
+    bands = [b for a in item.assets.values() for b in a.extra_fields.get("bands", [])]
+    if any(k.startswith("eo:") for b in bands for k in b):
+        item.stac_extensions.append(EO_SCHEMA)
+    item.stac_extensions.append(RASTER_SCHEMA)
     return item
 
 

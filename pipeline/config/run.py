@@ -34,7 +34,9 @@ class _ScaledInputs(ConfigSection):
     """Keys every kind of input has: how DN become [0, 1], and the heights for RPCs."""
 
     max_dn: float | None = Field(default=None, gt=0)
-    dn_rule: Literal["sensor", "pow2"] = "sensor"
+    # The declared maximum (GF-4 2^ValidPixelBits − 1, GeoTIFF NBITS or dtype) checked against
+    # the data; pipeline.inputs.scaling has the rules.
+    dn_rule: Literal["auto", "metadata", "pow2"] = "auto"
     # A DEM (any GDAL raster of heights above the ellipsoid, metres) for RPC orthorectification;
     # without it GDAL assumes height 0, which displaces pixels wherever the terrain has relief.
     dem: Path | None = None
@@ -66,6 +68,11 @@ class Gf4Inputs(_FileInputs):
     kind: Literal["gf4"]
     sensor: Literal["PMS", "IRS"] = "PMS"
     extract_dir: Path | None = None
+    # DN (the paper's convention) by default; radiance or TOA reflectance (with CRESDA's
+    # coefficients from calibration_table) make dates of different integration times
+    # comparable (pipeline.inputs.radiometry).
+    calibration: Literal["dn", "radiance", "reflectance"] = "dn"
+    calibration_table: Path | None = None
 
 
 class GeotiffInputs(_FileInputs):
@@ -81,6 +88,8 @@ class SimulatedInputs(_ScaledInputs):
 
     kind: Literal["simulated"]
     sensor: Literal["PMS", "IRS"] = "PMS"
+    calibration: Literal["dn", "radiance", "reflectance"] = "dn"
+    calibration_table: Path | None = None
     n_dates: int = Field(default=7, ge=2)
     size: int = Field(default=1024, ge=16)
     seed: int = 0
@@ -156,6 +165,19 @@ class SolverConfig(ConfigSection):
     tol: float = Field(default=1e-7, gt=0)
     max_iter: int = Field(default=1000, ge=1)
     dtype: Literal["float32", "float64"] = "float32"
+    # ``tile``: one aATM per tile halo, blended (the default, as users asked). ``scene``: one exact
+    # aATM per band over the whole scene, distributed over the tiles (pipeline.scene); README
+    # "Tile scope or scene scope" says when to choose which.
+    scope: Literal["tile", "scene"] = "tile"
+
+    @model_validator(mode="after")
+    def _scene_methods(self) -> SolverConfig:
+        if self.scope == "scene" and self.method == "atm":
+            raise ValueError(
+                "solver.scope 'scene' solves aatm, rpca or nnrpca, not atm (its inner loop "
+                "takes many SVTs per iteration): use solver.scope 'tile' for atm"
+            )
+        return self
 
     @field_validator("lam", mode="before")
     @classmethod

@@ -32,20 +32,22 @@ class Acquisition:
     path
         The raster file; for archives, the file inside the extraction directory.
     time
-        ``CenterTime`` of a GF-4 image, or the given or parsed date of a GeoTIFF.
+        Timezone-aware UTC: ``CenterTime`` of a GF-4 image (converted from Beijing time), or
+        the given or parsed date of a GeoTIFF (taken as UTC).
     sensor
         ``"PMS"``, ``"IRS"`` or ``"geotiff"``.
     bands
         Band names in file order, e.g. ``("B1", "B2", "B3", "B4", "B5")``.
     max_dn
-        Scaling: reflectance-like value = DN / max_dn.
+        Scaling: reflectance-like value = DN / max_dn (the declared maximum DN until
+        :func:`pipeline.inputs.scaling.scaled_series` applies ``inputs.dn_rule``).
     georef
         ``"rpc"`` (L1A: RPCs only, no CRS) or ``"crs"`` (CRS and geotransform).
     nodata
         Source no-data DN, or None.
     integration_time
-        Per-band integration time from the GF-4 metadata (DN of different settings are not
-        comparable), or None.
+        Per-band integration time in milliseconds from the GF-4 metadata (DN of different
+        settings are not comparable without calibration), or None.
     cloud_percent
         ``CloudPercent`` from the GF-4 metadata, or None.
     footprint
@@ -53,6 +55,20 @@ class Acquisition:
     gsd
         ``ImageGSD`` in metres (GF-4), or None. Used by :func:`pipeline.grid.derive_grid` as the
         default resolution.
+    dtype_max
+        The largest value the file's data type holds (65535 for uint16).
+    valid_bits
+        ``ValidPixelBits`` of GF-4 metadata (or GDAL's ``NBITS``), or None.
+    gain, bias
+        Per-band absolute calibration, radiance = gain·DN + bias, from the calibration table
+        (:mod:`pipeline.inputs.radiometry`), or None.
+    sun_elevation
+        Sun elevation in degrees at the scene centre (GF-4 ``SolarZenith`` tag), or None.
+    calibration
+        ``"dn"``, ``"radiance"`` or ``"reflectance"`` (``inputs.calibration``).
+    scale, offset
+        Per-band value = DN·scale + offset, set by :mod:`pipeline.inputs.radiometry` when
+        ``inputs.calibration`` is ``radiance`` or ``reflectance``; None means DN / max_dn.
     """
 
     id: str
@@ -67,6 +83,14 @@ class Acquisition:
     cloud_percent: float | None
     footprint: tuple[tuple[float, float], ...] | None
     gsd: float | None = None
+    dtype_max: float = 65535.0
+    valid_bits: int | None = None
+    gain: tuple[float, ...] | None = None
+    bias: tuple[float, ...] | None = None
+    sun_elevation: float | None = None
+    calibration: str = "dn"
+    scale: tuple[float, ...] | None = None
+    offset: tuple[float, ...] | None = None
 
 
 def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
@@ -115,15 +139,17 @@ def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
         by_time[a.time] = a
     warns: list[str] = []
     settings = {a.integration_time for a in acqs if a.integration_time is not None}
-    if len(settings) > 1:
+    # Calibrated values (radiance, reflectance) are comparable whatever the setting.
+    if len(settings) > 1 and all(a.scale is None for a in acqs):
         groups = ", ".join(
-            f"{'/'.join(f'{t:g}' for t in s)} s ({sum(a.integration_time == s for a in acqs)} "
+            f"{'/'.join(f'{t:g}' for t in s)} ms ({sum(a.integration_time == s for a in acqs)} "
             "dates)"
             for s in sorted(settings)
         )
         warns.append(
             f"IntegrationTime differs between dates ({groups}): their DN are not comparable "
-            "without calibration — calibrate first or select dates with one setting"
+            "without calibration — set inputs.calibration: radiance or reflectance, or select "
+            "dates with one setting"
         )
     scales = sorted({a.max_dn for a in acqs})
     if len(scales) > 1:

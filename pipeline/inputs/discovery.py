@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ def _simulation_settings(inputs: SimulatedInputs) -> dict[str, Any]:
         "seed": inputs.seed,
         "sensor": inputs.sensor,
         "cloud_style": inputs.cloud_style,
+        # 2: PMI products as CRESDA lays them out (both sensors), 10-bit DN, Beijing times.
+        "format": 2,
     }
 
 
@@ -56,7 +58,15 @@ def simulated_paths(inputs: SimulatedInputs, layout: Layout) -> list[str]:
     from pipeline.inputs.synthetic import make_gf4_series
 
     settings = _simulation_settings(inputs)
-    made = make_gf4_series(layout.products, **settings)
+    # Always PMI products, as delivered; the run reads the requested sensor from them.
+    made = make_gf4_series(
+        layout.products,
+        n_dates=inputs.n_dates,
+        size=inputs.size,
+        seed=inputs.seed,
+        cloud_style=inputs.cloud_style,
+        sensor="PMI",
+    )
     paths = [str(p) for p in made.paths]
     write_json(
         layout.products / "simulation.json",
@@ -70,7 +80,7 @@ def discover(inputs: InputsConfig, layout: Layout) -> list[Acquisition]:
     if inputs.kind == "geotiff":
         times = None
         if inputs.dates is not None:
-            times = [datetime(d.year, d.month, d.day) for d in inputs.dates]
+            times = [datetime(d.year, d.month, d.day, tzinfo=UTC) for d in inputs.dates]
         return discover_geotiffs(
             list(inputs.paths),
             times=times,
@@ -89,4 +99,6 @@ def discover(inputs: InputsConfig, layout: Layout) -> list[Acquisition]:
         extract_dir=extract_dir,
         max_dn=inputs.max_dn,
         dn_rule=inputs.dn_rule,
+        calibration=inputs.calibration,
+        calibration_table=inputs.calibration_table,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +16,7 @@ from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
 from pipeline.errors import ConfigError, InputError
 from pipeline.inputs.acquisition import Acquisition
 from pipeline.inputs.files import check_complete, expand_paths
-from pipeline.inputs.scaling import check_dn_args, scaled_series
+from pipeline.inputs.scaling import bits_max, check_dn_args, scaled_series
 
 __all__ = ["discover_geotiffs"]
 
@@ -32,12 +32,14 @@ def _parse_date(path: Path, pattern: re.Pattern[str]) -> datetime:
     text = m.group(1) if pattern.groups else m.group(0)
     fmt = _DATE_FORMATS.get(len(text)) if text.isdigit() else None
     try:
-        return datetime.strptime(text, fmt) if fmt else datetime.fromisoformat(text)
+        parsed = datetime.strptime(text, fmt) if fmt else datetime.fromisoformat(text)
     except ValueError:
         raise InputError(
             f"{path.name}: {text!r} is not a date (YYYYMMDD, YYYYMMDDhhmm[ss], "
             f"YYYYDDD or ISO); {hint}"
         ) from None
+    # A time without a zone is taken as UTC, like every time the pipeline writes.
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def discover_geotiffs(
@@ -46,7 +48,7 @@ def discover_geotiffs(
     times: Sequence[datetime] | None = None,
     date_pattern: str = r"(\d{8})",
     max_dn: float | None = None,
-    dn_rule: Literal["sensor", "pow2"] = "sensor",
+    dn_rule: str = "auto",
 ) -> list[Acquisition]:
     """Describe a series of georeferenced rasters (one file per date).
 
@@ -63,14 +65,16 @@ def discover_geotiffs(
     max_dn
         DN that maps to 1.0; overrides ``dn_rule``.
     dn_rule
-        ``"sensor"``: the maximum of the file's integer dtype (255 for uint8, 65535 for
-        uint16); float files are taken as already scaled (1.0). ``"pow2"``:
-        2**ceil(log2(observed max)) over the whole series.
+        ``"auto"`` (default): the declared maximum — ``2^NBITS − 1`` when GDAL's NBITS is
+        set, else the integer dtype's maximum (65535 for uint16), 1.0 for float files —
+        checked against the data where it is below the dtype's range. ``"metadata"``: the
+        same, a larger DN is an error. ``"pow2"``: 2**ceil(log2(observed max)) over the series.
 
     Returns
     -------
     list of Acquisition
-        Sorted by time; ``sensor`` is ``"geotiff"``. Files with a CRS and geotransform get
+        Sorted by time (aware UTC: a time without a zone is taken as UTC); ``sensor`` is
+        ``"geotiff"``. Files with a CRS and geotransform get
         ``georef="crs"``; files with only RPCs get ``georef="rpc"``.
 
     Raises
@@ -105,6 +109,8 @@ def discover_geotiffs(
     acqs = []
     for i, path in enumerate(files):
         time = times[i] if times is not None else _parse_date(path, pattern)
+        if time.tzinfo is None:
+            time = time.replace(tzinfo=UTC)
         acqs.append(_geotiff_acquisition(path, time))
     return scaled_series(acqs, max_dn, dn_rule)
 
@@ -119,6 +125,7 @@ def _geotiff_acquisition(path: Path, time: datetime) -> Acquisition:
                 dtype = np.dtype(src.dtypes[0])
                 nodata = src.nodata
                 descriptions = src.descriptions
+                nbits = src.tags(1, ns="IMAGE_STRUCTURE").get("NBITS")
                 count = src.count
                 check_complete(src, path)
     except RasterioIOError as exc:
@@ -135,17 +142,21 @@ def _geotiff_acquisition(path: Path, time: datetime) -> Acquisition:
     names = tuple(d or "" for d in descriptions)
     if not all(names) or len(set(names)) != count:
         names = tuple(f"B{i + 1}" for i in range(count))
-    default_max = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0
+    dtype_max = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0
+    # GDAL's NBITS declares fewer valid bits than the type holds (e.g. 12-bit data in uint16).
+    valid_bits = int(nbits) if nbits and nbits.isdigit() else None
     return Acquisition(
         id=path.stem,
         path=path,
         time=time,
         sensor="geotiff",
         bands=names,
-        max_dn=default_max,
+        max_dn=bits_max(valid_bits) if valid_bits else dtype_max,
         georef=georef,
         nodata=None if nodata is None else float(nodata),
         integration_time=None,
         cloud_percent=None,
         footprint=None,
+        dtype_max=dtype_max,
+        valid_bits=valid_bits,
     )

@@ -9,8 +9,8 @@ import logging
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
+import numpy as np
 import rasterio
 from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
 
@@ -19,18 +19,25 @@ from pipeline.inputs.acquisition import Acquisition
 from pipeline.inputs.files import check_complete, expand_paths
 from pipeline.inputs.gf4_product import (
     SENSORS,
+    GF4Metadata,
     ProductFiles,
+    check_pmi_complete,
     extract_archive,
     find_product_files,
     is_archive,
     parse_metadata,
     parse_product_name,
 )
-from pipeline.inputs.scaling import SENSOR_MAX_DN, check_dn_args, scaled_series
+from pipeline.inputs.radiometry import calibrate
+from pipeline.inputs.scaling import bits_max, check_dn_args, scaled_series
 
 __all__ = ["discover_gf4"]
 
 log = logging.getLogger(__name__)
+
+# Sun elevation from the XML vs computed at CenterTime (UTC+8) and the footprint centre: real
+# products agree to a fraction of a degree; reading the time as UTC is off by tens of degrees.
+_SUN_TOLERANCE_DEG = 2.0
 
 
 def discover_gf4(
@@ -39,7 +46,9 @@ def discover_gf4(
     sensor: str = "PMS",
     extract_dir: Path,
     max_dn: float | None = None,
-    dn_rule: Literal["sensor", "pow2"] = "sensor",
+    dn_rule: str = "auto",
+    calibration: str = "dn",
+    calibration_table: Path | None = None,
 ) -> list[Acquisition]:
     """Find the GF-4 L1A images of one sensor in product directories, archives or globs.
 
@@ -50,28 +59,34 @@ def discover_gf4(
         named for the other sensor (``GF4_IRS_…`` when ``sensor="PMS"``) are skipped; a PMI
         product holds both sensors and the requested one is picked.
     sensor
-        ``"PMS"`` (5 bands, 50 m) or ``"IRS"`` (1 band, 400 m).
+        ``"PMS"`` (5 bands B1…B5, 50 m) or ``"IRS"`` (1 band IRS1, 400 m).
     extract_dir
-        Where archives are extracted (once; an existing complete extraction is reused).
+        Where archives are extracted (once; an existing complete extraction is reused), and
+        where the observed maximum DN of each file is cached.
     max_dn
         DN that maps to 1.0; overrides ``dn_rule``.
     dn_rule
-        ``"sensor"``: PMS 4095, IRS 65535. ``"pow2"``: 2**ceil(log2(observed max DN)) over the
-        whole series (reads every file once).
+        ``"auto"``, ``"metadata"`` or ``"pow2"`` (:mod:`pipeline.inputs.scaling`): by default
+        ``2^ValidPixelBits − 1``, checked against the data.
+    calibration
+        ``"dn"``, ``"radiance"`` or ``"reflectance"`` (:mod:`pipeline.inputs.radiometry`).
+    calibration_table
+        CRESDA's coefficients by year and integration time (needed unless ``"dn"``).
 
     Returns
     -------
     list of Acquisition
-        Sorted by time. ``nodata`` is the file's no-data value, or 0 when the file sets none
-        (L1A fill is DN 0).
+        Sorted by time (UTC). ``nodata`` is the file's no-data value, or 0 when the file sets
+        none (L1A fill is DN 0).
 
     Raises
     ------
     ConfigError
-        Unknown sensor or dn_rule, or a non-positive max_dn.
+        Unknown sensor, dn_rule or calibration, or a non-positive max_dn.
     InputError
         A path or pattern matches nothing, an archive is truncated, a product lacks the
-        sensor's files, its metadata is incomplete, or the image disagrees with its metadata.
+        sensor's files (or a PMI product either sensor's), its metadata is incomplete or
+        contradicts the image, or (``dn_rule: metadata``) the data exceed ``ValidPixelBits``.
     """
     sensor_u = sensor.upper()
     if sensor_u not in SENSORS:
@@ -95,6 +110,8 @@ def discover_gf4(
                 f"{entry.name}: not a GF-4 product directory or .tar.gz archive; list product "
                 "directories or archives in inputs.paths"
             )
+        if name is not None and name.kind == "PMI":
+            check_pmi_complete(directory, entry.name)
         files = find_product_files(directory, sensor_u)
         if files is None:
             raise InputError(
@@ -106,17 +123,37 @@ def discover_gf4(
         seen.add(files.tiff.resolve())
         acqs.append(_gf4_acquisition(files, sensor_u))
 
-    return scaled_series(acqs, max_dn, dn_rule)
+    scaled = scaled_series(acqs, max_dn, dn_rule, cache_dir=extract_dir)
+    return calibrate(scaled, calibration, calibration_table)
+
+
+def _check_sun(meta: GF4Metadata) -> None:
+    """Warn when the XML's sun elevation disagrees with the sun position at its time.
+
+    Real GF-4 metadata agree within a fraction of a degree once ``CenterTime`` is read as
+    Beijing time; a large difference means a time or tag this reader misunderstands.
+    """
+    if meta.sun_elevation is None or meta.footprint is None:
+        return
+    from pipeline.inputs.radiometry import sun_position
+
+    lons, lats = zip(*meta.footprint, strict=True)
+    computed, _ = sun_position(meta.center_time, sum(lons) / 4, sum(lats) / 4)
+    if abs(computed - meta.sun_elevation) > _SUN_TOLERANCE_DEG:
+        log.warning(
+            "%s: <SolarZenith> %.2f° (GF-4 writes the sun elevation there) but the sun was "
+            "%.2f° high at the scene centre at %s UTC; check the product's times",
+            meta.path.name,
+            meta.sun_elevation,
+            computed,
+            meta.center_time.strftime("%Y-%m-%d %H:%M:%S"),
+        )
 
 
 def _gf4_acquisition(files: ProductFiles, sensor: str) -> Acquisition:
     tiff, xml = files.tiff, files.xml
     meta = parse_metadata(xml)
-    if meta.sensor_id.upper() != sensor:
-        raise InputError(
-            f"{xml.name}: <SensorID> is {meta.sensor_id!r} but the file is named for {sensor}; "
-            "the product is inconsistent — re-download it"
-        )
+    _check_sun(meta)
     try:
         with warnings.catch_warnings():
             # L1A images have no geotransform by design; their georeferencing is the RPC.
@@ -124,6 +161,7 @@ def _gf4_acquisition(files: ProductFiles, sensor: str) -> Acquisition:
             with rasterio.open(tiff) as src:
                 count, width, height = src.count, src.width, src.height
                 nodata, has_rpcs = src.nodata, src.rpcs is not None
+                dtype = np.dtype(src.dtypes[0])
                 check_complete(src, tiff)
     except RasterioIOError as exc:
         raise InputError(
@@ -146,17 +184,22 @@ def _gf4_acquisition(files: ProductFiles, sensor: str) -> Acquisition:
             f"{tiff.name}: no RPCs found ({what}); L1A images are georeferenced only by RPC — "
             "re-download the product"
         )
+    dtype_max = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0
+    bits = meta.valid_pixel_bits or meta.pixel_bits
     return Acquisition(
         id=tiff.stem,
         path=tiff,
         time=meta.center_time,
         sensor=sensor,
         bands=meta.bands,
-        max_dn=SENSOR_MAX_DN[sensor],
+        max_dn=min(bits_max(bits), dtype_max) if bits else dtype_max,
         georef="rpc",
         nodata=0.0 if nodata is None else float(nodata),
         integration_time=meta.integration_time,
         cloud_percent=meta.cloud_percent,
         footprint=meta.footprint,
         gsd=meta.image_gsd,
+        dtype_max=dtype_max,
+        valid_bits=meta.valid_pixel_bits,
+        sun_elevation=meta.sun_elevation,
     )

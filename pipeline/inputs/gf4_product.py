@@ -18,7 +18,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from pipeline.errors import InputError
@@ -26,19 +26,27 @@ from pipeline.ids import file_signature
 from pipeline.store.durable import read_json
 
 __all__ = [
+    "BEIJING",
     "PRODUCT_NAME_RE",
     "SENSORS",
     "GF4Metadata",
     "ProductFiles",
     "ProductName",
+    "band_names",
+    "check_pmi_complete",
     "extract_archive",
     "find_product_files",
     "is_archive",
     "parse_metadata",
     "parse_product_name",
+    "sensor_of",
 ]
 
 SENSORS = ("PMS", "IRS")
+
+#: The zone of every time in GF-4 metadata: Beijing time, UTC+8 (CRESDA writes local time; the
+#: sun position computed from ``CenterTime`` matches the XML's own sun angles only read so).
+BEIJING = timezone(timedelta(hours=8), "UTC+08")
 
 #: Product (archive or directory) name; PMI products hold both PMS and IRS files.
 PRODUCT_NAME_RE = re.compile(
@@ -58,9 +66,14 @@ _EXTRACTED_MARKER = ".extracted.json"
 class GF4Metadata:
     """Metadata of one GF-4 sensor image, from its ``.xml`` file.
 
-    Times are naive datetimes exactly as written in the XML. ``footprint`` holds the four corner
-    (lon, lat) pairs in the order top-left, top-right, bottom-right, bottom-left, or None when
-    any corner tag is missing.
+    Times are timezone-aware UTC: the XML writes Beijing time (UTC+8) without a zone, and
+    :func:`parse_metadata` converts. ``footprint`` holds the four corner (lon, lat) pairs in the
+    order top-left, top-right, bottom-right, bottom-left, or None when any corner tag is
+    missing. ``integration_time`` is in milliseconds (GF-4 writes e.g. ``6,30,20,30,30``).
+    ``gain`` and ``bias`` are the XML's ``<Gain>``/``<Bias>`` lists as written; they are *not*
+    CRESDA's radiance coefficients (:mod:`pipeline.inputs.radiometry`). ``sun_elevation`` and
+    ``satellite_elevation`` come from the tags ``SolarZenith`` and ``SatelliteZenith``, which in
+    GF-4 metadata hold elevation angles despite their names (docs/CONVENTIONS.md §7).
     """
 
     path: Path
@@ -75,11 +88,15 @@ class GF4Metadata:
     start_time: datetime | None = None
     end_time: datetime | None = None
     integration_time: tuple[float, ...] | None = None
+    pixel_bits: int | None = None
+    valid_pixel_bits: int | None = None
+    gain: tuple[float, ...] | None = None
+    bias: tuple[float, ...] | None = None
     image_gsd: float | None = None
     footprint: tuple[tuple[float, float], ...] | None = None
-    solar_zenith: float | None = None
-    solar_azimuth: float | None = None
-    satellite_zenith: float | None = None
+    sun_elevation: float | None = None
+    sun_azimuth: float | None = None
+    satellite_elevation: float | None = None
     satellite_azimuth: float | None = None
     cloud_percent: float | None = None
 
@@ -92,12 +109,14 @@ def _bad(path: Path, what: str) -> InputError:
 
 
 def _parse_time(path: Path, tag: str, text: str) -> datetime:
+    """A metadata time (Beijing time, no zone written) as an aware UTC datetime."""
     for fmt in _TIME_FORMATS:
         try:
-            return datetime.strptime(text, fmt)
+            local = datetime.strptime(text, fmt)
         except ValueError:
             continue
-    raise _bad(path, f"<{tag}> is {text!r}, expected 'YYYY-MM-DD HH:MM:SS'")
+        return local.replace(tzinfo=BEIJING).astimezone(UTC)
+    raise _bad(path, f"<{tag}> is {text!r}, expected a time 'YYYY-MM-DD HH:MM:SS'")
 
 
 def _parse_float(path: Path, tag: str, text: str) -> float:
@@ -105,6 +124,14 @@ def _parse_float(path: Path, tag: str, text: str) -> float:
         return float(text)
     except ValueError:
         raise _bad(path, f"<{tag}> is {text!r}, expected a number") from None
+
+
+def _parse_list(path: Path, tag: str, text: str, n: int) -> tuple[float, ...]:
+    """A comma list of ``n`` numbers (one per band)."""
+    values = tuple(_parse_float(path, tag, t.strip()) for t in text.split(",") if t.strip())
+    if len(values) != n:
+        raise _bad(path, f"<{tag}> lists {len(values)} values for {n} bands")
+    return values
 
 
 def _parse_int(path: Path, tag: str, text: str) -> int:
@@ -117,9 +144,26 @@ def _parse_int(path: Path, tag: str, text: str) -> int:
     return value
 
 
-def _band_name(token: str) -> str:
-    # The XML lists bands as "1,2,3,4,5"; the pipeline names them B1…B5 everywhere else.
-    return f"B{token}" if token.isdigit() else token
+def band_names(sensor: str, listed: str) -> tuple[str, ...]:
+    """Pipeline band names of a sensor image from the XML's ``<Bands>`` list.
+
+    PMS lists ``1,2,3,4,5`` and becomes ``B1``…``B5``. IRS lists ``1`` as well, so its band is
+    named ``IRS1``: a PMS and an IRS band never share a name (in COG names, cube coordinates or
+    a ``bands:`` selection).
+    """
+    prefix = "IRS" if sensor == "IRS" else "B"
+    tokens = [t.strip() for t in listed.split(",") if t.strip()]
+    return tuple(f"{prefix}{t}" if t.isdigit() else t for t in tokens)
+
+
+def sensor_of(name: str) -> str | None:
+    """``"PMS"`` or ``"IRS"`` from a sensor file name ``GF4_{PMS|IRS}_…``, else None.
+
+    The sensor of an image comes from its file name: real products write ``<SensorID>PMI``
+    (the camera, which holds both) in the XML of either sensor.
+    """
+    m = re.match(r"^GF4_(PMS|IRS)_", name)
+    return m[1] if m else None
 
 
 def parse_metadata(xml_path: str | Path) -> GF4Metadata:
@@ -133,14 +177,16 @@ def parse_metadata(xml_path: str | Path) -> GF4Metadata:
     Returns
     -------
     GF4Metadata
-        The parsed tags. Unknown tags are ignored; optional tags that are absent are None.
+        The parsed tags, times converted from Beijing time to UTC. Unknown tags are ignored;
+        optional tags that are absent or empty are None.
 
     Raises
     ------
     InputError
         The file is not readable XML, its root is not ``<ProductMetaData>``, a required tag
-        (CenterTime, Bands, WidthInPixels, HeightInPixels, SensorID) is missing or empty, or a
-        value cannot be parsed.
+        (CenterTime, Bands, WidthInPixels, HeightInPixels, SensorID) is missing or empty, the
+        satellite is not GF4, the sensor is neither the file's nor ``PMI``, a value cannot be
+        parsed, or a per-band list has the wrong length.
     """
     path = Path(xml_path)
     try:
@@ -149,7 +195,8 @@ def parse_metadata(xml_path: str | Path) -> GF4Metadata:
         raise _bad(path, f"metadata is not readable XML ({exc})") from None
     if root.tag != "ProductMetaData":
         raise _bad(path, f"root element is <{root.tag}>, expected <ProductMetaData>")
-    # Flat layout: the first occurrence of a tag wins; nested or unknown tags are ignored.
+    # Flat layout: the first occurrence of a tag wins; empty (<ProductQuality />), nested or
+    # unknown tags are ignored.
     tags: dict[str, str] = {}
     for child in root:
         text = (child.text or "").strip()
@@ -161,23 +208,32 @@ def parse_metadata(xml_path: str | Path) -> GF4Metadata:
                 f"{path.name}: missing required tag <{tag}>; the product is incomplete — "
                 "re-download it or remove it from inputs.paths"
             )
+    satellite = tags.get("SatelliteID")
+    if satellite is not None and satellite.upper() != "GF4":
+        raise InputError(
+            f"{path.name}: <SatelliteID> is {satellite!r}, not GF4; remove the product from "
+            "inputs.paths"
+        )
+    sensor = sensor_of(path.name) or tags["SensorID"].upper()
+    if tags["SensorID"].upper() not in (sensor, "PMI"):
+        raise _bad(path, f"<SensorID> is {tags['SensorID']!r}, expected PMI or {sensor}")
 
     def opt_float(tag: str) -> float | None:
         return _parse_float(path, tag, tags[tag]) if tag in tags else None
 
+    def opt_int(tag: str) -> int | None:
+        return _parse_int(path, tag, tags[tag]) if tag in tags else None
+
     def opt_time(tag: str) -> datetime | None:
         return _parse_time(path, tag, tags[tag]) if tag in tags else None
 
-    bands = tuple(_band_name(t.strip()) for t in tags["Bands"].split(",") if t.strip())
+    bands = band_names(sensor, tags["Bands"])
     if not bands:
         raise _bad(path, "<Bands> lists no band")
-    integration: tuple[float, ...] | None = None
-    if "IntegrationTime" in tags:
-        integration = tuple(
-            _parse_float(path, "IntegrationTime", t.strip())
-            for t in tags["IntegrationTime"].split(",")
-            if t.strip()
-        )
+
+    def opt_list(tag: str) -> tuple[float, ...] | None:
+        return _parse_list(path, tag, tags[tag], len(bands)) if tag in tags else None
+
     corners: list[tuple[float, float]] = []
     for corner in _CORNERS:
         lon, lat = tags.get(f"{corner}Longitude"), tags.get(f"{corner}Latitude")
@@ -190,6 +246,9 @@ def parse_metadata(xml_path: str | Path) -> GF4Metadata:
             )
         )
     footprint = tuple(corners) if len(corners) == len(_CORNERS) else None
+    pixel_bits, valid_bits = opt_int("PixelBits"), opt_int("ValidPixelBits")
+    if valid_bits is not None and valid_bits > (pixel_bits or 16):
+        raise _bad(path, f"<ValidPixelBits> is {valid_bits}, more than <PixelBits> {pixel_bits}")
 
     return GF4Metadata(
         path=path,
@@ -198,17 +257,21 @@ def parse_metadata(xml_path: str | Path) -> GF4Metadata:
         bands=bands,
         width=_parse_int(path, "WidthInPixels", tags["WidthInPixels"]),
         height=_parse_int(path, "HeightInPixels", tags["HeightInPixels"]),
-        satellite_id=tags.get("SatelliteID"),
+        satellite_id=satellite,
         product_id=tags.get("ProductID"),
         product_level=tags.get("ProductLevel"),
         start_time=opt_time("StartTime"),
         end_time=opt_time("EndTime"),
-        integration_time=integration,
+        integration_time=opt_list("IntegrationTime"),
+        pixel_bits=pixel_bits,
+        valid_pixel_bits=valid_bits,
+        gain=opt_list("Gain"),
+        bias=opt_list("Bias"),
         image_gsd=opt_float("ImageGSD"),
         footprint=footprint,
-        solar_zenith=opt_float("SolarZenith"),
-        solar_azimuth=opt_float("SolarAzimuth"),
-        satellite_zenith=opt_float("SatelliteZenith"),
+        sun_elevation=opt_float("SolarZenith"),
+        sun_azimuth=opt_float("SolarAzimuth"),
+        satellite_elevation=opt_float("SatelliteZenith"),
         satellite_azimuth=opt_float("SatelliteAzimuth"),
         cloud_percent=opt_float("CloudPercent"),
     )
@@ -319,6 +382,32 @@ def find_product_files(directory: Path, sensor: str) -> ProductFiles | None:
         )
     rpb = next((Path(base + s) for s in (".rpb", ".RPB") if Path(base + s).is_file()), None)
     return ProductFiles(tiff=tiff, xml=xml, rpb=rpb)
+
+
+def check_pmi_complete(directory: Path, product: str) -> None:
+    """Raise unless a PMI product holds the image, metadata and RPCs of both sensors.
+
+    A PMI delivery always holds PMS and IRS side by side (``.tiff``, ``.xml``, ``.rpb``, plus
+    ``.jpg``/``_thumb.jpg`` browse images, which are not needed); one sensor's files missing
+    means a truncated download, even when only the other sensor is used.
+
+    Raises
+    ------
+    InputError
+        One line naming the product and the first missing file kind.
+    """
+    for sensor in SENSORS:
+        files = find_product_files(directory, sensor)
+        missing = (
+            f"GF4_{sensor}_*.xml"
+            if files is None
+            else (f"{files.xml.name[: -len('.xml')]}.rpb" if files.rpb is None else None)
+        )
+        if missing is not None:
+            raise InputError(
+                f"{product}: a PMI product holds PMS and IRS images, but {missing} is missing; "
+                "the product is incomplete — re-download it or remove it from inputs.paths"
+            )
 
 
 def _archive_signature(archive: Path) -> dict[str, int]:

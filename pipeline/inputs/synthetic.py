@@ -16,7 +16,7 @@ import tarfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +41,14 @@ __all__ = [
 # MATLAB rgb2gray weights (docs/CONVENTIONS.md §4).
 _GREY = np.array([0.2989, 0.5870, 0.1140])
 _PMS_BANDS = ("B1", "B2", "B3", "B4", "B5")
-_IRS_BANDS = ("B6",)
-_MAX_DN = {"PMS": 4095, "IRS": 65535}
-_BASE_TIME = datetime(2020, 6, 1, 3, 0, 0)
+_MAX_DN = 2**10 - 1  # ValidPixelBits 10 for both sensors
+#: The first acquisition: 07:12 Beijing time, i.e. 23:12 UTC of the day before, so a simulated
+#: morning crosses a UTC date line as real GF-4 mornings over China do.
+_BASE_TIME = datetime(2020, 5, 31, 23, 12, 0, tzinfo=UTC)
+#: GF-4 stares: a morning holds many acquisitions. Simulated ones are this far apart (plus up
+#: to 10 minutes); the PMI product's IRS image is taken 45 s after its PMS image.
+_ACQUISITION_STEP = timedelta(minutes=35)
+_IRS_DELAY = timedelta(seconds=45)
 
 
 @dataclass(frozen=True)
@@ -155,9 +160,64 @@ def _write_jpegs(stem: Path, rgb01: np.ndarray) -> None:
     img.save(stem.parent / f"{stem.name}_thumb.jpg", quality=85)
 
 
+#: The tags of real GF-4 L1A metadata, in CRESDA's order (68, checked on PMS and IRS XML of
+#: 2021, 2022 and 2025 products). Tags given no value are written empty, as CRESDA writes
+#: them: ``<X />``, or ``<X></X>`` for the two below.
+_XML_TAGS = (
+    "SatelliteID SensorID ReceiveTime OrbitID ProduceType SceneID ProductID ProductLevel "
+    "ProductQuality ProductQualityReport ProductFormat ProduceTime Bands ScenePath SceneRow "
+    "SatPath SatRow SceneCount SceneShift StartTime EndTime CenterTime ImageGSD WidthInPixels "
+    "HeightInPixels WidthInMeters HeightInMeters CloudPercent QualityInfo PixelBits "
+    "ValidPixelBits RollViewingAngle PitchViewingAngle RollSatelliteAngle PitchSatelliteAngle "
+    "YawSatelliteAngle SolarAzimuth SolarZenith SatelliteAzimuth SatelliteZenith GainMode Gain "
+    "Bias IntegrationTime IntegrationLevel MapProjection EarthEllipsoid ZoneNo ResamplingKernel "
+    "HeightMode MtfCorrection RelativeCorrectionData TopLeftLatitude TopLeftLongitude "
+    "TopRightLatitude TopRightLongitude BottomRightLatitude BottomRightLongitude "
+    "BottomLeftLatitude BottomLeftLongitude TopLeftMapX TopLeftMapY TopRightMapX TopRightMapY "
+    "BottomRightMapX BottomRightMapY BottomLeftMapX BottomLeftMapY"
+).split()
+_EMPTY_PAIR = ("QualityInfo", "RelativeCorrectionData")
+#: Values that real products carry unchanged from year to year: ``ValidPixelBits`` 10 in a
+#: 16-bit file, the XML's ``Gain``/``Bias`` (not CRESDA's radiance coefficients, see
+#: pipeline.inputs.radiometry) and the integration times in milliseconds.
+_VALID_BITS = 10
+_XML_GAIN = {"PMS": "6.86400,4.59800,5.22300,6.37500,8.68100", "IRS": "280.59"}
+_XML_BIAS = {"PMS": "2.98600,4.14000,1.43900,3.60500,0.33100", "IRS": "873.21"}
+INTEGRATION_MS = {"PMS": (6.0, 30.0, 20.0, 30.0, 30.0), "IRS": (15.0,)}
+#: GF-4's geostationary slot, for the satellite view angles of the simulated metadata.
+_GF4_LONGITUDE = 105.6
+_BEIJING = timezone(timedelta(hours=8))
+
+
 def _xml_text(tags: dict[str, str]) -> str:
-    body = "".join(f"  <{k}>{v}</{k}>\n" for k, v in tags.items())
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n<ProductMetaData>\n{body}</ProductMetaData>\n'
+    lines = []
+    for tag in _XML_TAGS:
+        value = tags.get(tag, "")
+        if value:
+            lines.append(f"    <{tag}>{value}</{tag}>")
+        elif tag in _EMPTY_PAIR:
+            lines.append(f"    <{tag}></{tag}>")
+        else:
+            lines.append(f"    <{tag} />")
+    body = "\n".join(lines)
+    return (
+        f'<?xml version="1.0" encoding="UTF-8" ?>\n<ProductMetaData>\n{body}\n</ProductMetaData>\n'
+    )
+
+
+def _satellite_view(lon: float, lat: float) -> tuple[float, float]:
+    """(elevation, azimuth) in degrees of GF-4 seen from (lon, lat): geostationary at 105.6° E."""
+    r_earth, r_geo = 6378.137, 42164.0
+    lam, phi = np.radians(lon), np.radians(lat)
+    ground = r_earth * np.array([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)])
+    sat_lam = np.radians(_GF4_LONGITUDE)
+    d = r_geo * np.array([np.cos(sat_lam), np.sin(sat_lam), 0.0]) - ground
+    east = np.array([-np.sin(lam), np.cos(lam), 0.0])
+    north = np.array([-np.sin(phi) * np.cos(lam), -np.sin(phi) * np.sin(lam), np.cos(phi)])
+    up = ground / r_earth
+    elevation = np.degrees(np.arcsin(d @ up / np.linalg.norm(d)))
+    azimuth = np.degrees(np.arctan2(d @ east, d @ north)) % 360.0
+    return float(elevation), float(azimuth)
 
 
 def _write_sensor_image(
@@ -172,6 +232,10 @@ def _write_sensor_image(
     cloud_percent: float,
     product_id: str,
 ) -> None:
+    """The ``.tiff``, ``.rpb``, ``.xml``, ``.jpg`` and ``_thumb.jpg`` of one sensor image.
+
+    ``time`` is aware UTC; the XML writes it in Beijing time as CRESDA does.
+    """
     height, width = dn.shape[1:]
     base = directory / stem
     with warnings.catch_warnings():
@@ -187,7 +251,7 @@ def _write_sensor_image(
             nodata=0,
         ) as dst:
             dst.write(dn)
-    Path(f"{base}.rpb").write_text(rpc.rpb_text(sensor))
+    Path(f"{base}.rpb").write_text(rpc.rpb_text())
     # Outer corners of the frame (RPC coordinates are pixel centres).
     corner_rc = {
         "TopLeft": (-0.5, -0.5),
@@ -195,33 +259,49 @@ def _write_sensor_image(
         "BottomRight": (height - 0.5, width - 0.5),
         "BottomLeft": (height - 0.5, -0.5),
     }
+    local = time.astimezone(_BEIJING).strftime("%Y-%m-%d %H:%M:%S")
     tags = {
         "SatelliteID": "GF4",
-        "SensorID": sensor,
-        "ProductID": product_id,
+        "SensorID": "PMI",  # the camera: real PMS and IRS XML both say PMI
+        "ReceiveTime": local,
+        "ProductID": str(int(product_id[3:])),  # not zero-padded, unlike the file name
         "ProductLevel": "LEVEL1A",
-        "StartTime": (time - timedelta(seconds=10)).strftime("%Y-%m-%d %H:%M:%S"),
-        "EndTime": (time + timedelta(seconds=10)).strftime("%Y-%m-%d %H:%M:%S"),
-        "CenterTime": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "Bands": ",".join(b[1:] for b in (_PMS_BANDS if sensor == "PMS" else _IRS_BANDS)),
-        "IntegrationTime": ",".join(f"{t:g}" for t in integration),
+        "ProductFormat": "GEOTIFF",
+        "Bands": ",".join(str(i + 1) for i in range(dn.shape[0])),
+        "StartTime": local,
+        "EndTime": local,
+        "CenterTime": local,
         "ImageGSD": f"{gsd:g}",
         "WidthInPixels": str(width),
         "HeightInPixels": str(height),
+        "CloudPercent": f"{round(cloud_percent)}",
+        "PixelBits": "16",
+        "ValidPixelBits": str(_VALID_BITS),
+        "Gain": _XML_GAIN[sensor],
+        "Bias": _XML_BIAS[sensor],
+        "IntegrationTime": ",".join(f"{t:g}" for t in integration),
     }
+    lons, lats = [], []
     for corner, (r, c) in corner_rc.items():
         lon, lat = rpc.ground(np.array([r]), np.array([c]))
-        tags[f"{corner}Latitude"] = f"{lat[0]:.8f}"
-        tags[f"{corner}Longitude"] = f"{lon[0]:.8f}"
+        tags[f"{corner}Latitude"] = f"{lat[0]:.6f}"
+        tags[f"{corner}Longitude"] = f"{lon[0]:.6f}"
+        lons.append(float(lon[0]))
+        lats.append(float(lat[0]))
+    from pipeline.inputs.radiometry import sun_position
+
+    centre = (sum(lons) / 4, sum(lats) / 4)
+    sun_elevation, sun_azimuth = sun_position(time, *centre)
+    sat_elevation, sat_azimuth = _satellite_view(*centre)
+    # GF-4 writes elevations under the *Zenith tags (checked against the sun position).
     tags.update(
-        SolarZenith="35.2",
-        SolarAzimuth="140.1",
-        SatelliteZenith="48.7",
-        SatelliteAzimuth="195.3",
-        CloudPercent=f"{cloud_percent:.1f}",
+        SolarAzimuth=f"{sun_azimuth:.4f}",
+        SolarZenith=f"{sun_elevation:.4f}",
+        SatelliteAzimuth=f"{sat_azimuth:.4f}",
+        SatelliteZenith=f"{sat_elevation:.4f}",
     )
     Path(f"{base}.xml").write_text(_xml_text(tags))
-    max_dn = _MAX_DN[sensor]
+    max_dn = 2**_VALID_BITS - 1
     rgb = dn[[3, 2, 1]] if dn.shape[0] >= 4 else np.repeat(dn[:1], 3, axis=0)
     _write_jpegs(base, np.moveaxis(rgb / max_dn, 0, -1))
 
@@ -305,22 +385,30 @@ def make_gf4_series(
     n_dates: int = 7,
     size: int = 512,
     seed: int = 0,
-    sensor: str = "PMS",
+    sensor: str = "PMI",
     cloud_style: str = "moving",
     shift_px: float = 3.0,
     archive: bool = False,
     truth_rgb: np.ndarray | None = None,
     center_lonlat: tuple[float, float] = (116.4, 39.9),
     gsd: float = 50.0,
-    integration_time: float | Sequence[float] = 0.02,
+    integration_time: float | Sequence[float] | None = None,
+    start: datetime = _BASE_TIME,
+    step: timedelta = _ACQUISITION_STEP,
 ) -> SimulatedProducts:
     """Write a series of GF-4-like L1A products over a simulated cloud-free ground.
 
-    Each product is ``GF4_{sensor}_E{lon}_N{lat}_{YYYYMMDD}_L1A{10 digits}/`` holding the
-    ``.tiff`` (uint16, no CRS, no geotransform, nodata 0), ``.rpb``, ``.xml``, ``.jpg`` and
-    ``_thumb.jpg`` of the sensor image. Each date's RPC is displaced by up to ``shift_px``
-    pixels in rows and columns (different per date, deterministic from ``seed``), so the
-    frames' footprints differ and the raw arrays do not align.
+    Products are laid out as CRESDA delivers them (docs/CONVENTIONS.md §7, checked against
+    real 2021–2025 metadata): ``GF4_PMI_E{lon}_N{lat}_{YYYYMMDD}_L1A{10 digits}/`` holds, for
+    PMS and IRS side by side, the ``.tiff`` (uint16 with 10 valid bits, no CRS, no
+    geotransform, nodata 0), ``.rpb`` (RPC00B, ``satId = "XXX"``), ``.xml`` (all 68 tags in
+    CRESDA's order, ``SensorID`` PMI, times in Beijing time, sun and satellite elevations under
+    the ``…Zenith`` tags), ``.jpg`` and ``_thumb.jpg``. The date in the name is the Beijing
+    date. Acquisitions are ``step`` apart (35 minutes by default: several a morning, the
+    first before 08:00 Beijing time, i.e. on the previous UTC day). Each date's RPC is
+    displaced by up to ``shift_px`` pixels in rows and columns (different per date,
+    deterministic from ``seed``), so the frames' footprints differ and the raw arrays do not
+    align.
 
     Parameters
     ----------
@@ -333,9 +421,9 @@ def make_gf4_series(
     seed
         Seeds shifts, times and clouds.
     sensor
-        ``"PMS"`` (5 bands, DN up to 4095), ``"IRS"`` (1 band B6, DN up to 65535; the pan
-        truth stands in for the mid-infrared signal) or ``"PMI"`` (both in one product; the
-        IRS frame is size/8 pixels at 8×gsd).
+        ``"PMI"`` (default: both sensors in one product, the IRS frame size/8 pixels at
+        8×gsd), or ``"PMS"`` (5 bands) or ``"IRS"`` (1 band IRS1; the pan truth stands in for
+        the mid-infrared signal) alone. DN go up to 1023 (ValidPixelBits 10).
     cloud_style
         ``"reference"``, ``"perlin"`` or ``"moving"`` (:func:`cloudcore.simulate.cloud_series`),
         or ``"none"`` for cloud-free frames.
@@ -350,12 +438,18 @@ def make_gf4_series(
     gsd
         Ground sampling distance in metres (``ImageGSD``).
     integration_time
-        Integration time in seconds, one value for all bands or one per band.
+        Integration time in milliseconds, one value for all bands or one per band; default
+        the real products' ``6,30,20,30,30`` (PMS) and ``15`` (IRS).
+    start
+        Time (aware) of the first acquisition; default 2020-05-31 23:12 UTC (07:12 Beijing).
+    step
+        Time between acquisitions (plus up to 10 minutes of jitter).
 
     Returns
     -------
     SimulatedProducts
-        Paths in time order; ``truth_path`` is the float32 5-band ground in EPSG:4326.
+        Paths in time order, ``times`` their PMS acquisition times (aware UTC); ``truth_path``
+        is the float32 5-band ground in EPSG:4326.
     """
     sensor = sensor.upper()
     if sensor not in ("PMS", "IRS", "PMI"):
@@ -377,37 +471,50 @@ def make_gf4_series(
     lon0, lat0 = center_lonlat
     shifts = rng.uniform(-shift_px, shift_px, size=(n_dates, 2))
     angles = np.radians(8.0 + rng.uniform(-0.3, 0.3, size=n_dates))
-    minutes = rng.integers(0, 60, size=n_dates)
-    times = [_BASE_TIME + timedelta(days=k, minutes=int(minutes[k])) for k in range(n_dates)]
+    jitter = rng.integers(0, 600, size=n_dates)
+    times = [start + k * step + timedelta(seconds=int(jitter[k])) for k in range(n_dates)]
     sensors = ("PMS", "IRS") if sensor == "PMI" else (sensor,)
     # Checked before any frame is simulated or written.
-    integration = {s: _integration(integration_time, 5 if s == "PMS" else 1) for s in sensors}
+    integration = {
+        s: _integration(
+            INTEGRATION_MS[s] if integration_time is None else integration_time,
+            5 if s == "PMS" else 1,
+        )
+        for s in sensors
+    }
     clouds = {s: _clouds(_frame(s, sensor, size), n_dates, cloud_style, rng) for s in sensors}
     ew, ns = ("E" if lon0 >= 0 else "W"), ("N" if lat0 >= 0 else "S")
     paths: list[Path] = []
     for k, time in enumerate(times):
         product_id = f"L1A{seed * 1000 + k + 1:010d}"
         location = f"E{abs(lon0):.1f}_N{abs(lat0):.1f}".replace("E", ew, 1).replace("N", ns, 1)
-        name = f"GF4_{sensor}_{location}_{time:%Y%m%d}_{product_id}"
+        day = time.astimezone(_BEIJING).strftime("%Y%m%d")
+        name = f"GF4_{sensor}_{location}_{day}_{product_id}"
         product_dir = out_dir / name
         product_dir.mkdir(exist_ok=True)
         for s in sensors:
             frame = _frame(s, sensor, size)
             s_gsd = gsd * size / frame[0]
             rpc = make_rpc(
-                frame[0], s_gsd, lon0, lat0, tuple(shifts[k] * frame[0] / size), float(angles[k])
+                frame[0],
+                s_gsd,
+                lon0,
+                lat0,
+                tuple(shifts[k] * frame[0] / size),
+                float(angles[k]),
+                sensor=s,
             )
             bands = range(5) if s == "PMS" else (0,)
             ground = _observe(truth, transform, rpc, frame[0], bands)
             c = clouds[s][k]
             _write_sensor_image(
                 product_dir,
-                f"GF4_{s}_{location}_{time:%Y%m%d}_{product_id}",
+                f"GF4_{s}_{location}_{day}_{product_id}",
                 s,
                 # One band at a time: a full-size frame's 5 bands in float64 are 4 GB each copy.
-                np.stack([_dn(c + (1.0 - c) * g, _MAX_DN[s]) for g in ground]),
+                np.stack([_dn(c + (1.0 - c) * g, _MAX_DN) for g in ground]),
                 rpc,
-                time,
+                time + (_IRS_DELAY if s == "IRS" and sensor == "PMI" else timedelta(0)),
                 s_gsd,
                 integration[s],
                 100.0 * float((c > 0.2).mean()),
@@ -487,11 +594,8 @@ def make_geotiff_series(
     _write_truth(truth_path, truth, transform, crs)
     clouds = _clouds((size, size), n_dates, cloud_style, rng)
     crops = rng.integers(0, max_crop_px + 1, size=(n_dates, 4))
-    # File names carry the date only, so the series times are midnights.
-    times = [
-        datetime(_BASE_TIME.year, _BASE_TIME.month, _BASE_TIME.day) + timedelta(days=k)
-        for k in range(n_dates)
-    ]
+    # File names carry the date only, so the series times are midnights (UTC).
+    times = [datetime(2020, 6, 1, tzinfo=UTC) + timedelta(days=k) for k in range(n_dates)]
     paths = []
     for k, time in enumerate(times):
         dn = _dn(clouds[k] + (1.0 - clouds[k]) * truth, 65535)

@@ -2,7 +2,10 @@
 
 Each simulated date is a separately pointed frame: an RPC00B model with a shift of a few
 pixels, a little quadratic distortion and terrain parallax, written as the ``.rpb`` sidecar
-that GDAL reads.
+that GDAL reads. As in real GF-4 PMS sidecars (checked on 2022 and 2025 products): the header
+says ``satId = "XXX"; bandId = "XXX"; SpecId = "XXX";``, ``errBias = 1.0``, ``errRand = 0.0``,
+the height offset is non-zero (the scene's mean height, ~74–100 m) with a scale of a few
+thousand metres, and the denominators are not 1 (first-order terms of a few 1e-3).
 """
 
 from __future__ import annotations
@@ -19,7 +22,14 @@ __all__ = ["SyntheticRpc", "make_rpc"]
 # Terrain parallax of the simulated view: image lines per 1000 m of height. GF-4 sees northern
 # China obliquely from 105.6° E over the equator, so relief displaces pixels by tens of metres.
 _PARALLAX_PX_PER_KM = 4.0
-_HEIGHT_SCALE = 1000.0
+#: Height normalisation of the simulated RPCs, as in real PMS sidecars (offset 100.36 m and
+#: scale 2943.6 m in a 2022 product; IRS writes 0 and 5000).
+_HEIGHT_OFFSET = {"PMS": 100.359193857434, "IRS": 0.0}
+_HEIGHT_SCALE = {"PMS": 2943.640806142566, "IRS": 5000.0}
+#: First-order denominator terms (L, P) of the line and sample polynomials, the size of real
+#: PMS values (-2.6e-3, -3.7e-3 on lines of a 2022 product).
+_DEN_LINE = (-2.5686e-3, -3.7201e-3)
+_DEN_SAMP = (1.9e-3, -2.2e-3)
 
 
 def _rpc_terms(lon_n: np.ndarray, lat_n: np.ndarray, h_n: np.ndarray) -> list[np.ndarray]:
@@ -52,7 +62,7 @@ def _rpc_terms(lon_n: np.ndarray, lat_n: np.ndarray, h_n: np.ndarray) -> list[np
 
 @dataclass(frozen=True)
 class SyntheticRpc:
-    """A simulated RPC: polynomial ground → image with unit denominators."""
+    """A simulated RPC00B: rational polynomials ground → image."""
 
     lon_off: float
     lat_off: float
@@ -64,15 +74,23 @@ class SyntheticRpc:
     samp_scale: float
     line_num: tuple[float, ...]
     samp_num: tuple[float, ...]
+    line_den: tuple[float, ...]
+    samp_den: tuple[float, ...]
+    height_off: float
+    height_scale: float
 
     def image(self, lon: np.ndarray, lat: np.ndarray, h: np.ndarray | float = 0.0):
         """Ground → (row, col) in pixel-centre coordinates (RPC convention)."""
         L = (np.asarray(lon) - self.lon_off) / self.lon_scale
         P = (np.asarray(lat) - self.lat_off) / self.lat_scale
-        H = np.broadcast_to(np.asarray(h, float) / _HEIGHT_SCALE, L.shape)
+        H = np.broadcast_to((np.asarray(h, float) - self.height_off) / self.height_scale, L.shape)
         terms = _rpc_terms(L, P, H)
-        line = sum(c * t for c, t in zip(self.line_num, terms, strict=True))
-        samp = sum(c * t for c, t in zip(self.samp_num, terms, strict=True))
+
+        def poly(coefs: Sequence[float]) -> np.ndarray:
+            return sum(c * t for c, t in zip(coefs, terms, strict=True))  # type: ignore[return-value]
+
+        line = poly(self.line_num) / poly(self.line_den)
+        samp = poly(self.samp_num) / poly(self.samp_den)
         return self.line_off + self.line_scale * line, self.samp_off + self.samp_scale * samp
 
     def ground(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -99,32 +117,37 @@ class SyntheticRpc:
                 break
         return lon, lat
 
-    def rpb_text(self, sensor: str) -> str:
-        """RPC00B sidecar text as GDAL's ``.RPB`` reader expects it."""
+    def rpb_text(self) -> str:
+        """RPC00B sidecar text laid out as CRESDA writes GF-4 ``.rpb`` files."""
 
         def coefs(values: Sequence[float]) -> str:
             body = ",\n".join(f"\t\t\t{v:+.15E}" for v in values)
             return f"(\n{body});"
 
-        den = [1.0] + [0.0] * 19
         return (
-            f'satId = "GF4";\nbandId = "{sensor}";\nSpecId = "RPC00B";\n'
+            'satId = "XXX";\nbandId = "XXX";\nSpecId = "XXX";\n'
             "BEGIN_GROUP = IMAGE\n"
-            "\terrBias = -1.0;\n\terrRand = -1.0;\n"
-            f"\tlineOffset = {self.line_off:+.15E};\n\tsampOffset = {self.samp_off:+.15E};\n"
-            f"\tlatOffset = {self.lat_off:+.15E};\n\tlongOffset = {self.lon_off:+.15E};\n"
-            "\theightOffset = +0.000;\n"
-            f"\tlineScale = {self.line_scale:+.15E};\n\tsampScale = {self.samp_scale:+.15E};\n"
-            f"\tlatScale = {self.lat_scale:+.15E};\n\tlongScale = {self.lon_scale:+.15E};\n"
-            f"\theightScale = {_HEIGHT_SCALE:+.3f};\n"
-            f"\tlineNumCoef = {coefs(self.line_num)}\n\tlineDenCoef = {coefs(den)}\n"
-            f"\tsampNumCoef = {coefs(self.samp_num)}\n\tsampDenCoef = {coefs(den)}\n"
+            "\terrBias =   1.0;\n\terrRand =    0.0;\n"
+            f"\tlineOffset = {self.line_off:.15f};\n\tsampOffset = {self.samp_off:.15f};\n"
+            f"\tlatOffset =   {self.lat_off:.15f};\n\tlongOffset =  {self.lon_off:.15f};\n"
+            f"\theightOffset = {self.height_off:.15f};\n"
+            f"\tlineScale = {self.line_scale:.15f};\n\tsampScale = {self.samp_scale:.15f};\n"
+            f"\tlatScale =    {self.lat_scale:.15f};\n\tlongScale =    {self.lon_scale:.15f};\n"
+            f"\theightScale = {self.height_scale:.15f};\n"
+            f"\tlineNumCoef = {coefs(self.line_num)}\n\tlineDenCoef = {coefs(self.line_den)}\n"
+            f"\tsampNumCoef = {coefs(self.samp_num)}\n\tsampDenCoef = {coefs(self.samp_den)}\n"
             "END_GROUP = IMAGE\nEND;\n"
         )
 
 
 def make_rpc(
-    size: int, gsd: float, lon0: float, lat0: float, shift: tuple[float, float], angle: float
+    size: int,
+    gsd: float,
+    lon0: float,
+    lat0: float,
+    shift: tuple[float, float],
+    angle: float,
+    sensor: str = "PMS",
 ) -> SyntheticRpc:
     """A frame of ``size`` pixels at ``gsd`` m centred near (lon0, lat0).
 
@@ -141,7 +164,11 @@ def make_rpc(
     # Normalised: col = cos·L + sin·P (+ q·L²), row = sin·L − cos·P (+ q·L·P) + parallax·H.
     samp[0], samp[1], samp[2], samp[7] = shift[1] / half, ca, sa, q
     line[0], line[1], line[2], line[4] = shift[0] / half, sa, -ca, q
-    line[3] = _PARALLAX_PX_PER_KM * (_HEIGHT_SCALE / 1000.0) / half
+    h_off, h_scale = _HEIGHT_OFFSET[sensor], _HEIGHT_SCALE[sensor]
+    line[3] = _PARALLAX_PX_PER_KM * (h_scale / 1000.0) / half
+    line_den, samp_den = [1.0] + [0.0] * 19, [1.0] + [0.0] * 19
+    line_den[1], line_den[2] = _DEN_LINE
+    samp_den[1], samp_den[2] = _DEN_SAMP
     return SyntheticRpc(
         lon_off=lon0,
         lat_off=lat0,
@@ -153,6 +180,10 @@ def make_rpc(
         samp_scale=half,
         line_num=tuple(line),
         samp_num=tuple(samp),
+        line_den=tuple(line_den),
+        samp_den=tuple(samp_den),
+        height_off=h_off,
+        height_scale=h_scale,
     )
 
 

@@ -194,7 +194,7 @@ CASES: list[tuple[str, Builder, tuple[str, ...]]] = [
     ("truncated-tar-gz", _truncated_archive, (".tar.gz: archive is truncated or corrupt",)),
     ("xml-missing-tag", _xml_tag, (".xml: missing required tag <CenterTime>",)),
     ("xml-not-xml", _xml_garbage, (".xml", "not readable XML")),
-    ("rpb-missing", _rpb_missing, (".tiff: no RPCs found (missing", ".rpb)")),
+    ("rpb-missing", _rpb_missing, ("a PMI product holds PMS and IRS", ".rpb is missing")),
     ("rpb-malformed", _rpb_malformed, (".rpb is malformed", "re-download")),
     ("band-lists-differ", _bands_differ, ("bands B1,B2,B3,B4 differ", "remove the file")),
     ("fewer-than-2-dates", _one_date, ("found 1 acquisition(s)", "at least 2 dates")),

@@ -24,7 +24,7 @@ def test_defaults() -> None:
     assert cfg.solver.tol == 1e-7 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
     assert cfg.cluster.kind == "local" and cfg.cluster.solver_threads is None
     assert cfg.output.cog_dtype == "uint16" and cfg.output.quicklooks is True
-    assert cfg.grid.crs is None and cfg.inputs.sensor == "PMS" and cfg.inputs.dn_rule == "sensor"
+    assert cfg.grid.crs is None and cfg.inputs.sensor == "PMS" and cfg.inputs.dn_rule == "auto"
 
 
 def test_frozen() -> None:

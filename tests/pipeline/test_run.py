@@ -145,7 +145,7 @@ def test_outputs_are_on_the_target_grid(
         assert src.driver == "GTiff" and src.overviews(1) is not None
         dn = src.read(1)
     clear = cube.clear.sel(band="B3").isel(time=2).values
-    expected = np.where(np.isfinite(clear), np.clip(np.rint(clear * 4095), 1, None), 0)
+    expected = np.where(np.isfinite(clear), np.clip(np.rint(clear * 1023), 1, None), 0)
     np.testing.assert_array_equal(dn, expected)
 
 
@@ -209,3 +209,32 @@ def test_resume_skips_finished_tiles(gf4_products: SimulatedProducts, tmp_path: 
     np.testing.assert_array_equal(after, cube_before)
     third = run(cfg, overwrite=True)
     assert third.solved == first.solved and third.solve_skipped == 0
+
+
+def test_cogs_pass_cog_validate_with_overviews(tiled: tuple[Path, RunSummary]) -> None:
+    # rio-cogeo's validator, the check COG viewers and catalogues apply, with its warnings as
+    # errors; the ~580 px grid is wider than a 512 px block, so each COG carries an overview.
+    from rasterio.io import MemoryFile
+    from rio_cogeo.cogeo import cog_validate
+
+    cogs = sorted((tiled[0] / "cog").glob("*.tif"))
+    assert len(cogs) == 7 * 5
+    for cog in cogs:
+        assert cog_validate(cog, strict=True, quiet=True) == (True, [], []), cog.name
+        with rasterio.open(cog) as src:
+            assert src.width > 512 and src.overviews(1) == [2], cog.name
+            full, profile = src.read(1), src.profile
+        with rasterio.open(cog, overview_level=0) as ovr:
+            half = ovr.read(1)
+        # The overview is the no-data-aware AVERAGE of the full resolution (GDAL's own
+        # decimation of a plain copy gives it exactly), not the driver's default CUBIC.
+        expected = {}
+        with MemoryFile() as mem:
+            plain = {k: profile[k] for k in ("width", "height", "dtype", "crs", "transform")}
+            with mem.open(driver="GTiff", count=1, nodata=0, **plain) as copy:
+                copy.write(full, 1)
+            with mem.open() as copy:
+                for method in (Resampling.average, Resampling.cubic):
+                    expected[method] = copy.read(1, out_shape=half.shape, resampling=method)
+        np.testing.assert_array_equal(half, expected[Resampling.average], err_msg=cog.name)
+        assert not np.array_equal(half, expected[Resampling.cubic])

@@ -207,7 +207,8 @@ def test_band_subset_and_dem(clear, tmp_path: Path) -> None:
 
 def test_values_above_max_dn_are_an_input_error(clear) -> None:
     acqs, grid, _ = clear
-    low = dataclasses.replace(acqs[0], max_dn=1000.0)
+    # Data reach 1023 (10 valid bits): a scale of 500 is exceeded in this window.
+    low = dataclasses.replace(acqs[0], max_dn=500.0)
     with pytest.raises(InputError) as info:
         read_window(low, grid, Window(40, 40, 32, 32))
     message = str(info.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tarfile
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +41,12 @@ def test_product_layout(gf4_products: SimulatedProducts) -> None:
     assert gf4_products.times == sorted(gf4_products.times)
     for path, time in zip(gf4_products.paths, gf4_products.times, strict=True):
         name = parse_product_name(path.name)
-        assert name is not None and name.kind == "PMS" and name.date == f"{time:%Y%m%d}"
-        for suffix in (".tiff", ".rpb", ".xml", ".jpg", "_thumb.jpg"):
-            assert (path / f"{path.name}{suffix}").is_file(), suffix
+        beijing = time.astimezone(timezone(timedelta(hours=8)))
+        assert name is not None and name.kind == "PMI" and name.date == f"{beijing:%Y%m%d}"
+        for sensor in ("PMS", "IRS"):
+            for suffix in (".tiff", ".rpb", ".xml", ".jpg", "_thumb.jpg"):
+                stem = path.name.replace("PMI", sensor)
+                assert (path / f"{stem}{suffix}").is_file(), suffix
         files = find_product_files(path, "PMS")
         assert files is not None
         meta = parse_metadata(files.xml)
@@ -52,7 +56,7 @@ def test_product_layout(gf4_products: SimulatedProducts) -> None:
             assert (src.count, src.dtypes[0], src.nodata) == (5, "uint16", 0)
             assert src.rpcs is not None
             data = src.read()
-        assert 1 <= data.min() and data.max() <= 4095
+        assert 1 <= data.min() and data.max() <= 1023  # ValidPixelBits 10
 
 
 def test_rpc_sidecar_agrees_with_metadata_corners(gf4_products: SimulatedProducts) -> None:
@@ -118,11 +122,12 @@ def test_integration_time_per_band(tmp_path: Path) -> None:
         n_dates=1,
         size=32,
         cloud_style="none",
-        integration_time=[0.01, 0.02, 0.02, 0.02, 0.03],
+        sensor="PMS",
+        integration_time=[8, 30, 20, 30, 30],
     )
     files = find_product_files(sim.paths[0], "PMS")
     assert files is not None
-    assert parse_metadata(files.xml).integration_time == (0.01, 0.02, 0.02, 0.02, 0.03)
+    assert parse_metadata(files.xml).integration_time == (8.0, 30.0, 20.0, 30.0, 30.0)
 
 
 def test_geotiff_series_layout(geotiff_series: SimulatedProducts) -> None:

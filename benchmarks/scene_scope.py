@@ -1,0 +1,313 @@
+"""Scene scope on Dask against the bare compute of the same steps: the overhead per iteration.
+
+A paper-style series (tyrol-w1 in grey, reference clouds, ``--dates`` dates of ``--size``² px)
+is written to a Zarr store laid out as the pipeline's ``input.zarr`` (time, band, y, x). It is
+then solved twice with :func:`cloudcore.scene.solve_blocks`, on the same tiles:
+
+* **scene scope**: one :class:`pipeline.scene.SceneShard` actor per worker of the pipeline's
+  local cluster (``--workers`` processes × ``--threads`` numba threads), exactly as
+  ``solver.scope: scene`` runs a band;
+* **bare**: the same blocks in this process, one after the other, 1 thread, no Dask: the summed
+  compute of the same element-wise steps (fused kernel per tile, SVT weights).
+
+Each is run twice on the same blocks and the second run is timed (the first loads the numba
+kernels and touches the buffers). Reported per iteration: the scene-scope wall time, the bare
+summed compute, the ideal time
+bare / (workers × threads), and the overhead = wall / ideal − 1; also the compute measured
+inside the actors (the slowest shard), which splits the overhead into communication and
+contention. With ``--footprint`` one date sees only the left 40 % of the scene, so the refit of
+partly observed dates runs too (reported apart: it is not part of the iterations).
+
+Usage::
+
+    python benchmarks/scene_scope.py                       # 2048² × 7, 1024 px tiles, 2 workers
+    python benchmarks/scene_scope.py --quality --size 1024 # r: scene vs whole band vs tiles
+    python benchmarks/scene_scope.py --size 10240 --workers 8 --threads 2   # the issue's target
+
+The full size holds 10240² × 7 × 25 B = 18.4 GB of solver state in the workers, plus the same
+again in this process for the bare run (skip it with ``--no-bare``) and the input store on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this file's folder comes first on sys.path and benchmarks/pipeline.py would
+# shadow the ``pipeline`` package: drop the folder before importing it.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import numpy as np  # noqa: E402
+
+
+def load_truth() -> np.ndarray:
+    import rasterio
+
+    path = Path(__file__).resolve().parents[1] / "pipeline" / "data" / "tyrol-w1_1k_rgb.tif"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(str(path)) as src:
+            return np.moveaxis(src.read(), 0, -1)
+
+
+def write_series(root: Path, size: int, dates: int, tile: int, footprint: bool) -> Path:
+    """The observed series as ``observed`` (time, 1, y, x) float32 in ``root/input.zarr``."""
+    import zarr
+
+    from cloudcore.simulate import paper_case
+
+    case = paper_case(load_truth(), dates, size=size, rng=np.random.default_rng(0))
+    obs = case.observed.astype(np.float32)
+    if footprint:
+        obs[dates // 2, :, int(0.4 * size) :] = np.nan
+    store = root / "input.zarr"
+    array = zarr.create_array(
+        store=str(store),
+        name="observed",
+        shape=(dates, 1, size, size),
+        chunks=(dates, 1, tile, tile),
+        dtype="float32",
+        fill_value=np.nan,
+    )
+    array[:, 0] = obs
+    return store
+
+
+def scene_run(
+    store: Path, size: int, dates: int, tile: int, workers: int, threads: int, lam: float
+) -> dict[str, Any]:
+    from distributed import Client
+
+    from cloudcore.scene import solve_blocks
+    from pipeline.cluster.backends import make_cluster
+    from pipeline.config.cluster import ClusterSpec
+    from pipeline.scene import DaskShards, SceneShard, ShardSpec, partition
+    from pipeline.tiling import TileGrid
+
+    grid = TileGrid(size, size, tile, 0)
+    # The pipeline's local cluster: its worker environment matters (glibc's malloc settings
+    # made the kernels 3x slower under the nanny's defaults, see pipeline.cluster.backends).
+    spec = ClusterSpec(n_workers=workers, threads_per_worker=threads, dashboard=False)
+    with make_cluster(spec) as cluster, Client(cluster) as client:
+        addresses = sorted(client.nthreads())
+        parts = partition(list(grid), len(addresses))
+        started = time.perf_counter()
+        futures = [
+            client.submit(
+                SceneShard,
+                ShardSpec(str(store), 0, tuple(p), tuple(t.name for t in p), "float32", threads),
+                actor=True,
+                workers=[a],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for p, a in zip(parts, addresses, strict=False)
+        ]
+        actors = [f.result() for f in futures]
+        loaded = time.perf_counter() - started
+        shards = DaskShards(actors)
+        solve_blocks(shards, d=size * size, n=dates, lam=lam)  # warm-up: numba cache, buffers
+        before = shards.map("shard_timing")
+        outcome = solve_blocks(shards, d=size * size, n=dates, lam=lam)
+        timings = shards.map("shard_timing")
+        for f in futures:
+            f.release()
+    steps = [
+        t["seconds"].get("step", 0.0) - b["seconds"].get("step", 0.0)
+        for t, b in zip(timings, before, strict=True)
+    ]
+    return {
+        "iterations": outcome.iterations,
+        "wall_per_iteration": outcome.seconds_per_iteration,
+        "actor_step_max": max(steps) / outcome.iterations,
+        "actor_step_sum": sum(steps) / outcome.iterations,
+        "load_seconds": loaded,
+        "setup_seconds": outcome.setup_seconds,
+        "refit_seconds": outcome.refit_seconds,
+        "refit_rounds": outcome.refit_rounds,
+        "state_bytes": [t["peak_bytes"] for t in timings],
+        "shards": len(actors),
+    }
+
+
+def bare_run(store: Path, size: int, dates: int, tile: int, lam: float) -> dict[str, Any]:
+    """The same blocks and steps in this process, 1 thread, no Dask."""
+    import zarr
+
+    from cloudcore.scene import Block, BlockGroup, LocalShards, solve_blocks
+    from pipeline.tiling import TileGrid
+
+    source = zarr.open_array(store=str(store), path="observed", mode="r")
+    windows = [t.core for t in TileGrid(size, size, tile, 0)]
+    blocks = [
+        Block(np.asarray(source[:, 0, w.row_off : w.row_end, w.col_off : w.col_end]),
+              origin=(w.row_off, w.col_off))
+        for w in windows
+    ]  # fmt: skip
+    group = BlockGroup(blocks, threads=1)
+    solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)  # warm-up
+    before, _ = group.timing()
+    outcome = solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)
+    seconds, _ = group.timing()
+    seconds = {k: v - before.get(k, 0.0) for k, v in seconds.items()}
+    return {
+        "iterations": outcome.iterations,
+        "wall_per_iteration": outcome.seconds_per_iteration,
+        "step_compute_per_iteration": seconds.get("step", 0.0) / outcome.iterations,
+        "refit_seconds": outcome.refit_seconds,
+    }
+
+
+def quality(size: int, workers: int, root: Path) -> None:
+    """r of scene scope against the whole band in memory, tile scope and the temporal median,
+    on a footprint series: the paper's image (tests/data/tyrol-w1_1k.tif), reference clouds,
+    7 dates as single-band GeoTIFFs, date 3 ending a third of the way in."""
+    import rasterio
+    import xarray as xr
+    import zarr
+    from affine import Affine
+
+    import cloudcore
+    from pipeline.config import Config, parse
+    from pipeline.run import run
+
+    image = Path(__file__).resolve().parents[1] / "tests" / "data" / "tyrol-w1_1k.tif"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(str(image)) as src:
+            rgb = np.moveaxis(src.read()[:3], 0, -1)
+    sim = cloudcore.paper_case(rgb, 7, size=size, rng=np.random.default_rng(0))
+    n, short, cols = 7, 3, size // 3
+    paths = []
+    for k in range(n):
+        dn = (1 + np.round(sim.observed[k] * 4094)).astype(np.uint16)  # 0 stays no-data
+        if k == short:
+            dn = dn[:, :cols]
+        path = root / "series" / f"scene_2021060{k + 1}.tif"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with rasterio.open(
+            path, "w", driver="GTiff", width=dn.shape[1], height=dn.shape[0], count=1,
+            dtype="uint16", crs="EPSG:32633", nodata=0,
+            transform=Affine(30.0, 0, 500_010.0, 0, -30.0, 5_200_020.0),
+        ) as dst:  # fmt: skip
+            dst.write(dn, 1)
+        paths.append(path)
+    truth = sim.truth.astype(np.float32)
+
+    def pipeline_run(name: str, tile: int, overlap: int, scope: str) -> tuple[np.ndarray, float]:
+        out = root / name
+        cfg = {
+            "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths], "max_dn": 4095},
+            "output": {"path": str(out), "quicklooks": False, "cog_dtype": "float32"},
+            "tiling": {"tile_size": tile, "overlap": overlap},
+            "solver": {"scope": scope},
+            "cluster": {"dashboard": False, "n_workers": workers, "threads_per_worker": 1},
+        }
+        started = time.perf_counter()
+        summary = run(parse(cfg, Config))
+        seconds = time.perf_counter() - started
+        assert summary.ok, summary.describe()
+        cube = xr.open_zarr(out / "cube.zarr", consolidated=False)
+        return cube.clear.values[:, 0], seconds
+
+    def score(clear: np.ndarray) -> str:
+        strip = clear[short][:, cols:]
+        finite = np.isfinite(strip)
+        mean = float(strip[finite].mean()) if finite.any() else float("nan")
+        r = cloudcore.recovery_error(clear, np.broadcast_to(truth, clear.shape))
+        return f"{r:.4f} | {mean:.3f} / {float(truth[:, cols:].mean()):.3f}"
+
+    rows = []
+    scene, seconds = pipeline_run("scene", 512, 128, "scene")
+    rows.append(("scene scope (tiles 512, no halo)", score(scene), seconds))
+    observed = np.asarray(zarr.open_array(str(root / "scene/work/input.zarr"), path="observed"))
+    D = observed[:, 0].reshape(n, -1).T
+    started = time.perf_counter()
+    whole = cloudcore.decompose(D, lam=cloudcore.lambda_star(D.shape[0], n), mask=np.isfinite(D))
+    seconds = time.perf_counter() - started
+    whole_clear = whole.ground.T.reshape(n, size, size)
+    rows.append(("whole band in memory (decompose, λ̂*)", score(whole_clear), seconds))
+    for tile in (512, 1024):
+        if tile <= size:
+            clear, seconds = pipeline_run(f"tile{tile}", tile, 128, "tile")
+            rows.append((f"tile scope {tile} + 128", score(clear), seconds))
+    median = np.nanmedian(observed[:, 0], axis=0)
+    rows.append(("per-pixel temporal median", score(np.stack([median] * n)), 0.0))
+    m = np.isfinite(whole_clear)
+    diff = np.linalg.norm(scene[m] - whole_clear[m]) / np.linalg.norm(whole_clear[m])
+    print(f"\n{size}² × {n}, date {short + 1} observed on its left third; {workers} workers")
+    print("| | r (all dates, finite outputs) | date 4 unseen: mean out / truth | seconds |")
+    print("|---|---|---|---|")
+    for name, text, secs in rows:
+        print(f"| {name} | {text} | {secs:.1f} |")
+    print(f"scene scope vs whole band in memory: relative difference {diff:.1e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=2048, help="scene edge in pixels")
+    parser.add_argument("--dates", type=int, default=7)
+    parser.add_argument("--tile", type=int, default=1024, help="tile (block) edge")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="numba threads per worker")
+    parser.add_argument("--footprint", action="store_true", help="one date sees 40 %% only")
+    parser.add_argument("--no-bare", action="store_true", help="skip the in-process run")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--quality",
+        action="store_true",
+        help="instead: r of scene scope against the whole band, tile scope and the median, on "
+        "a --size² footprint series (the paper's image, reference clouds)",
+    )
+    args = parser.parse_args()
+    if args.quality:
+        with tempfile.TemporaryDirectory(prefix="scene-quality-") as tmp:
+            quality(args.size, args.workers, Path(tmp))
+        return
+
+    import cloudcore
+
+    lam = cloudcore.lambda_star(args.size**2, args.dates)
+    with tempfile.TemporaryDirectory(prefix="scene-bench-") as tmp:
+        started = time.perf_counter()
+        store = write_series(Path(tmp), args.size, args.dates, args.tile, args.footprint)
+        print(
+            f"series {args.size}² × {args.dates} written in {time.perf_counter() - started:.1f} s"
+        )
+        bare = None if args.no_bare else bare_run(store, args.size, args.dates, args.tile, lam)
+        scene = scene_run(store, args.size, args.dates, args.tile, args.workers, args.threads, lam)
+    result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "scene": scene}
+    wall = scene["wall_per_iteration"]
+    print(
+        f"scene scope: {scene['shards']} shards, {scene['iterations']} iterations, "
+        f"{wall * 1e3:.1f} ms/iteration (slowest actor computes {scene['actor_step_max'] * 1e3:.1f}"
+        f" ms of it); load {scene['load_seconds']:.2f} s, refit {scene['refit_seconds']:.2f} s "
+        f"({scene['refit_rounds']} rounds); state per shard "
+        f"{[round(b / 2**20, 1) for b in scene['state_bytes']]} MiB"
+    )
+    if bare is not None:
+        ideal = bare["step_compute_per_iteration"] / (args.workers * args.threads)
+        overhead = wall / ideal - 1.0
+        result.update(bare=bare, ideal_per_iteration=ideal, overhead=overhead)
+        print(
+            f"bare (1 process, 1 thread): {bare['iterations']} iterations, summed compute "
+            f"{bare['step_compute_per_iteration'] * 1e3:.1f} ms/iteration (wall "
+            f"{bare['wall_per_iteration'] * 1e3:.1f}); refit {bare['refit_seconds']:.2f} s"
+        )
+        print(
+            f"ideal on {args.workers} × {args.threads}: {ideal * 1e3:.1f} ms/iteration; "
+            f"Dask overhead {overhead:+.0%}"
+        )
+        assert bare["iterations"] == scene["iterations"]
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

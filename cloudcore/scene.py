@@ -1,0 +1,610 @@
+"""The exact ALM of one matrix held in row blocks (tiles) that never meet: scene scope.
+
+Every step of aATM (and RPCA, NN-RPCA) is element-wise except the SVT, and the SVT of the
+d × n matrix needs only its n × n Gram matrix (:mod:`cloudcore.svt`), which is the sum of the
+blocks' Gram matrices. ‖D‖₂ (from that Gram matrix), ‖D‖_∞, ‖D‖_F and the residual ‖Z‖_F are
+reductions too. So :func:`solve_blocks` runs the schedule of :func:`cloudcore.decompose`
+(``solvers.run_alm``) on blocks that live anywhere: one iteration is the fused kernel of
+:mod:`cloudcore._kernels` on every block where it lives, a sum of n × n float64 numbers plus one
+scalar, and a broadcast of the n × n SVT weights W. The blocks never move.
+
+Where the blocks live is behind :class:`Shards`: ``map(method, *args)`` calls one method of
+:class:`BlockGroup` on every shard and returns the answers in shard order. :class:`LocalShards`
+holds the groups in this process (tests, benchmarks); the pipeline's Dask actors are another
+(:mod:`pipeline.scene`). Each group sums its blocks' reductions in float64 in block order, and
+the driver sums the groups' in shard order, so the result does not depend on timing.
+
+The result equals :func:`cloudcore.decompose` of the whole matrix up to float64 summation order
+in the Gram matrices and norms (the kernels' arithmetic on each pixel is the same code): in
+float32 the tests measure relative differences of ~1e-7 and the same iteration count.
+
+Memory per block: D, L, C, C_next, N, Y in the solver precision plus the boolean mask where a
+date is missing, so 6·itemsize + 1 bytes per pixel and date (25 in float32, 49 in float64).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from cloudcore import _kernels, refit
+from cloudcore._checks import check_positive, check_stopping
+from cloudcore._problem import _RANGE_SLACK, numba_threads
+from cloudcore.lam import lambda_default
+from cloudcore.result import ConvergenceWarning
+from cloudcore.solvers import _MU_RANGE, _RHO, FLOAT32_TOL_FLOOR
+from cloudcore.svt import svt_weights
+
+__all__ = [
+    "SCENE_METHODS",
+    "Block",
+    "BlockGroup",
+    "LocalShards",
+    "SceneOutcome",
+    "Shards",
+    "bytes_per_entry",
+    "solve_blocks",
+]
+
+#: Methods that the block-wise solver runs (ATM's inner loop takes many SVTs per iteration and is
+#: not offered here).
+SCENE_METHODS: tuple[str, ...] = ("aatm", "rpca", "nnrpca")
+
+
+def bytes_per_entry(dtype: str | np.dtype[Any]) -> int:
+    """Bytes of solver state per pixel and date: D, L, C, C_next, N, Y and the mask."""
+    return 6 * np.dtype(dtype).itemsize + 1
+
+
+class Block:
+    """One block (tile) of the matrix and its solver state, dates × pixels as the kernels want.
+
+    Parameters
+    ----------
+    stack
+        Observations of the block, shape ``(n, ...)``: one leading axis of dates, the pixels in
+        the trailing axes (``(n, h, w)`` for a tile, flattened in C order). NaN where a date was
+        not observed. Observed values must lie in [0, 1].
+    dtype
+        Solver precision, ``float32`` or ``float64``.
+    """
+
+    def __init__(
+        self,
+        stack: ArrayLike,
+        dtype: str | np.dtype[Any] = "float32",
+        origin: tuple[int, int] = (0, 0),
+    ) -> None:
+        a = np.asarray(stack)
+        self.origin = (int(origin[0]), int(origin[1]))
+        if a.ndim < 2:
+            raise ValueError(f"a block needs (dates, pixels...) axes, got shape {a.shape}")
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
+        self.frame_shape: tuple[int, ...] = a.shape[1:]
+        x = a.reshape(a.shape[0], -1)
+        obs = np.isfinite(x)
+        values = x[obs]
+        if values.size and (values.min() < -_RANGE_SLACK or values.max() > 1 + _RANGE_SLACK):
+            raise ValueError(
+                f"block has values in [{values.min():.4g}, {values.max():.4g}], outside [0, 1]; "
+                "divide by the sensor's maximum DN first"
+            )
+        self.n, self.d = x.shape
+        self.empty = not values.size
+        self.seen = obs.any(axis=0)  # pixels observed on some date (the others come back NaN)
+        self.date_counts = obs.sum(axis=1)  # observed pixels per date
+        # An all-observed block is solved unmasked, as decompose does with an all-True mask.
+        self.obs: np.ndarray | None = None if obs.all() else np.ascontiguousarray(obs)
+        if self.empty:  # nothing to solve: no state (its layers are NaN)
+            self.obs = None
+            x = np.zeros((self.n, 0))
+        self.D = np.ascontiguousarray(np.where(np.isfinite(x), x, 0.0), dtype=self.dtype)
+        self.L = self.C = self.C_next = self.N = self.Y = np.empty((0, 0), self.dtype)
+        self._swap_pending = False
+        self._basis: np.ndarray | None = None
+        self._k = 0  # columns of the basis of the refit
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the state arrays this block holds now."""
+        arrays = (self.D, self.L, self.C, self.C_next, self.N, self.Y, self.obs, self._basis)
+        return sum(x.nbytes for x in arrays if x is not None)
+
+    def _args(self) -> tuple[np.ndarray, bool]:
+        dummy = np.ones((1, 1), dtype=np.bool_)
+        return (self.obs if self.obs is not None else dummy), self.obs is not None
+
+    def stats(self) -> Stats:
+        """Gram(D) (float64), max |D|, Σ D² (float64), observed pixels per date, pixels observed
+        on some date, and whether any entry is missing."""
+        masked = self.obs is not None
+        if self.empty:
+            zeros = np.zeros((self.n, self.n))
+            return Stats(zeros, 0.0, 0.0, self.date_counts, 0, self.d > 0)
+        gram = _kernels.gram(self.D)  # its trace is Σ D², summed in float64
+        peak = float(np.abs(self.D).max())
+        seen = int(self.seen.sum())
+        return Stats(gram, peak, float(np.trace(gram)), self.date_counts, seen, masked)
+
+    def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
+        """Y₀ = D / dual, L = C = N = 0, the sparse step of iteration 1; returns its Gram part."""
+        if self.empty:
+            return np.zeros((self.n, self.n))
+        D = self.D
+        self.Y = (D / dual).astype(D.dtype, copy=False)
+        self.L, self.C, self.N = np.zeros_like(D), np.zeros_like(D), np.zeros_like(D)
+        self.C_next = np.empty_like(D)
+        self._swap_pending = False
+        obs, masked = self._args()
+        weights = np.zeros((1, 1), dtype=D.dtype)
+        return _kernels.first_sparse_step(
+            D, self.L, self.N, self.Y, self.C, obs, weights, masked, False, lam, 1.0 / mu, clip_c
+        )
+
+    def step(
+        self,
+        W: np.ndarray,
+        lam: float,
+        mu: float,
+        n_factor: float,
+        mu_next: float,
+        clip_c: bool,
+    ) -> tuple[np.ndarray, float]:
+        """The rest of iteration k and the sparse step of k + 1 (one fused pass); returns this
+        block's Gram(A_{k+1}) and ‖Z_k‖²."""
+        if self.empty:
+            return np.zeros((self.n, self.n)), 0.0
+        if self._swap_pending:
+            self.C, self.C_next = self.C_next, self.C
+        obs, masked = self._args()
+        weights = np.zeros((1, 1), dtype=self.D.dtype)
+        gram, z2 = _kernels.fused_iteration(
+            self.D,
+            self.C,
+            self.C_next,
+            self.N,
+            self.Y,
+            self.L,
+            obs,
+            weights,
+            W,
+            masked,
+            False,
+            clip_c,
+            lam,
+            mu,
+            n_factor,
+            mu_next,
+        )
+        self._swap_pending = True
+        return gram, float(z2)
+
+    def finish(self, converged: bool) -> None:
+        """End the iterations as decompose does: a converged run keeps the C that pairs with L
+        and N; one stopped by ``max_iter`` has already moved on to C of the next iteration."""
+        if self._swap_pending and not converged:
+            self.C, self.C_next = self.C_next, self.C
+        self._swap_pending = False
+        self.C_next = np.empty((0, 0), self.dtype)  # no longer needed
+
+    # The refit of partly observed dates (cloudcore.refit, as decompose applies it with a
+    # mask), block-wise: U_k = L·M is local, the IRLS normal equations are sums over pixels.
+    def refit_gram(self, full: np.ndarray) -> np.ndarray:
+        """Gram matrix (float64) of L restricted to the dates ``full``."""
+        if self.empty:
+            return np.zeros((full.size, full.size))
+        return _kernels.gram(np.ascontiguousarray(self.L[full]))
+
+    def refit_begin(self, full: np.ndarray, M: np.ndarray) -> None:
+        """Keep this block's rows of the basis U_k = L[:, full]·M (float64, pixels × k)."""
+        self._k = M.shape[1]
+        if not self.empty:
+            self._basis = self.L[full].T.astype(np.float64) @ M
+
+    def _observed(self, j: int) -> np.ndarray:
+        return self.obs[j] if self.obs is not None else np.ones(self.d, dtype=np.bool_)
+
+    def _frame(self) -> tuple[int, int]:
+        """(rows, columns) of the block's frame; a flat block is one row."""
+        if len(self.frame_shape) == 2:
+            return self.frame_shape[0], self.frame_shape[1]
+        return 1, self.d
+
+    def refit_row_counts(self, j: int) -> tuple[tuple[int, int], np.ndarray]:
+        """The block's origin and, per row of its frame, how many pixels date ``j`` observed."""
+        h, w = self._frame()
+        if self.empty:
+            return self.origin, np.zeros(h, dtype=np.int64)
+        return self.origin, self._observed(j).reshape(h, w).sum(axis=1, dtype=np.int64)
+
+    def refit_sample(
+        self, j: int, offsets: dict[tuple[int, int], np.ndarray], stride: int
+    ) -> tuple[np.ndarray, ...]:
+        """The pixels of the strided sample of date ``j``'s observed pixels that lie here.
+
+        ``offsets[origin][y]`` is the number of pixels date j observed before row y of this
+        block in the scene's row-major order; every ``stride``-th observed pixel (rank 0,
+        stride, 2·stride, …) is in the sample. Returns their ranks and their rows of U, D, L
+        and the mask (all dates).
+        """
+        k = self._k
+        if self.empty or self._basis is None:
+            none = np.zeros((0, self.n))
+            return np.zeros(0, np.int64), np.zeros((0, k)), none, none, none.astype(np.bool_)
+        h, w = self._frame()
+        o = self._observed(j).reshape(h, w)
+        within = np.cumsum(o, axis=1) - 1  # rank of each observed pixel within its row
+        ranks = (offsets[self.origin][:, None] + within).ravel()
+        take = np.flatnonzero(o.ravel() & (ranks % stride == 0))
+        obs = self.obs[:, take].T if self.obs is not None else np.ones((take.size, self.n), bool)
+        return ranks[take], self._basis[take], self.D[:, take].T, self.L[:, take].T, obs
+
+    def refit_end(self, j: int, coef: np.ndarray, method: str, lam: float, beta: float) -> None:
+        """L[·, j] ← U·c_j, and C, N of its observed entries re-split by the method's rule."""
+        if self._basis is None:
+            return
+        column = self._basis @ coef
+        self.L[j] = column
+        o = self._observed(j)
+        c, nn = refit._resplit(self.D[j, o] - column[o], column[o], method, lam, beta)
+        self.C[j, o] = c
+        self.N[j, o] = nn
+        self.C[j, ~o] = 0.0
+        self.N[j, ~o] = 0.0
+
+    def refit_release(self) -> None:
+        self._basis = None
+
+    def blank_dates(self, dates: np.ndarray) -> None:
+        """NaN for dates observed nowhere in the matrix (decompose does the same)."""
+        if not self.empty:
+            for x in (self.L, self.C, self.N):
+                x[dates] = np.nan
+
+    def zero(self) -> None:
+        """The defined answer for ‖D‖₂ = 0: L = C = N = 0."""
+        self.L, self.C, self.N = (np.zeros_like(self.D) for _ in range(3))
+
+    def layers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ground (L clipped to [0, 1]), C and N, each ``(n, *frame_shape)``, NaN at pixels
+        observed on no date (as :func:`cloudcore.decompose` returns them)."""
+        shape = (self.n, *self.frame_shape)
+        if self.empty:
+            return tuple(np.full(shape, np.nan, self.dtype) for _ in range(3))  # type: ignore[return-value]
+        out = []
+        for x in (np.clip(self.L, 0.0, 1.0), self.C, self.N):
+            y = x.astype(self.dtype, copy=True)
+            y[:, ~self.seen] = np.nan
+            out.append(y.reshape(shape))
+        return out[0], out[1], out[2]
+
+    def release(self) -> None:
+        """Drop the solver state (after the layers are written)."""
+        for name in ("D", "L", "C", "C_next", "N", "Y"):
+            setattr(self, name, np.empty((0, 0), self.dtype))
+        self.obs = None
+
+
+class BlockGroup:
+    """Blocks held in one place (a worker), called together: one answer per call for all of
+    them, reductions summed in float64 in block order.
+
+    ``threads`` numba threads run each kernel call (None: numba's current setting).
+    ``seconds`` and ``calls`` count the time spent in the calls and their number, by phase
+    (``setup``, ``step``: the iterations, ``refit``): the bare compute, for benchmarks.
+    """
+
+    def __init__(self, blocks: Sequence[Block], threads: int | None = None) -> None:
+        self.blocks = list(blocks)
+        self.threads = threads
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def _each(self, fn: Any, phase: str = "refit") -> list[Any]:
+        started = time.perf_counter()
+        with numba_threads(self.threads):
+            out = [fn(b) for b in self.blocks]
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
+        self.calls[phase] = self.calls.get(phase, 0) + 1
+        return out
+
+    def nbytes(self) -> int:
+        """Bytes of solver state held by the group's blocks now."""
+        return sum(b.nbytes for b in self.blocks)
+
+    def stats(self) -> Stats:
+        """The blocks' :meth:`Block.stats`, reduced."""
+        return _reduce_stats(self._each(Block.stats, "setup"))
+
+    def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
+        return _sum(self._each(lambda b: b.start(lam, dual, mu, clip_c), "setup"))
+
+    def step(
+        self, W: np.ndarray, lam: float, mu: float, n_factor: float, mu_next: float, clip_c: bool
+    ) -> tuple[np.ndarray, float]:
+        parts = self._each(lambda b: b.step(W, lam, mu, n_factor, mu_next, clip_c), "step")
+        return _sum([p[0] for p in parts]), math.fsum(p[1] for p in parts)
+
+    def finish(self, converged: bool) -> None:
+        self._each(lambda b: b.finish(converged))
+
+    def zero(self) -> None:
+        self._each(Block.zero, "setup")
+
+    def refit_gram(self, full: np.ndarray) -> np.ndarray:
+        return _sum(self._each(lambda b: b.refit_gram(full)))
+
+    def refit_begin(self, full: np.ndarray, M: np.ndarray) -> None:
+        self._each(lambda b: b.refit_begin(full, M))
+
+    def refit_row_counts(self, j: int) -> list[tuple[tuple[int, int], np.ndarray]]:
+        return self._each(lambda b: b.refit_row_counts(j))
+
+    def refit_sample(
+        self, j: int, offsets: dict[tuple[int, int], np.ndarray], stride: int
+    ) -> list[tuple[np.ndarray, ...]]:
+        return self._each(lambda b: b.refit_sample(j, offsets, stride))
+
+    def refit_end(self, j: int, coef: np.ndarray, method: str, lam: float, beta: float) -> None:
+        self._each(lambda b: b.refit_end(j, coef, method, lam, beta))
+
+    def refit_release(self) -> None:
+        self._each(Block.refit_release)
+
+    def blank_dates(self, dates: np.ndarray) -> None:
+        self._each(lambda b: b.blank_dates(dates))
+
+    def timing(self) -> tuple[dict[str, float], dict[str, int]]:
+        """Seconds spent in calls so far, and how many calls, by phase."""
+        return dict(self.seconds), dict(self.calls)
+
+
+def _sum(grams: Sequence[np.ndarray]) -> np.ndarray:
+    """Sum in float64, in the given order."""
+    total = np.zeros_like(grams[0], dtype=np.float64) if grams else np.zeros((0, 0))
+    for g in grams:
+        total += g
+    return total
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What the solver needs to know of D before iterating (see :meth:`Block.stats`)."""
+
+    gram: np.ndarray
+    peak: float
+    sumsq: float
+    date_counts: np.ndarray
+    seen: int
+    masked: bool
+
+
+def _reduce_stats(parts: Sequence[Stats]) -> Stats:
+    return Stats(
+        gram=_sum([p.gram for p in parts]),
+        peak=max((p.peak for p in parts), default=0.0),
+        sumsq=math.fsum(p.sumsq for p in parts),
+        date_counts=np.asarray(np.sum([p.date_counts for p in parts], axis=0, dtype=np.int64)),
+        seen=sum(p.seen for p in parts),
+        masked=any(p.masked for p in parts),
+    )
+
+
+class Shards(Protocol):
+    """Where the block groups live: ``map`` calls a :class:`BlockGroup` method on every group
+    (concurrently where they are remote) and returns the answers in a fixed shard order."""
+
+    def map(self, method: str, *args: Any) -> list[Any]: ...
+
+
+class LocalShards:
+    """Block groups in this process, called one after the other."""
+
+    def __init__(self, groups: Sequence[BlockGroup]) -> None:
+        self.groups = list(groups)
+
+    def map(self, method: str, *args: Any) -> list[Any]:
+        return [getattr(g, method)(*args) for g in self.groups]
+
+
+@dataclass(frozen=True)
+class SceneOutcome:
+    """How the block-wise solve went (the layers stay in the blocks, where they were solved).
+
+    ``seconds_per_iteration`` is the wall time of the iterations (kernel passes, reductions,
+    SVT weights, communication) divided by their number; ``setup_seconds`` the time of the
+    statistics and the first sparse step; ``refit_seconds`` the time of the refit of partly
+    observed dates (masked problems only) and ``refit_rounds`` its calls to the shards.
+    """
+
+    iterations: int
+    converged: bool
+    residual: float
+    lam: float
+    method: str
+    norm_two: float
+    seconds_per_iteration: float
+    setup_seconds: float
+    refit_seconds: float = 0.0
+    refit_rounds: int = 0
+
+
+def solve_blocks(
+    shards: Shards,
+    *,
+    d: int,
+    n: int,
+    dtype: str | np.dtype[Any] = "float32",
+    method: str = "aatm",
+    lam: float | None = None,
+    beta: float = 1.0,
+    tol: float = 1e-7,
+    max_iter: int = 1000,
+) -> SceneOutcome:
+    """Solve the matrix held by ``shards`` exactly as :func:`cloudcore.decompose` solves it whole.
+
+    Parameters
+    ----------
+    shards
+        The block groups (:class:`LocalShards`, or remote ones with the same ``map``).
+    d, n
+        Pixels (rows of the whole matrix, pixels observed on no date included) and dates.
+    dtype
+        The blocks' precision: float32 floors ``tol`` at :data:`FLOAT32_TOL_FLOOR` as decompose
+        does.
+    method, lam, beta, tol, max_iter
+        As in :func:`cloudcore.decompose`; λ defaults to 1/√d. Methods: :data:`SCENE_METHODS`.
+
+    Returns
+    -------
+    SceneOutcome
+        Iterations, convergence, residual, λ. The layers are in the blocks
+        (:meth:`Block.layers`). A run that stops at ``max_iter`` warns with
+        :class:`ConvergenceWarning`, as decompose does.
+    """
+    if method not in SCENE_METHODS:
+        raise ValueError(
+            f"method {method!r} has no block-wise solver; choose one of {', '.join(SCENE_METHODS)}"
+        )
+    if n < 2 or d < n:
+        raise ValueError(f"solve_blocks needs n ≥ 2 dates and d ≥ n pixels, got d={d}, n={n}")
+    check_positive(beta, "beta")
+    check_stopping(tol, max_iter)
+    lam = lambda_default(d) if lam is None else float(lam)
+    check_positive(lam, "lam")
+    if np.dtype(dtype) == np.float32:
+        tol = max(tol, FLOAT32_TOL_FLOOR)
+    clip_c = method in ("aatm", "nnrpca")
+    n_beta = beta if method == "aatm" else None
+    started = time.perf_counter()
+    stats = _reduce_stats(shards.map("stats"))
+    gram, peak, d_norm = stats.gram, stats.peak, math.sqrt(stats.sumsq)
+    norm_two = float(np.sqrt(max(np.linalg.eigvalsh(gram)[-1], 0.0))) if gram.size else 0.0
+    if norm_two == 0.0:
+        shards.map("zero")
+        return SceneOutcome(0, True, 0.0, lam, method, 0.0, 0.0, time.perf_counter() - started)
+    # The schedule of solvers.initial_state and solvers.run_alm, in the same order.
+    dual = max(norm_two, peak / lam)
+    mu = 1.25 / norm_two
+    mu_max = mu * _MU_RANGE
+    gram = _sum(shards.map("start", lam, dual, mu, clip_c))
+    setup = time.perf_counter() - started
+    started = time.perf_counter()
+    res = math.inf
+    it = 0
+    while it < max_iter:
+        it += 1
+        W, _ = svt_weights(gram, 1.0 / mu)
+        n_factor = mu / (n_beta + mu) if n_beta is not None else 0.0
+        mu_next = min(mu * _RHO, mu_max)
+        parts = shards.map("step", W, lam, mu, n_factor, mu_next, clip_c)
+        gram = _sum([p[0] for p in parts])
+        z2 = math.fsum(p[1] for p in parts)
+        mu = mu_next
+        res = math.sqrt(z2) / d_norm
+        if res < tol:
+            break
+    converged = res < tol
+    shards.map("finish", converged)
+    per_iteration = (time.perf_counter() - started) / max(it, 1)
+    refit_started, rounds = time.perf_counter(), 0
+    if stats.masked:
+        counting = _Counting(shards)
+        _refit(counting, stats, method, lam, beta)
+        rounds = counting.calls
+    refit_seconds = time.perf_counter() - refit_started
+    if not converged:
+        warnings.warn(
+            f"{method} did not converge in {max_iter} iterations (residual {res:.2e} > tol "
+            f"{tol:.0e}); raise max_iter or check λ = {lam:.3g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return SceneOutcome(
+        it, converged, res, lam, method, norm_two, per_iteration, setup, refit_seconds, rounds
+    )
+
+
+class _Counting:
+    """Shards that count the calls made through them."""
+
+    def __init__(self, shards: Shards) -> None:
+        self.shards, self.calls = shards, 0
+
+    def map(self, method: str, *args: Any) -> list[Any]:
+        self.calls += 1
+        return self.shards.map(method, *args)
+
+
+def _refit(shards: Shards, stats: Stats, method: str, lam: float, beta: float) -> None:
+    """:func:`cloudcore.refit.refit_partial_columns` and the NaN of dates observed nowhere, as
+    decompose applies them after a masked solve, on the blocks where they live.
+
+    The basis U_k = L·M is computed where L lives (M from the summed Gram matrix of L). Each
+    partly observed date is then fitted by refit's own ``_quantile`` and ``_fit_column`` on the
+    same strided sample of its observed pixels (at most ``refit.FIT_ROWS``, in the scene's
+    row-major order, which the blocks' ``origin`` gives), gathered here: a few MB whatever the
+    scene size. Its new column U_k·c_j and the re-split of C and N are computed where they live.
+    Dates are done one after the other, as there. Blocks must hold scene windows at distinct
+    origins for the sample to be the one decompose takes of the whole matrix in row-major order.
+    """
+    counts = stats.date_counts
+    empty = counts == 0
+    partial = [int(j) for j in np.flatnonzero((counts < stats.seen) & ~empty)]
+    if partial:
+        full = np.flatnonzero(~empty)
+        evals, evecs = np.linalg.eigh(_sum(shards.map("refit_gram", full)))
+        order = np.argsort(evals)[::-1]
+        sigma = np.sqrt(np.clip(evals[order], 0.0, None))
+        if sigma[0] > 0.0:
+            k = int(np.sum(sigma > refit.RANK_RTOL * sigma[0]))
+            k = max(1, min(k, (full.size - 1) // 2))
+            shards.map("refit_begin", full, evecs[:, order[:k]] / sigma[:k])
+            whole = np.flatnonzero(counts == stats.seen)
+            for j in partial:
+                stride = -(-int(counts[j]) // refit.FIT_ROWS)
+                offsets = _row_offsets(
+                    [c for part in shards.map("refit_row_counts", j) for c in part]
+                )
+                parts = [p for part in shards.map("refit_sample", j, offsets, stride) for p in part]
+                ranks = np.concatenate([p[0] for p in parts])
+                U, D, L, obs = (np.concatenate([p[i] for p in parts]) for i in range(1, 5))
+                order_ = np.argsort(ranks, kind="stable")
+                U, D, L, obs = U[order_], D[order_], L[order_], obs[order_]
+                rows = np.arange(ranks.size)
+                q = refit._quantile(D, obs, L, rows, j, whole)
+                coef = refit._fit_column(U, D[:, j].astype(np.float64), q)
+                shards.map("refit_end", j, coef, method, lam, beta)
+            shards.map("refit_release")
+    if empty.any():
+        shards.map("blank_dates", np.flatnonzero(empty))
+
+
+def _row_offsets(
+    counts: Sequence[tuple[tuple[int, int], np.ndarray]],
+) -> dict[tuple[int, int], np.ndarray]:
+    """For blocks at ``origin`` with per-row counts, the count of everything before each of
+    their rows in the scene's row-major order (rows of the scene first, then columns)."""
+    segments = sorted(
+        (origin[0] + y, origin[1], origin, y)
+        for origin, per_row in counts
+        for y in range(per_row.size)
+    )
+    lookup = {origin: per_row for origin, per_row in counts}
+    if len(lookup) != len(counts):
+        raise ValueError("blocks need distinct origins (their windows in the scene) to refit")
+    offsets = {origin: np.zeros(per_row.size, np.int64) for origin, per_row in counts}
+    total = 0
+    for _, _, origin, y in segments:
+        offsets[origin][y] = total
+        total += int(lookup[origin][y])
+    return offsets

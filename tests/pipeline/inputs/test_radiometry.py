@@ -1,0 +1,181 @@
+"""DN scale rules, calibration to radiance and reflectance, and GF-4 time and angle facts."""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import yaml
+
+from pipeline.errors import ConfigError, InputError
+from pipeline.inputs.gf4 import discover_gf4
+from pipeline.inputs.radiometry import earth_sun_distance, esun, sun_position
+from pipeline.inputs.synthetic import SimulatedProducts
+from pipeline.warp import _scaled
+
+BEIJING = timezone(timedelta(hours=8))
+
+# Facts from real GF-4 metadata (PMS XML of three products): CenterTime as written, the
+# footprint centre (mean of the four corners) and the XML's SolarZenith / SolarAzimuth.
+REAL = [
+    ("2021-11-21 13:44:21", 80.51, 8.70, 59.7966, 161.663),
+    ("2022-04-19 11:29:30", 124.08, 11.62, 86.6966, 97.5097),
+    ("2025-07-23 12:13:05", 120.08, 10.89, 80.7106, 350.177),
+]
+
+
+@pytest.mark.parametrize(("written", "lon", "lat", "solar_zenith_tag", "solar_azimuth"), REAL)
+def test_real_times_are_beijing_time_and_solar_zenith_is_the_elevation(
+    written: str, lon: float, lat: float, solar_zenith_tag: float, solar_azimuth: float
+) -> None:
+    local = datetime.strptime(written, "%Y-%m-%d %H:%M:%S")
+    as_utc, _ = sun_position(local.replace(tzinfo=UTC), lon, lat)
+    elevation, azimuth = sun_position(local.replace(tzinfo=BEIJING), lon, lat)
+    assert as_utc < 0  # read as UTC, every product would have been taken at night
+    assert abs(elevation - solar_zenith_tag) < 0.5  # the "zenith" tag holds the elevation
+    if elevation < 85:  # near the zenith the azimuth is ill-defined
+        assert abs((azimuth - solar_azimuth + 180) % 360 - 180) < 1.0
+
+
+def test_esun_and_earth_sun_distance_are_physical() -> None:
+    # Band means of the ASTM G173-03 extraterrestrial spectrum, against the ranges of published
+    # GF-4 PMS tables (blue ~1908–1930, NIR ~1099–1105 W m-2 µm-1).
+    assert 1850 < esun("B2") < 2000 and 1050 < esun("B5") < 1150
+    assert esun("B2") > esun("B3") > esun("B4") > esun("B5")
+    assert 0.983 < earth_sun_distance(datetime(2020, 1, 3, tzinfo=UTC)) < 0.984  # perihelion
+    assert 1.016 < earth_sun_distance(datetime(2020, 7, 4, tzinfo=UTC)) < 1.017  # aphelion
+
+
+def _with_dn(products: SimulatedProducts, tmp_path: Path, dn: int) -> list[Path]:
+    """Copies of two products, one pixel of the first set to ``dn``."""
+    paths = [shutil.copytree(p, tmp_path / p.name) for p in products.paths[:2]]
+    tiff = next(paths[0].glob("GF4_PMS_*.tiff"))
+    with rasterio.open(tiff, "r+") as dst:
+        data = dst.read(1)
+        data[10, 10] = dn
+        dst.write(data, 1)
+    return paths
+
+
+def test_dn_above_valid_bits_auto_warns_and_falls_back(
+    gf4_products: SimulatedProducts, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    paths = _with_dn(gf4_products, tmp_path, 3000)
+    with caplog.at_level(logging.WARNING):
+        acqs = discover_gf4(paths, extract_dir=tmp_path / "x")
+    # 3000 needs 12 bits: the whole series is scaled by 4095, and the warning names the file.
+    assert {a.max_dn for a in acqs} == {4095.0}
+    tiff = next(paths[0].glob("GF4_PMS_*.tiff")).name
+    assert any(
+        tiff in r.getMessage() and "ValidPixelBits 10" in r.getMessage() for r in caplog.records
+    )
+
+
+def test_dn_above_valid_bits_is_an_error_under_metadata_rule(
+    gf4_products: SimulatedProducts, tmp_path: Path
+) -> None:
+    paths = _with_dn(gf4_products, tmp_path, 3000)
+    with pytest.raises(InputError) as info:
+        discover_gf4(paths, extract_dir=tmp_path / "x", dn_rule="metadata")
+    message = str(info.value)
+    assert message.startswith("GF4_PMS_") and "DN 3000" in message and "\n" not in message
+    assert "inputs.dn_rule" in message
+    # Data within the declared bits pass the strict rule.
+    assert {
+        a.max_dn
+        for a in discover_gf4(
+            gf4_products.paths[:2], extract_dir=tmp_path / "y", dn_rule="metadata"
+        )
+    } == {1023.0}
+
+
+GAIN = [0.1753, 0.1843, 0.2041, 0.1625, 0.1144]
+BIAS = [0.0, 0.5, 0.0, -0.2, 0.0]
+
+
+def _table(tmp_path: Path, year: int = 2020) -> Path:
+    path = tmp_path / "cresda.yaml"
+    path.write_text(
+        yaml.safe_dump({"PMS": {year: {"6,30,20,30,30": {"gain": GAIN, "bias": BIAS}}}})
+    )
+    return path
+
+
+def _dn_sample() -> np.ndarray:
+    dn = np.array([[[1, 512], [1023, 0]]] * 5, dtype=np.uint16)  # 5 bands, 2 × 2; 0 is fill
+    dn[1, 0, :] += 7
+    return dn
+
+
+def test_radiance_against_hand_computed_values(
+    gf4_products: SimulatedProducts, tmp_path: Path
+) -> None:
+    acqs = discover_gf4(
+        gf4_products.paths[:2],
+        extract_dir=tmp_path,
+        calibration="radiance",
+        calibration_table=_table(tmp_path),
+    )
+    a = acqs[0]
+    dn = _dn_sample()
+    values = _scaled(dn, a, [1, 2, 3, 4, 5])
+    assert values is not None
+    for b in range(5):
+        l_ref = GAIN[b] * 1023 + BIAS[b]  # the radiance of the largest DN, the series' scale
+        for r, c in ((0, 0), (0, 1), (1, 0)):
+            expected = (GAIN[b] * float(dn[b, r, c]) + BIAS[b]) / l_ref
+            assert values[b, r, c] == pytest.approx(expected, rel=1e-6)
+    assert np.isnan(values[:, 1, 1]).all()  # DN 0 is fill, not radiance
+
+
+def test_reflectance_against_hand_computed_values(
+    gf4_products: SimulatedProducts, tmp_path: Path
+) -> None:
+    acqs = discover_gf4(
+        gf4_products.paths[:2],
+        extract_dir=tmp_path,
+        calibration="reflectance",
+        calibration_table=_table(tmp_path),
+    )
+    a = acqs[1]
+    assert a.sun_elevation is not None
+    d = earth_sun_distance(a.time)
+    dn = _dn_sample()
+    values = _scaled(dn, a, [1, 2, 3, 4, 5])
+    assert values is not None
+    for b, band in enumerate(a.bands):
+        radiance = GAIN[b] * float(dn[b, 0, 1]) + BIAS[b]
+        rho = math.pi * radiance * d * d / (esun(band) * math.sin(math.radians(a.sun_elevation)))
+        assert values[b, 0, 1] == pytest.approx(rho, rel=1e-5)
+        assert 0.0 < rho < 1.0
+
+
+def test_calibration_errors_are_one_line(gf4_products: SimulatedProducts, tmp_path: Path) -> None:
+    paths = gf4_products.paths[:2]
+    with pytest.raises(
+        ConfigError, match=r"inputs\.calibration: 'radiance' needs inputs\.calibration_table"
+    ):
+        discover_gf4(paths, extract_dir=tmp_path, calibration="radiance")
+    with pytest.raises(
+        InputError, match=r"no PMS coefficients for 2020, IntegrationTime 6,30,20,30,30"
+    ):
+        discover_gf4(
+            paths,
+            extract_dir=tmp_path,
+            calibration="radiance",
+            calibration_table=_table(tmp_path, 2019),
+        )
+    with pytest.raises(ConfigError, match=r"reflectance is undefined for band IRS1"):
+        discover_gf4(
+            paths,
+            sensor="IRS",
+            extract_dir=tmp_path,
+            calibration="reflectance",
+            calibration_table=_table(tmp_path),
+        )

@@ -1,0 +1,155 @@
+"""Issue #14 end to end: a series on one grid keeps its pixel lattice; a date whose footprint
+misses part of the scene is never filled dark (real GeoTIFFs, real LocalCluster, real Zarr)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import rasterio
+import rioxarray  # noqa: F401
+import xarray as xr
+from affine import Affine
+
+from cloudcore.simulate import paper_case
+from pipeline.config import Config, parse
+from pipeline.grid import derive_grid
+from pipeline.inputs.geotiff import discover_geotiffs
+from pipeline.run import run
+
+ROOT = Path(__file__).resolve().parents[2]
+TYROL = ROOT / "tests" / "data" / "tyrol-w1_1k.tif"
+MAX_DN = 10000
+CRS = "EPSG:32633"
+# Landsat-like: 30 m pixels on a lattice offset by 15 m from multiples of 30 m.
+LATTICE = Affine(30.0, 0.0, 500_015.0, 0.0, -30.0, 5_200_015.0)
+
+
+def _truth_and_series(size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    with rasterio.open(TYROL) as src:
+        rgb = np.moveaxis(src.read()[:3], 0, -1)
+    sim = paper_case(rgb, 7, size=size, rng=np.random.default_rng(seed))
+    return sim.truth, sim.observed
+
+
+def _write_series(
+    folder: Path, observed: np.ndarray, windows: list[tuple[int, int, int, int]]
+) -> list[Path]:
+    """One single-band uint16 GeoTIFF per date (nodata 0), each the (row, col, height, width)
+    window of ``observed`` on the lattice; DN = 1 + round(I · (MAX_DN − 1))."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, (r, c, h, w) in enumerate(windows):
+        dn = (1 + np.round(observed[k, r : r + h, c : c + w] * (MAX_DN - 1))).astype(np.uint16)
+        path = folder / f"scene_{date(2021, 6, 1) + timedelta(days=8 * k):%Y%m%d}.tif"
+        transform = LATTICE @ Affine.translation(c, r)
+        with rasterio.open(
+            path,
+            "w",
+            driver="GTiff",
+            width=w,
+            height=h,
+            count=1,
+            dtype="uint16",
+            crs=CRS,
+            transform=transform,
+            nodata=0,
+        ) as dst:
+            dst.write(dn, 1)
+        paths.append(path)
+    return paths
+
+
+def _config(out: Path, paths: list[Path], tile: int, overlap: int) -> dict:
+    return {
+        "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths], "max_dn": MAX_DN},
+        "output": {"path": str(out), "quicklooks": False, "cog_dtype": "float32"},
+        "tiling": {"tile_size": tile, "overlap": overlap},
+        "cluster": {"n_workers": 2, "threads_per_worker": 1, "dashboard": False},
+    }
+
+
+def test_series_on_one_lattice_is_copied_pixel_for_pixel(tmp_path: Path, scheduler: str) -> None:
+    """61 × 61 px at 30 m on a 15 m-offset UTM lattice; dates cropped by whole pixels."""
+    _, observed = _truth_and_series(61, seed=1)
+    windows = [(0, 0, 61, 61), (0, 3, 61, 58), (2, 0, 59, 61), (0, 0, 61, 61), (5, 7, 50, 40)]
+    windows += [(0, 0, 61, 61), (0, 0, 61, 61)]
+    paths = _write_series(tmp_path / "in", observed, windows)
+    grid = derive_grid(discover_geotiffs(paths))
+    assert grid.transform == LATTICE
+    assert grid.shape == (61, 61)
+
+    cfg = _config(tmp_path / "out", paths, 32, 8)
+    cfg["cluster"] = {"kind": "address", "address": scheduler, "dashboard": False}
+    summary = run(parse(cfg, Config))
+    assert summary.ok
+    staged = xr.open_zarr(tmp_path / "out" / "work" / "input.zarr", consolidated=False)
+    assert staged.rio.transform() == LATTICE
+    values = staged.observed.values[:, 0]  # (time, y, x)
+    for k, (path, (r, c, h, w)) in enumerate(zip(paths, windows, strict=True)):
+        with rasterio.open(path) as src:
+            expected = src.read(1).astype(np.float32) / np.float32(MAX_DN)
+        # Copied, not resampled: identical values, NaN outside the file.
+        np.testing.assert_array_equal(values[k, r : r + h, c : c + w], expected)
+        outside = np.ones((61, 61), bool)
+        outside[r : r + h, c : c + w] = False
+        assert np.isnan(values[k][outside]).all()
+    cube = xr.open_zarr(tmp_path / "out" / "cube.zarr", consolidated=False)
+    assert cube.clear.shape[-2:] == (61, 61)
+    assert cube.rio.transform() == LATTICE
+    with rasterio.open(next((tmp_path / "out" / "cog").glob("*.tif"))) as cog:
+        assert cog.transform == LATTICE and cog.shape == (61, 61)
+
+
+def test_short_footprint_is_nan_or_unbiased_never_dark(tmp_path: Path) -> None:
+    """The acceptance test of #14, through ``python -m pipeline run`` in tile scope: date 4's
+    file ends a third of the way in; in the strip it did not see, its output is NaN or within
+    5 % of the truth's mean."""
+    size, short = 256, 3
+    truth, observed = _truth_and_series(size, seed=0)
+    cols = size // 3
+    windows = [(0, 0, size, size)] * 7
+    windows[short] = (0, 0, size, cols)
+    paths = _write_series(tmp_path / "in", observed, windows)
+    out = tmp_path / "out"
+    import yaml
+
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(_config(out, paths, 128, 32)))
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    day = f"{date(2021, 6, 1) + timedelta(days=8 * short):%Y%m%d}"
+    assert day in done.stderr and "left out" in done.stderr  # the run says so
+
+    cube = xr.open_zarr(out / "cube.zarr", consolidated=False)
+    clear = cube.clear.values[short, 0]
+    strip, ref = clear[:, cols:], truth[:, cols:]
+    finite = np.isfinite(strip)
+    # Both cases occur: the tile that saw half its halo is filled, the one that saw none is NaN.
+    assert 0.1 < finite.mean() < 0.9
+    assert np.nanmean(strip) == pytest.approx(ref[finite].mean(), rel=0.05)
+    # Per column block of the strip too: nowhere dark.
+    for c0 in range(0, finite.shape[1], 16):
+        block = finite[:, c0 : c0 + 16]
+        if block.any():
+            ratio = strip[:, c0 : c0 + 16][block].mean() / ref[:, c0 : c0 + 16][block].mean()
+            assert ratio > 0.9, (c0, ratio)
+    # The seen part of the short date and the other dates are finite everywhere.
+    assert np.isfinite(clear[:, :cols]).all()
+    assert np.isfinite(np.delete(cube.clear.values[:, 0], short, axis=0)).all()
+
+    table = pd.read_csv(out / "diagnostics.csv", dtype={"dates_left_out": str})
+    listed = table[table["dates_left_out"].fillna("").str.contains(day)]
+    assert set(listed["col"]) == {1}  # the right tile column saw none of date 4
+    assert table.loc[table["col"] == 0, "dates_left_out"].isna().all()
