@@ -8,7 +8,8 @@ then solved twice with :func:`cloudcore.scene.solve_blocks`, on the same tiles:
   local cluster (``--workers`` processes × ``--threads`` numba threads), exactly as
   ``solver.scope: scene`` runs a band;
 * **bare**: the same blocks in this process, one after the other, 1 thread, no Dask: the summed
-  compute of the same element-wise steps (fused kernel per tile, SVT weights).
+  compute of the same element-wise steps (fused kernel per tile, SVT weights); and again with
+  ``workers × threads`` numba threads (the same cores used by one process, without Dask).
 
 Each is run twice on the same blocks and the second run is timed (the first loads the numba
 kernels and touches the buffers). Reported per iteration: the scene-scope wall time, the bare
@@ -136,8 +137,10 @@ def scene_run(
     }
 
 
-def bare_run(store: Path, size: int, dates: int, tile: int, lam: float) -> dict[str, Any]:
-    """The same blocks and steps in this process, 1 thread, no Dask."""
+def bare_run(
+    store: Path, size: int, dates: int, tile: int, lam: float, threads: int
+) -> dict[str, Any]:
+    """The same blocks and steps in this process, ``threads`` numba threads, no Dask."""
     import zarr
 
     from cloudcore.scene import Block, BlockGroup, LocalShards, solve_blocks
@@ -150,7 +153,7 @@ def bare_run(store: Path, size: int, dates: int, tile: int, lam: float) -> dict[
               origin=(w.row_off, w.col_off))
         for w in windows
     ]  # fmt: skip
-    group = BlockGroup(blocks, threads=1)
+    group = BlockGroup(blocks, threads=threads)
     solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)  # warm-up
     before, _ = group.timing()
     outcome = solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)
@@ -280,7 +283,13 @@ def main() -> None:
         print(
             f"series {args.size}² × {args.dates} written in {time.perf_counter() - started:.1f} s"
         )
-        bare = None if args.no_bare else bare_run(store, args.size, args.dates, args.tile, lam)
+        bare = par = None
+        if not args.no_bare:
+            bare = bare_run(store, args.size, args.dates, args.tile, lam, 1)
+            cores = args.workers * args.threads
+            par = (
+                bare_run(store, args.size, args.dates, args.tile, lam, cores) if cores > 1 else bare
+            )
         scene = scene_run(store, args.size, args.dates, args.tile, args.workers, args.threads, lam)
     result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "scene": scene}
     wall = scene["wall_per_iteration"]
@@ -291,10 +300,13 @@ def main() -> None:
         f"({scene['refit_rounds']} rounds); state per shard "
         f"{[round(b / 2**20, 1) for b in scene['state_bytes']]} MiB"
     )
-    if bare is not None:
-        ideal = bare["step_compute_per_iteration"] / (args.workers * args.threads)
+    if bare is not None and par is not None:
+        cores = args.workers * args.threads
+        ideal = bare["step_compute_per_iteration"] / cores
         overhead = wall / ideal - 1.0
-        result.update(bare=bare, ideal_per_iteration=ideal, overhead=overhead)
+        versus = wall / par["wall_per_iteration"] - 1.0
+        result.update(bare=bare, parallel=par, ideal_per_iteration=ideal, overhead=overhead)
+        result.update(overhead_vs_one_process=versus)
         print(
             f"bare (1 process, 1 thread): {bare['iterations']} iterations, summed compute "
             f"{bare['step_compute_per_iteration'] * 1e3:.1f} ms/iteration (wall "
@@ -303,6 +315,10 @@ def main() -> None:
         print(
             f"ideal on {args.workers} × {args.threads}: {ideal * 1e3:.1f} ms/iteration; "
             f"Dask overhead {overhead:+.0%}"
+        )
+        print(
+            f"one process with {cores} numba threads, no Dask: "
+            f"{par['wall_per_iteration'] * 1e3:.1f} ms/iteration; scene scope vs it {versus:+.0%}"
         )
         assert bare["iterations"] == scene["iterations"]
     if args.json:

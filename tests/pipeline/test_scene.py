@@ -1,0 +1,216 @@
+"""Scene scope (``solver.scope: scene``): one exact aATM per band, distributed over the tiles.
+
+Real runs on a real LocalCluster and on a ``dask scheduler`` with ``dask worker`` processes,
+real Zarr stores and GeoTIFFs. The cube must equal ``cloudcore.decompose`` of each whole band
+(staged in ``input.zarr``) to 1e-5 with the same iteration count, whatever runs it; a run killed
+with ``kill -9`` resumes band by band.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import rasterio
+import zarr
+
+import cloudcore
+from pipeline.config import Config, parse
+from pipeline.errors import ConfigError
+from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
+from pipeline.plan import make_plan, tile_states
+from pipeline.run import run
+from pipeline.scene import partition
+from pipeline.tiling import TileGrid
+from tests.pipeline.processes import free_port, start_scheduler, wait_for_workers
+from tests.pipeline.test_faults import (
+    _markers,
+    _run_and_kill,
+    _start_worker,
+    _stop,
+    assert_identical,
+    cli,
+    outputs,
+    published,
+    write_config,
+)
+
+SIZE, TILE, N_DATES, N_BANDS = 96, 32, 5, 5
+N_TILES = (SIZE // TILE) ** 2
+SHORT_DATE, SHORT_FROM = 2, 40  # that date's footprint ends at column 40
+BAND_MARKER = re.compile(r"blended-B\d-[0-9a-f]{16}\.json")
+
+
+@pytest.fixture(scope="module")
+def series(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProducts:
+    """5 dates of 96² px on one grid; date 2 has no data right of column 40."""
+    products = make_geotiff_series(
+        tmp_path_factory.mktemp("scene_series"), n_dates=N_DATES, size=SIZE, seed=6, max_crop_px=0
+    )
+    with rasterio.open(products.paths[SHORT_DATE], "r+") as dst:
+        dn = dst.read()
+        dn[:, :, SHORT_FROM:] = 0  # nodata
+        dst.write(dn)
+    return products
+
+
+def _config(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
+    return {
+        "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths]},
+        "output": {"path": str(out), "quicklooks": False},
+        "tiling": {"tile_size": TILE, "overlap": 8},
+        "solver": {"scope": "scene"},
+        "cluster": {"dashboard": False, "n_workers": 2, "threads_per_worker": 1, **cluster},
+    }
+
+
+@pytest.fixture(scope="module")
+def local_run(series: SimulatedProducts, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("scene_local") / "out"
+    summary = run(parse(_config(out, series.paths), Config))
+    assert summary.ok, summary.describe()
+    assert summary.solved == N_TILES * N_BANDS
+    return out
+
+
+def _band_markers(out: Path) -> list[str]:
+    return [k for k in _markers(out) if BAND_MARKER.fullmatch(k)]
+
+
+def test_scope_is_tile_by_default_and_checked(tmp_path: Path) -> None:
+    base = {"inputs": {"kind": "simulated"}, "output": {"path": str(tmp_path)}}
+    assert parse(base, Config).solver.scope == "tile"
+    with pytest.raises(ConfigError) as bad:
+        parse({**base, "solver": {"scope": "band"}}, Config)
+    message = str(bad.value)
+    assert "\n" not in message
+    assert "solver.scope" in message and "'tile' or 'scene'" in message
+    with pytest.raises(ConfigError, match="scope 'scene' solves aatm, rpca or nnrpca, not atm"):
+        parse({**base, "solver": {"scope": "scene", "method": "atm"}}, Config)
+
+
+def test_partition_is_contiguous_and_balanced() -> None:
+    tiles = list(TileGrid(1000, 1000, 256, 0))  # 16 tiles, the last row and column narrower
+    parts = partition(tiles, 3)
+    assert [t for p in parts for t in p] == tiles
+    pixels = [sum(t.core.height * t.core.width for t in p) for p in parts]
+    assert max(pixels) - min(pixels) <= 256 * 256
+    assert len(partition(tiles[:2], 5)) == 2
+
+
+def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
+    observed = np.asarray(
+        zarr.open_array(store=str(local_run / "work" / "input.zarr"), path="observed")[...]
+    )
+    n, bands, h, w = observed.shape
+    assert (n, bands) == (N_DATES, N_BANDS)
+    assert np.isnan(observed[SHORT_DATE, :, :, SHORT_FROM:]).all()  # the short footprint
+    table = pd.read_csv(local_run / "diagnostics.csv")
+    assert len(table) == N_TILES * N_BANDS
+    for b in range(bands):
+        D = observed[:, b].reshape(n, -1).T
+        lam = cloudcore.lambda_star(h * w, n)  # λ̂* of the whole band, not of a tile
+        ref = cloudcore.decompose(D, "aatm", lam=lam, mask=np.isfinite(D))
+        rows = table[table.band == f"B{b + 1}"]
+        assert set(rows.iterations) == {ref.iterations}
+        assert np.allclose(rows.lam, lam, rtol=1e-9)
+        layers = (ref.ground, ref.C, ref.N)
+        for name, expected in zip(("clear", "cloud", "haze"), layers, strict=True):
+            array = zarr.open_array(store=str(local_run / "cube.zarr"), path=name, mode="r")
+            got = np.asarray(array[:, b]).reshape(n, -1).T
+            assert np.array_equal(np.isnan(got), np.isnan(expected))
+            m = ~np.isnan(expected)
+            err = np.linalg.norm(got[m] - expected[m]) / np.linalg.norm(expected[m])
+            assert err <= 1e-5, (name, b, err)
+    marker = json.loads(next((local_run / "work" / "done").glob("blended-B1-*.json")).read_text())
+    assert marker["scope"] == "scene" and marker["shards"] == 2
+    assert marker["iterations"] == int(table[table.band == "B1"].iterations.iloc[0])
+
+
+def test_plan_and_status_count_scene_bands(local_run: Path, series: SimulatedProducts) -> None:
+    cfg = parse(_config(local_run, series.paths), Config)
+    states = tile_states(make_plan(cfg))
+    assert {s.state for s in states if s.stage == "solve"} == {"done"}
+    config = write_config(local_run.parent / "c.yaml", _config(local_run, series.paths))
+    done = cli(config, "status")
+    assert f"solve: {N_TILES * N_BANDS}/{N_TILES * N_BANDS} tiles done" in done.stdout, done.stdout
+
+
+@pytest.fixture
+def dask_processes(tmp_path: Path) -> Iterator[str]:
+    """``dask scheduler`` and 2 ``dask worker`` processes on 127.0.0.1."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path / "dask_logs"
+    logs.mkdir()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(start_scheduler(port, logs))
+        procs += [_start_worker(address, logs, f"w{i}", {}) for i in range(2)]
+        wait_for_workers(address, 2, procs)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+def test_existing_scheduler_gives_the_same_cube(
+    series: SimulatedProducts, tmp_path: Path, dask_processes: str, local_run: Path
+) -> None:
+    out = tmp_path / "out"
+    cfg = _config(out, series.paths, kind="address", address=dask_processes)
+    summary = run(parse(cfg, Config))
+    assert summary.ok, summary.describe()
+    # Two shards in worker order either way: the same sums in the same order, bit for bit.
+    assert_identical(outputs(out), outputs(local_run))
+
+
+def test_failed_band_is_listed_and_only_it_is_redone(
+    series: SimulatedProducts,
+    tmp_path: Path,
+    local_run: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "out"
+    cfg = parse(_config(out, series.paths), Config)
+    monkeypatch.setenv("CLOUDREMOVAL_FAIL_TILES", "B3-r01c01")  # read by the local workers
+    broken = run(cfg)
+    assert not broken.ok and [f.key[:10] for f in broken.failures] == ["blended-B3"]
+    assert "injected failure" in broken.failures[0].message
+    assert published(out) == []
+    assert len(_band_markers(out)) == N_BANDS - 1
+    monkeypatch.delenv("CLOUDREMOVAL_FAIL_TILES")
+    before = _markers(out)
+    fixed = run(cfg)
+    assert fixed.ok and (fixed.solved, fixed.solve_skipped) == (N_TILES, N_TILES * (N_BANDS - 1))
+    assert {k: v for k, v in _markers(out).items() if k in before} == before
+    assert_identical(outputs(out), outputs(local_run))
+
+
+def test_kill9_mid_band_resumes_at_band_level(
+    series: SimulatedProducts, tmp_path: Path, local_run: Path
+) -> None:
+    out = tmp_path / "out"
+    cfg = write_config(tmp_path / "c.yaml", _config(out, series.paths))
+    # CLOUDREMOVAL_TASK_DELAY (0.25 s per tile as a shard loads it) makes each band take over
+    # a second, so the kill lands after two bands and before the last.
+    _run_and_kill(cfg, out, lambda: len(_band_markers(out)) >= 2, "2 bands solved")
+    done = _band_markers(out)
+    assert 2 <= len(done) < N_BANDS and published(out) == []
+    before = _markers(out)
+    final = cli(cfg, "run")
+    assert final.returncode == 0, final.stderr
+    counts = re.search(r"solved (\d+) \(skipped (\d+)\)", final.stdout)
+    assert counts is not None, final.stdout
+    # The bands done before the kill are skipped; the one in flight is redone whole.
+    assert int(counts.group(2)) == N_TILES * len(done)
+    assert int(counts.group(1)) == N_TILES * (N_BANDS - len(done))
+    assert {k: v for k, v in _markers(out).items() if k in before} == before
+    assert_identical(outputs(out), outputs(local_run))
