@@ -39,7 +39,6 @@ import contextlib
 import shutil
 import sys
 import time
-import warnings
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -50,15 +49,13 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import numpy as np  # noqa: E402
-import rasterio  # noqa: E402
 from affine import Affine  # noqa: E402
 
 import cloudcore  # noqa: E402
 import cloudcore.solvers  # noqa: E402
 from cloudcore.refit import refit_partial_columns  # noqa: E402
+from pipeline.inputs.synthetic import load_demo_truth, write_scene  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-TYROL = ROOT / "tests" / "data" / "tyrol-w1_1k.tif"
 SHORT = 3  # the date whose footprint ends early
 N_DATES = 7
 MAX_DN = 10000
@@ -70,10 +67,7 @@ CRS = "EPSG:32633"
 
 def tyrol_case(size: int, seed: int) -> Any:
     """The paper's simulation at ``size``², reference clouds, 7 dates."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
-        with rasterio.open(TYROL) as src:
-            rgb = np.moveaxis(src.read()[:3], 0, -1)
+    rgb = load_demo_truth()  # tyrol-w1, the pixels of tests/data/tyrol-w1_1k.tif
     return cloudcore.paper_case(rgb, N_DATES, size=size, rng=np.random.default_rng(seed))
 
 
@@ -138,29 +132,14 @@ def sweep(size: int, seeds: list[int], fractions: list[float]) -> None:
 def write_series(sim: Any, folder: Path, short_cols: int) -> list[Path]:
     """One single-band uint16 GeoTIFF per date (nodata 0), date ``SHORT`` only ``short_cols``
     wide; DN = 1 + round(I · (MAX_DN − 1))."""
-    folder.mkdir(parents=True, exist_ok=True)
-    n = sim.observed.shape[0]
     paths = []
-    for k in range(n):
+    for k in range(sim.observed.shape[0]):
         dn = (1 + np.round(sim.observed[k] * (MAX_DN - 1))).astype(np.uint16)
         if k == SHORT:
             dn = dn[:, :short_cols]
         day = date(2021, 6, 1) + timedelta(days=8 * k)
-        path = folder / f"scene_{day:%Y%m%d}.tif"
-        with rasterio.open(
-            path,
-            "w",
-            driver="GTiff",
-            width=dn.shape[1],
-            height=dn.shape[0],
-            count=1,
-            dtype="uint16",
-            crs=CRS,
-            transform=Affine(RES, 0, ORIGIN[0], 0, -RES, ORIGIN[1]),
-            nodata=0,
-        ) as dst:
-            dst.write(dn, 1)
-        paths.append(path)
+        lattice = Affine(RES, 0, ORIGIN[0], 0, -RES, ORIGIN[1])
+        paths.append(write_scene(folder, day, dn, CRS, lattice))
     return paths
 
 

@@ -36,7 +36,6 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -47,23 +46,14 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 
-def load_truth() -> np.ndarray:
-    import rasterio
-
-    path = Path(__file__).resolve().parents[1] / "pipeline" / "data" / "tyrol-w1_1k_rgb.tif"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
-        with rasterio.open(str(path)) as src:
-            return np.moveaxis(src.read(), 0, -1)
-
-
 def write_series(root: Path, size: int, dates: int, tile: int, footprint: bool) -> Path:
     """The observed series as ``observed`` (time, 1, y, x) float32 in ``root/input.zarr``."""
     import zarr
 
     from cloudcore.simulate import paper_case
+    from pipeline.inputs.synthetic import load_demo_truth
 
-    case = paper_case(load_truth(), dates, size=size, rng=np.random.default_rng(0))
+    case = paper_case(load_demo_truth(), dates, size=size, rng=np.random.default_rng(0))
     obs = case.observed.astype(np.float32)
     if footprint:
         obs[dates // 2, :, int(0.4 * size) :] = np.nan
@@ -88,31 +78,20 @@ def scene_run(
     from cloudcore.scene import solve_blocks
     from pipeline.cluster.backends import make_cluster
     from pipeline.config.cluster import ClusterSpec
-    from pipeline.scene import DaskShards, SceneShard, ShardSpec, partition
+    from pipeline.scene import DaskShards, start_shards
     from pipeline.tiling import TileGrid
 
-    grid = TileGrid(size, size, tile, 0)
+    tiles = list(TileGrid(size, size, tile, 0))
     # The pipeline's local cluster: its worker environment matters (glibc's malloc settings
     # made the kernels 3x slower under the nanny's defaults, see pipeline.cluster.backends).
     spec = ClusterSpec(n_workers=workers, threads_per_worker=threads, dashboard=False)
     with make_cluster(spec) as cluster, Client(cluster) as client:
-        addresses = sorted(client.nthreads())
-        parts = partition(list(grid), len(addresses))
+        client.wait_for_workers(workers)  # one shard per worker, as in a run
         started = time.perf_counter()
-        futures = [
-            client.submit(
-                SceneShard,
-                ShardSpec(str(store), 0, tuple(p), tuple(t.name for t in p), "float32", threads),
-                actor=True,
-                workers=[a],
-                allow_other_workers=False,
-                pure=False,
-            )
-            for p, a in zip(parts, addresses, strict=False)
-        ]
-        actors = [f.result() for f in futures]
+        ids = {(t.row, t.col): t.name for t in tiles}
+        futures = start_shards(client, str(store), 0, tiles, ids, "float32", "bench")
+        shards = DaskShards([f.result() for f in futures])
         loaded = time.perf_counter() - started
-        shards = DaskShards(actors)
         solve_blocks(shards, d=size * size, n=dates, lam=lam)  # warm-up: numba cache, buffers
         before = shards.map("shard_timing")
         outcome = solve_blocks(shards, d=size * size, n=dates, lam=lam)
@@ -133,7 +112,7 @@ def scene_run(
         "refit_seconds": outcome.refit_seconds,
         "refit_rounds": outcome.refit_rounds,
         "state_bytes": [t["peak_bytes"] for t in timings],
-        "shards": len(actors),
+        "shards": len(futures),
     }
 
 
@@ -155,9 +134,9 @@ def bare_run(
     ]  # fmt: skip
     group = BlockGroup(blocks, threads=threads)
     solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)  # warm-up
-    before, _ = group.timing()
+    before = group.timing()
     outcome = solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)
-    seconds, _ = group.timing()
+    seconds = group.timing()
     seconds = {k: v - before.get(k, 0.0) for k, v in seconds.items()}
     return {
         "iterations": outcome.iterations,
@@ -167,46 +146,41 @@ def bare_run(
     }
 
 
+def _footprints() -> Any:
+    """``benchmarks/footprints.py``, by path (this folder is off ``sys.path``, see above)."""
+    import importlib.util
+
+    path = Path(__file__).with_name("footprints.py")
+    spec = importlib.util.spec_from_file_location("footprints", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def quality(size: int, workers: int, root: Path) -> None:
     """r of scene scope against the whole band in memory, tile scope and the temporal median,
-    on a footprint series: the paper's image (tests/data/tyrol-w1_1k.tif), reference clouds,
-    7 dates as single-band GeoTIFFs, date 3 ending a third of the way in."""
-    import rasterio
+    on the footprint series of ``benchmarks/footprints.py table`` (the paper's image, reference
+    clouds, seed 0, 7 dates as single-band GeoTIFFs, date 3 ending a third of the way in)."""
     import xarray as xr
     import zarr
-    from affine import Affine
 
     import cloudcore
     from pipeline.config import Config, parse
     from pipeline.run import run
 
-    image = Path(__file__).resolve().parents[1] / "tests" / "data" / "tyrol-w1_1k.tif"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
-        with rasterio.open(str(image)) as src:
-            rgb = np.moveaxis(src.read()[:3], 0, -1)
-    sim = cloudcore.paper_case(rgb, 7, size=size, rng=np.random.default_rng(0))
-    n, short, cols = 7, 3, size // 3
-    paths = []
-    for k in range(n):
-        dn = (1 + np.round(sim.observed[k] * 4094)).astype(np.uint16)  # 0 stays no-data
-        if k == short:
-            dn = dn[:, :cols]
-        path = root / "series" / f"scene_2021060{k + 1}.tif"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with rasterio.open(
-            path, "w", driver="GTiff", width=dn.shape[1], height=dn.shape[0], count=1,
-            dtype="uint16", crs="EPSG:32633", nodata=0,
-            transform=Affine(30.0, 0, 500_010.0, 0, -30.0, 5_200_020.0),
-        ) as dst:  # fmt: skip
-            dst.write(dn, 1)
-        paths.append(path)
+    fp = _footprints()
+    sim = fp.tyrol_case(size, 0)
+    n, short, cols = fp.N_DATES, fp.SHORT, size // 3
+    paths = fp.write_series(sim, root / "series", cols)
     truth = sim.truth.astype(np.float32)
+    unseen = np.zeros((size, size), bool)
+    unseen[:, cols:] = True
 
     def pipeline_run(name: str, tile: int, overlap: int, scope: str) -> tuple[np.ndarray, float]:
         out = root / name
         cfg = {
-            "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths], "max_dn": 4095},
+            "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths], "max_dn": fp.MAX_DN},
             "output": {"path": str(out), "quicklooks": False, "cog_dtype": "float32"},
             "tiling": {"tile_size": tile, "overlap": overlap},
             "solver": {"scope": scope},
@@ -220,11 +194,8 @@ def quality(size: int, workers: int, root: Path) -> None:
         return cube.clear.values[:, 0], seconds
 
     def score(clear: np.ndarray) -> str:
-        strip = clear[short][:, cols:]
-        finite = np.isfinite(strip)
-        mean = float(strip[finite].mean()) if finite.any() else float("nan")
-        r = cloudcore.recovery_error(clear, np.broadcast_to(truth, clear.shape))
-        return f"{r:.4f} | {mean:.3f} / {float(truth[:, cols:].mean()):.3f}"
+        s = fp.scores(clear, truth, unseen)
+        return f"{s['r']:.4f} | {s['mean']:.3f} / {s['truth']:.3f}"
 
     rows = []
     scene, seconds = pipeline_run("scene", 512, 128, "scene")
@@ -245,7 +216,7 @@ def quality(size: int, workers: int, root: Path) -> None:
     m = np.isfinite(whole_clear)
     diff = np.linalg.norm(scene[m] - whole_clear[m]) / np.linalg.norm(whole_clear[m])
     print(f"\n{size}² × {n}, date {short + 1} observed on its left third; {workers} workers")
-    print("| | r (all dates, finite outputs) | date 4 unseen: mean out / truth | seconds |")
+    print(f"| | r (all dates, finite outputs) | date {short + 1} unseen: mean out / truth | s |")
     print("|---|---|---|---|")
     for name, text, secs in rows:
         print(f"| {name} | {text} | {secs:.1f} |")

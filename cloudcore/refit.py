@@ -74,9 +74,9 @@ def _quantile(
 ) -> float:
     """Share of the observed entries of the other dates on ``rows`` where the ALM's ground
     lies above the data: of the dates observed everywhere if there are any, else of all."""
-    others = whole if whole.size else np.setdiff1d(np.arange(D.shape[1]), [j])
-    others = others[others != j]
-    d, low, seen = D[rows][:, others], L[rows][:, others], obs[rows][:, others]
+    others = whole if whole.size else np.delete(np.arange(D.shape[1]), j)  # j ∉ whole
+    pick = np.ix_(rows, others)
+    d, low, seen = D[pick], L[pick], obs[pick]
     if not seen.any():
         d, low, seen = D[:, others], L[:, others], obs[:, others]
     above = (low > d) & seen
@@ -97,6 +97,45 @@ def _resplit(
             c = np.where(low < 1.0, r / (1.0 - low), 0.0)
         return np.clip(c, 0.0, 1.0), np.zeros_like(r)
     return r, np.zeros_like(r)  # rpca, nnrpca: D = L + C
+
+
+def _basis_weights(gram: np.ndarray) -> np.ndarray | None:
+    """The (m, k) matrix M with U_k = L_full · M, from ``gram`` = L_fullᵀ L_full (float64) of
+    the ALM's ground on the m dates observed somewhere; None when L = 0 (nothing to fit on).
+
+    k is the numerical rank (singular values above ``RANK_RTOL · σ₁``), at least 1 and at most
+    (m − 1) // 2.
+    """
+    evals, evecs = np.linalg.eigh(gram)
+    order = np.argsort(evals)[::-1]
+    sigma = np.sqrt(np.clip(evals[order], 0.0, None))
+    if sigma[0] == 0.0:
+        return None
+    k = int(np.sum(sigma > RANK_RTOL * sigma[0]))
+    k = max(1, min(k, (gram.shape[0] - 1) // 2))
+    return evecs[:, order[:k]] / sigma[:k]
+
+
+def _set_column(
+    column: np.ndarray,
+    d: np.ndarray,
+    o: np.ndarray,
+    low: np.ndarray,
+    cloud: np.ndarray,
+    haze: np.ndarray,
+    method: str,
+    lam: float,
+    beta: float,
+) -> None:
+    """Write the refitted ground ``column`` of one date into ``low`` and re-split ``cloud`` and
+    ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D views
+    of that date, written in place."""
+    low[:] = column
+    c, n = _resplit(d[o] - column[o], column[o], method, lam, beta)
+    cloud[o] = c
+    haze[o] = n
+    cloud[~o] = 0.0
+    haze[~o] = 0.0
 
 
 def refit_partial_columns(
@@ -130,17 +169,11 @@ def refit_partial_columns(
     partial = np.flatnonzero((seen < obs.shape[0]) & ~empty)
     if partial.size == 0:
         return empty
-    full = np.flatnonzero(~empty)
-    low = L[:, full].astype(np.float64)
-    gram = low.T @ low
-    evals, evecs = np.linalg.eigh(gram)
-    order = np.argsort(evals)[::-1]
-    sigma = np.sqrt(np.clip(evals[order], 0.0, None))
-    if sigma[0] == 0.0:
+    low = L[:, np.flatnonzero(~empty)].astype(np.float64)
+    M = _basis_weights(low.T @ low)
+    if M is None:
         return empty  # L = 0: nothing to refit from
-    k = int(np.sum(sigma > RANK_RTOL * sigma[0]))
-    k = max(1, min(k, (full.size - 1) // 2))
-    basis = low @ (evecs[:, order[:k]] / sigma[:k])  # U_k, orthonormal columns
+    basis = low @ M  # U_k, orthonormal columns
     whole = np.flatnonzero(seen == obs.shape[0])
     for j in map(int, partial):
         o = obs[:, j]
@@ -148,12 +181,5 @@ def refit_partial_columns(
         rows = rows[:: -(-rows.size // FIT_ROWS)]  # at most FIT_ROWS, evenly strided
         q = _quantile(D, obs, L, rows, j, whole)
         coef = _fit_column(basis[rows], D[rows, j].astype(np.float64), q)
-        column = basis @ coef
-        L[:, j] = column
-        r = D[o, j] - column[o]
-        c, n = _resplit(r, column[o], method, lam, beta)
-        C[o, j] = c
-        N[o, j] = n
-        C[~o, j] = 0.0
-        N[~o, j] = 0.0
+        _set_column(basis @ coef, D[:, j], o, L[:, j], C[:, j], N[:, j], method, lam, beta)
     return empty

@@ -39,8 +39,7 @@ from cloudcore._checks import check_positive, check_stopping
 from cloudcore._problem import _RANGE_SLACK, numba_threads
 from cloudcore.lam import lambda_default
 from cloudcore.result import ConvergenceWarning
-from cloudcore.solvers import _MU_RANGE, _RHO, FLOAT32_TOL_FLOOR
-from cloudcore.svt import svt_weights
+from cloudcore.solvers import FLOAT32_TOL_FLOOR, alm_schedule, initial_scales
 
 __all__ = [
     "SCENE_METHODS",
@@ -74,6 +73,9 @@ class Block:
         not observed. Observed values must lie in [0, 1].
     dtype
         Solver precision, ``float32`` or ``float64``.
+    origin
+        (row, column) of the block's first pixel in the scene: the refit of partly observed
+        dates samples pixels in the scene's row-major order.
     """
 
     def __init__(
@@ -93,21 +95,27 @@ class Block:
         x = a.reshape(a.shape[0], -1)
         obs = np.isfinite(x)
         values = x[obs]
-        if values.size and (values.min() < -_RANGE_SLACK or values.max() > 1 + _RANGE_SLACK):
-            raise ValueError(
-                f"block has values in [{values.min():.4g}, {values.max():.4g}], outside [0, 1]; "
-                "divide by the sensor's maximum DN first"
-            )
         self.n, self.d = x.shape
         self.empty = not values.size
+        low, high = (values.min(), values.max()) if values.size else (0.0, 0.0)
+        if low < -_RANGE_SLACK or high > 1 + _RANGE_SLACK:
+            raise ValueError(
+                f"block has values in [{low:.4g}, {high:.4g}], outside [0, 1]; "
+                "divide by the sensor's maximum DN first"
+            )
+        # max |D| in the solver precision (rounding is monotonic; unobserved entries are 0).
+        self.peak = float(max(self.dtype.type(high), -self.dtype.type(low)))
         self.seen = obs.any(axis=0)  # pixels observed on some date (the others come back NaN)
         self.date_counts = obs.sum(axis=1)  # observed pixels per date
         # An all-observed block is solved unmasked, as decompose does with an all-True mask.
         self.obs: np.ndarray | None = None if obs.all() else np.ascontiguousarray(obs)
         if self.empty:  # nothing to solve: no state (its layers are NaN)
             self.obs = None
-            x = np.zeros((self.n, 0))
-        self.D = np.ascontiguousarray(np.where(np.isfinite(x), x, 0.0), dtype=self.dtype)
+            x, obs = np.zeros((self.n, 0)), np.zeros((self.n, 0), np.bool_)
+        self.D = np.ascontiguousarray(np.where(obs, x, 0.0), dtype=self.dtype)
+        # The kernels' arguments for "no mask" and "no per-entry weights on λ".
+        self._obs_arg = self.obs if self.obs is not None else np.ones((1, 1), np.bool_)
+        self._no_weights = np.zeros((1, 1), self.dtype)
         self.L = self.C = self.C_next = self.N = self.Y = np.empty((0, 0), self.dtype)
         self._swap_pending = False
         self._basis: np.ndarray | None = None
@@ -119,10 +127,6 @@ class Block:
         arrays = (self.D, self.L, self.C, self.C_next, self.N, self.Y, self.obs, self._basis)
         return sum(x.nbytes for x in arrays if x is not None)
 
-    def _args(self) -> tuple[np.ndarray, bool]:
-        dummy = np.ones((1, 1), dtype=np.bool_)
-        return (self.obs if self.obs is not None else dummy), self.obs is not None
-
     def stats(self) -> Stats:
         """Gram(D) (float64), max |D|, Σ D² (float64), observed pixels per date, pixels observed
         on some date, and whether any entry is missing."""
@@ -131,9 +135,8 @@ class Block:
             zeros = np.zeros((self.n, self.n))
             return Stats(zeros, 0.0, 0.0, self.date_counts, 0, self.d > 0)
         gram = _kernels.gram(self.D)  # its trace is Σ D², summed in float64
-        peak = float(np.abs(self.D).max())
         seen = int(self.seen.sum())
-        return Stats(gram, peak, float(np.trace(gram)), self.date_counts, seen, masked)
+        return Stats(gram, self.peak, float(np.trace(gram)), self.date_counts, seen, masked)
 
     def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
         """Y₀ = D / dual, L = C = N = 0, the sparse step of iteration 1; returns its Gram part."""
@@ -144,10 +147,19 @@ class Block:
         self.L, self.C, self.N = np.zeros_like(D), np.zeros_like(D), np.zeros_like(D)
         self.C_next = np.empty_like(D)
         self._swap_pending = False
-        obs, masked = self._args()
-        weights = np.zeros((1, 1), dtype=D.dtype)
         return _kernels.first_sparse_step(
-            D, self.L, self.N, self.Y, self.C, obs, weights, masked, False, lam, 1.0 / mu, clip_c
+            D,
+            self.L,
+            self.N,
+            self.Y,
+            self.C,
+            self._obs_arg,
+            self._no_weights,
+            self.obs is not None,
+            False,
+            lam,
+            1.0 / mu,
+            clip_c,
         )
 
     def step(
@@ -165,8 +177,6 @@ class Block:
             return np.zeros((self.n, self.n)), 0.0
         if self._swap_pending:
             self.C, self.C_next = self.C_next, self.C
-        obs, masked = self._args()
-        weights = np.zeros((1, 1), dtype=self.D.dtype)
         gram, z2 = _kernels.fused_iteration(
             self.D,
             self.C,
@@ -174,10 +184,10 @@ class Block:
             self.N,
             self.Y,
             self.L,
-            obs,
-            weights,
+            self._obs_arg,
+            self._no_weights,
             W,
-            masked,
+            self.obs is not None,
             False,
             clip_c,
             lam,
@@ -202,7 +212,7 @@ class Block:
         """Gram matrix (float64) of L restricted to the dates ``full``."""
         if self.empty:
             return np.zeros((full.size, full.size))
-        return _kernels.gram(np.ascontiguousarray(self.L[full]))
+        return _kernels.gram(self.L[full])  # a C-contiguous copy of those rows
 
     def refit_begin(self, full: np.ndarray, M: np.ndarray) -> None:
         """Keep this block's rows of the basis U_k = L[:, full]·M (float64, pixels × k)."""
@@ -252,14 +262,17 @@ class Block:
         """L[·, j] ← U·c_j, and C, N of its observed entries re-split by the method's rule."""
         if self._basis is None:
             return
-        column = self._basis @ coef
-        self.L[j] = column
-        o = self._observed(j)
-        c, nn = refit._resplit(self.D[j, o] - column[o], column[o], method, lam, beta)
-        self.C[j, o] = c
-        self.N[j, o] = nn
-        self.C[j, ~o] = 0.0
-        self.N[j, ~o] = 0.0
+        refit._set_column(
+            self._basis @ coef,
+            self.D[j],
+            self._observed(j),
+            self.L[j],
+            self.C[j],
+            self.N[j],
+            method,
+            lam,
+            beta,
+        )
 
     def refit_release(self) -> None:
         self._basis = None
@@ -280,18 +293,19 @@ class Block:
         shape = (self.n, *self.frame_shape)
         if self.empty:
             return tuple(np.full(shape, np.nan, self.dtype) for _ in range(3))  # type: ignore[return-value]
-        out = []
-        for x in (np.clip(self.L, 0.0, 1.0), self.C, self.N):
-            y = x.astype(self.dtype, copy=True)
-            y[:, ~self.seen] = np.nan
-            out.append(y.reshape(shape))
-        return out[0], out[1], out[2]
+        out = (np.clip(self.L, 0.0, 1.0), self.C.copy(), self.N.copy())  # new arrays
+        if not self.seen.all():
+            for y in out:
+                y[:, ~self.seen] = np.nan
+        ground, cloud, haze = (y.reshape(shape) for y in out)
+        return ground, cloud, haze
 
     def release(self) -> None:
         """Drop the solver state (after the layers are written)."""
         for name in ("D", "L", "C", "C_next", "N", "Y"):
             setattr(self, name, np.empty((0, 0), self.dtype))
         self.obs = None
+        self._obs_arg = np.ones((1, 1), np.bool_)
 
 
 class BlockGroup:
@@ -299,22 +313,20 @@ class BlockGroup:
     them, reductions summed in float64 in block order.
 
     ``threads`` numba threads run each kernel call (None: numba's current setting).
-    ``seconds`` and ``calls`` count the time spent in the calls and their number, by phase
-    (``setup``, ``step``: the iterations, ``refit``): the bare compute, for benchmarks.
+    ``seconds`` counts the time spent in the calls by phase (``setup``, ``step``: the
+    iterations, ``refit``): the bare compute, for benchmarks.
     """
 
     def __init__(self, blocks: Sequence[Block], threads: int | None = None) -> None:
         self.blocks = list(blocks)
         self.threads = threads
         self.seconds: dict[str, float] = {}
-        self.calls: dict[str, int] = {}
 
     def _each(self, fn: Any, phase: str = "refit") -> list[Any]:
         started = time.perf_counter()
         with numba_threads(self.threads):
             out = [fn(b) for b in self.blocks]
         self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
-        self.calls[phase] = self.calls.get(phase, 0) + 1
         return out
 
     def nbytes(self) -> int:
@@ -363,9 +375,9 @@ class BlockGroup:
     def blank_dates(self, dates: np.ndarray) -> None:
         self._each(lambda b: b.blank_dates(dates))
 
-    def timing(self) -> tuple[dict[str, float], dict[str, int]]:
-        """Seconds spent in calls so far, and how many calls, by phase."""
-        return dict(self.seconds), dict(self.calls)
+    def timing(self) -> dict[str, float]:
+        """Seconds spent in calls so far, by phase."""
+        return dict(self.seconds)
 
 
 def _sum(grams: Sequence[np.ndarray]) -> np.ndarray:
@@ -492,27 +504,17 @@ def solve_blocks(
     if norm_two == 0.0:
         shards.map("zero")
         return SceneOutcome(0, True, 0.0, lam, method, 0.0, 0.0, time.perf_counter() - started)
-    # The schedule of solvers.initial_state and solvers.run_alm, in the same order.
-    dual = max(norm_two, peak / lam)
-    mu = 1.25 / norm_two
-    mu_max = mu * _MU_RANGE
+    # The schedule of solvers.run_alm, with each step done on every block and reduced here.
+    dual, mu = initial_scales(norm_two, peak, lam)
     gram = _sum(shards.map("start", lam, dual, mu, clip_c))
     setup = time.perf_counter() - started
     started = time.perf_counter()
-    res = math.inf
-    it = 0
-    while it < max_iter:
-        it += 1
-        W, _ = svt_weights(gram, 1.0 / mu)
-        n_factor = mu / (n_beta + mu) if n_beta is not None else 0.0
-        mu_next = min(mu * _RHO, mu_max)
+
+    def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
         parts = shards.map("step", W, lam, mu, n_factor, mu_next, clip_c)
-        gram = _sum([p[0] for p in parts])
-        z2 = math.fsum(p[1] for p in parts)
-        mu = mu_next
-        res = math.sqrt(z2) / d_norm
-        if res < tol:
-            break
+        return _sum([p[0] for p in parts]), math.fsum(p[1] for p in parts)
+
+    it, res = alm_schedule(gram, mu, d_norm, step, beta=n_beta, tol=tol, max_iter=max_iter)
     converged = res < tol
     shards.map("finish", converged)
     per_iteration = (time.perf_counter() - started) / max(it, 1)
@@ -562,13 +564,9 @@ def _refit(shards: Shards, stats: Stats, method: str, lam: float, beta: float) -
     partial = [int(j) for j in np.flatnonzero((counts < stats.seen) & ~empty)]
     if partial:
         full = np.flatnonzero(~empty)
-        evals, evecs = np.linalg.eigh(_sum(shards.map("refit_gram", full)))
-        order = np.argsort(evals)[::-1]
-        sigma = np.sqrt(np.clip(evals[order], 0.0, None))
-        if sigma[0] > 0.0:
-            k = int(np.sum(sigma > refit.RANK_RTOL * sigma[0]))
-            k = max(1, min(k, (full.size - 1) // 2))
-            shards.map("refit_begin", full, evecs[:, order[:k]] / sigma[:k])
+        M = refit._basis_weights(_sum(shards.map("refit_gram", full)))
+        if M is not None:  # L = 0: nothing to refit from
+            shards.map("refit_begin", full, M)
             whole = np.flatnonzero(counts == stats.seen)
             for j in partial:
                 stride = -(-int(counts[j]) // refit.FIT_ROWS)

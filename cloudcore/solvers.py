@@ -10,7 +10,7 @@ import math
 import warnings
 from collections.abc import Callable
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -91,26 +91,20 @@ def decompose(
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
     check_positive(lam, "lam")
+    iterate: Callable[..., Outcome]
     if method == "atm":
-        return solve(
-            problem, method, lam, tol, max_iter, threads, partial(_atm, problem, lam), beta=beta
-        )
-    return solve(
-        problem,
-        method,
-        lam,
-        tol,
-        max_iter,
-        threads,
-        partial(
+        iterate = partial(_atm, problem, lam)
+    else:
+        iterate = partial(
             run_alm,
             problem,
             lam,
             clip_c=method in ("aatm", "nnrpca"),
             beta=beta if method == "aatm" else None,
-        ),
-        beta=beta,
-    )
+        )
+    if problem.obs is not None:
+        iterate = partial(_debiased, iterate, problem, method, lam, beta)
+    return solve(problem, method, lam, tol, max_iter, threads, iterate)
 
 
 Outcome = tuple[np.ndarray, np.ndarray, np.ndarray, int, float]  # L, C, N, iterations, residual
@@ -124,15 +118,11 @@ def solve(
     max_iter: int,
     threads: int | None,
     iterate: Callable[..., Outcome],
-    *,
-    beta: float = 1.0,
 ) -> Decomposition:
     """Run a solver on a validated problem and package its result (shared by every method).
 
     ``iterate(norm_two, tol=…, max_iter=…)`` runs the iterations. This applies the float32 tolerance
-    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning. For
-    the methods of :data:`METHODS` with a mask, partly observed dates are then refitted on their
-    observed entries and dates observed nowhere set to NaN (:mod:`cloudcore.refit`).
+    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning.
     """
     if problem.D.dtype == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
@@ -141,8 +131,6 @@ def solve(
         return zero_result(problem, lam, method)
     with numba_threads(threads):
         L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter)
-    if problem.obs is not None and method in METHODS:
-        _debias(problem, L, C, N, method, lam, beta)
     converged = res < tol
     if not converged:
         warnings.warn(
@@ -161,6 +149,21 @@ def solve(
         lam=lam,
         method=method,
     )
+
+
+def _debiased(
+    iterate: Callable[..., Outcome],
+    problem: Problem,
+    method: str,
+    lam: float,
+    beta: float,
+    norm_two: float,
+    **stopping: Any,
+) -> Outcome:
+    """``iterate``, then :func:`_debias` of its result: what :func:`decompose` runs with a mask."""
+    L, C, N, it, res = iterate(norm_two, **stopping)
+    _debias(problem, L, C, N, method, lam, beta)
+    return L, C, N, it, res
 
 
 def _debias(
@@ -184,14 +187,60 @@ def _debias(
         x[:, empty] = np.nan
 
 
+def initial_scales(norm_two: float, peak: float, lam: float) -> tuple[float, float]:
+    """The divisor of D in Y₀ and μ₀ of the reference schedule, from ‖D‖₂ and ‖D‖_∞."""
+    return max(norm_two, peak / lam), 1.25 / norm_two
+
+
 def initial_state(
     D: np.ndarray, lam: float, norm_two: float, weights: np.ndarray | None = None
 ) -> tuple[np.ndarray, float]:
     """Y₀ and μ₀ of the reference schedule; with per-entry ``weights`` on λ, Y₀ uses
     ‖D / weights‖_∞."""
     peak = float(np.abs(D if weights is None else D / weights).max())
-    dual = max(norm_two, peak / lam)
-    return (D / dual).astype(D.dtype, copy=False), 1.25 / norm_two
+    dual, mu = initial_scales(norm_two, peak, lam)
+    return (D / dual).astype(D.dtype, copy=False), mu
+
+
+#: One ALM step given the SVT weights W, μ, the haze factor μ/(β+μ) and the next μ: it updates
+#: the iterates and returns the Gram matrix of the next L and ‖D − L − C − N‖²_F.
+Step = Callable[[np.ndarray, float, float, float], tuple[np.ndarray, float]]
+
+
+def alm_schedule(
+    gram: np.ndarray,
+    mu: float,
+    d_norm: float,
+    step: Step,
+    *,
+    beta: float | None,
+    tol: float,
+    max_iter: int,
+    advance: Callable[[], None] | None = None,
+) -> tuple[int, float]:
+    """The outer loop of the fused inexact ALM: SVT weights from the Gram matrix, μ growing by
+    ρ up to its cap, stop at ‖D − L − C − N‖_F / ‖D‖_F < tol or ``max_iter``.
+
+    ``step`` does the element-wise work (one fused kernel in memory, one per block in
+    :mod:`cloudcore.scene`); ``advance`` runs after each step that does not stop the loop.
+    Returns the iterations and the last residual.
+    """
+    mu_max = mu * _MU_RANGE
+    res = math.inf
+    it = 0
+    while it < max_iter:
+        it += 1
+        W, _ = svt_weights(gram, 1.0 / mu)
+        n_factor = mu / (beta + mu) if beta is not None else 0.0
+        mu_next = min(mu * _RHO, mu_max)
+        gram, z2 = step(W, mu, n_factor, mu_next)
+        mu = mu_next
+        res = math.sqrt(z2) / d_norm
+        if res < tol:
+            break
+        if advance is not None:
+            advance()
+    return it, res
 
 
 def run_alm(
@@ -216,27 +265,20 @@ def run_alm(
     obs_arr = obs if obs is not None else np.ones((1, 1), dtype=np.bool_)
     w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
     Y, mu = initial_state(D, lam, norm_two, weights)
-    mu_max = mu * _MU_RANGE
-    d_norm = float(np.linalg.norm(D))
     L = np.zeros_like(D)
-    C = np.zeros_like(D)
-    C_next = np.empty_like(D)
     N = np.zeros_like(D)  # stays zero for the RPCA variants (n_factor = 0)
+    C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
     masked = obs is not None
     gram = _kernels.first_sparse_step(
-        D, L, N, Y, C, obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, clip_c
+        D, L, N, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, clip_c
     )
-    res = math.inf
-    it = 0
-    while it < max_iter:
-        it += 1
-        W, _ = svt_weights(gram, 1.0 / mu)
-        n_factor = mu / (beta + mu) if beta is not None else 0.0
-        mu_next = min(mu * _RHO, mu_max)
-        gram, z2 = _kernels.fused_iteration(
+
+    def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
+        # The kernel reads this C and writes the next one: C.reverse swaps them between steps.
+        return _kernels.fused_iteration(
             D,
-            C,
-            C_next,
+            C[0],
+            C[1],
             N,
             Y,
             L,
@@ -251,12 +293,18 @@ def run_alm(
             n_factor,
             mu_next,
         )
-        mu = mu_next
-        res = math.sqrt(z2) / d_norm
-        if res < tol:
-            break
-        C, C_next = C_next, C
-    return L, C, N, it, res
+
+    it, res = alm_schedule(
+        gram,
+        mu,
+        float(np.linalg.norm(D)),
+        step,
+        beta=beta,
+        tol=tol,
+        max_iter=max_iter,
+        advance=C.reverse,
+    )
+    return L, C[0], N, it, res
 
 
 # ATM's inner loop (Alg. 1): at most this many accelerated proximal-gradient steps per outer

@@ -7,12 +7,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["METRES_PER_DEGREE", "densify", "overlap_fraction"]
+__all__ = ["METRES_PER_DEGREE", "densify", "footprint_centre", "overlap_fraction"]
 
 Point = tuple[float, float]
 
 #: Metres per degree of latitude (and of longitude at the equator): enough for sizes and GSDs.
 METRES_PER_DEGREE = 111_320.0
+
+
+def footprint_centre(corners: Sequence[Point]) -> Point:
+    """The mean of a footprint's corners: the scene centre of GF-4 metadata (its sun angles
+    are given there)."""
+    return (
+        sum(c[0] for c in corners) / len(corners),
+        sum(c[1] for c in corners) / len(corners),
+    )
 
 
 def densify(corners: Sequence[Point], per_edge: int) -> tuple[np.ndarray, np.ndarray]:

@@ -117,24 +117,43 @@ def _rpc_lonlat_outline(acq: Acquisition) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(lon, float), np.asarray(lat, float)
 
 
-def _footprint_bounds(acq: Acquisition, crs: CRS) -> Bounds:
+@dataclass(frozen=True)
+class _Header:
+    """What the grid needs of a GeoTIFF (``georef == "crs"``) input, read once per file."""
+
+    crs: CRS
+    transform: Affine
+    bounds: Bounds
+    width: int
+    height: int
+
+
+def _header(acq: Acquisition) -> _Header | None:
+    """The georeferencing of a CRS input; None for an RPC input."""
+    if acq.georef != "crs":
+        return None
+    with rasterio.open(acq.path) as src:
+        return _Header(src.crs, src.transform, tuple(src.bounds), src.width, src.height)
+
+
+def _footprint_bounds(acq: Acquisition, header: _Header | None, crs: CRS) -> Bounds:
     """Bounding box of an acquisition's footprint in ``crs``."""
-    if acq.georef == "rpc":
+    if header is None:
         lon, lat = _rpc_lonlat_outline(acq)
         xs, ys = transform_points("EPSG:4326", crs, lon, lat)
         return (min(xs), min(ys), max(xs), max(ys))
-    with rasterio.open(acq.path) as src:
-        return tuple(transform_bounds(src.crs, crs, *src.bounds, densify_pts=_EDGE_POINTS))
+    return tuple(transform_bounds(header.crs, crs, *header.bounds, densify_pts=_EDGE_POINTS))
 
 
-def _lonlat_centre(acqs: Sequence[Acquisition]) -> tuple[float, float]:
+def _lonlat_centre(
+    acqs: Sequence[Acquisition], headers: Sequence[_Header | None]
+) -> tuple[float, float]:
     lons, lats = [], []
-    for a in acqs:
-        if a.georef == "rpc":
+    for a, h in zip(acqs, headers, strict=True):
+        if h is None:
             lon, lat = _rpc_lonlat_outline(a)
         else:
-            with rasterio.open(a.path) as src:
-                lon0, lat0, lon1, lat1 = transform_bounds(src.crs, "EPSG:4326", *src.bounds)
+            lon0, lat0, lon1, lat1 = transform_bounds(h.crs, "EPSG:4326", *h.bounds)
             lon, lat = np.array([lon0, lon1]), np.array([lat0, lat1])
         lons.append(lon)
         lats.append(lat)
@@ -157,16 +176,17 @@ def _rpc_gsd_metres(acq: Acquisition) -> float:
     return (dx + dy) / 2
 
 
-def _default_resolution(acq: Acquisition, crs: CRS, centre_lat: float) -> float:
-    if acq.georef == "crs":
-        with rasterio.open(acq.path) as src:
-            if CRS.from_user_input(src.crs) == crs:
-                return float(abs(src.transform.a))
-            # Another CRS was asked for: let GDAL suggest the equivalent pixel size.
-            tr, _, _ = rasterio.warp.calculate_default_transform(
-                src.crs, crs, src.width, src.height, *src.bounds
-            )
-            return float(abs(tr.a))
+def _default_resolution(
+    acq: Acquisition, header: _Header | None, crs: CRS, centre_lat: float
+) -> float:
+    if header is not None:
+        if header.crs == crs:
+            return float(abs(header.transform.a))
+        # Another CRS was asked for: let GDAL suggest the equivalent pixel size.
+        tr, _, _ = rasterio.warp.calculate_default_transform(
+            header.crs, crs, header.width, header.height, *header.bounds
+        )
+        return float(abs(tr.a))
     gsd = acq.gsd if acq.gsd is not None else _rpc_gsd_metres(acq)
     if crs.is_geographic:
         return gsd / METRES_PER_DEGREE
@@ -190,7 +210,7 @@ def on_lattice(transform: Affine, lattice: Affine) -> bool:
 
 
 def _shared_lattice(
-    acqs: Sequence[Acquisition], crs: CRS, resolution: float | None
+    headers: Sequence[_Header | None], crs: CRS, resolution: float | None
 ) -> Affine | None:
     """The pixel lattice every input shares in ``crs`` (the first file's transform), or None.
 
@@ -198,21 +218,14 @@ def _shared_lattice(
     ``resolution``, if given) and their origins differ by whole pixels, e.g. a Landsat series,
     whose 30 m grid is offset by 15 m from multiples of 30 m. RPC inputs have no lattice.
     """
-    if any(a.georef != "crs" for a in acqs):
+    transforms = []
+    for h in headers:
+        if h is None or h.crs != crs:
+            return None
+        transforms.append(h.transform)
+    first = transforms[0]
+    if first.a <= 0 or first.e >= 0 or not all(on_lattice(t, first) for t in transforms):
         return None
-    first: Affine | None = None
-    for acq in acqs:
-        with rasterio.open(acq.path) as src:
-            if CRS.from_user_input(src.crs) != crs:
-                return None
-            t = src.transform
-        if t.b != 0 or t.d != 0 or t.a <= 0 or t.e >= 0:
-            return None
-        if first is None:
-            first = t
-        elif not on_lattice(t, first):
-            return None
-    assert first is not None
     if resolution is not None and not (
         math.isclose(first.a, resolution, rel_tol=1e-9)
         and math.isclose(-first.e, resolution, rel_tol=1e-9)
@@ -290,7 +303,8 @@ def derive_grid(
                 f"grid.bounds: {bounds} is not [left, bottom, right, top] with "
                 "left < right and bottom < top"
             )
-    centre_lon, centre_lat = _lonlat_centre(acqs)
+    headers = [_header(a) for a in acqs]
+    centre_lon, centre_lat = _lonlat_centre(acqs, headers)
     if crs is not None:
         try:
             target = CRS.from_user_input(crs)
@@ -303,22 +317,22 @@ def derive_grid(
         crs_str = utm_crs(centre_lon, centre_lat)
         target = CRS.from_user_input(crs_str)
     else:
-        with rasterio.open(acqs[0].path) as src:
-            target = src.crs
+        assert headers[0] is not None  # a CRS input
+        target = headers[0].crs
         epsg = target.to_epsg()
         crs_str = f"EPSG:{epsg}" if epsg is not None else target.to_wkt()
-    lattice = _shared_lattice(acqs, target, resolution)
+    lattice = _shared_lattice(headers, target, resolution)
     if lattice is not None:
         res_x, res_y, x0, y0 = lattice.a, -lattice.e, lattice.c, lattice.f
     else:
         res = (
             float(resolution)
             if resolution is not None
-            else _default_resolution(acqs[0], target, centre_lat)
+            else _default_resolution(acqs[0], headers[0], target, centre_lat)
         )
         res_x, res_y, x0, y0 = res, res, 0.0, 0.0
 
-    boxes = [_footprint_bounds(a, target) for a in acqs]
+    boxes = [_footprint_bounds(a, h, target) for a, h in zip(acqs, headers, strict=True)]
     if bounds is not None:
         outside = [
             a.path.name for a, b in zip(acqs, boxes, strict=True) if not _overlaps(b, bounds)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pipeline.config import Config
 from pipeline.errors import InputError
-from pipeline.ids import code_version, digest, file_signature, tile_id
+from pipeline.ids import code_version, digest, file_signature, tile_id, time_label
 from pipeline.inputs.discovery import discover
 from pipeline.store.layout import Layout
 from pipeline.tiling import TileGrid
@@ -92,6 +92,11 @@ class RunPlan:
         take an old band for done.
         """
         return f"{BLENDED_PREFIX}{band}-{digest(sorted(self.solve_ids[band].values()))}"
+
+    @property
+    def time_labels(self) -> list[str]:
+        """Each acquisition's UTC time as output file names carry it (unique per series)."""
+        return [time_label(a.time) for a in self.acquisitions]
 
     @property
     def cube_token(self) -> str:
@@ -239,11 +244,12 @@ def tile_states(plan: RunPlan) -> list[TileState]:
         sid = plan.stage_ids[t.row, t.col]
         out.append(TileState("stage", None, t.name, sid, state(sid, sid in names)))
     for band in plan.bands:
+        # Scene scope marks whole bands only (the blended marker); tile scope marks rows.
+        band_done = plan.blended_id(band) in names
         for t in plan.tiles:
             row_id = plan.row_ids[band][t.row]
             tid = plan.solve_ids[band][t.row, t.col]
-            # Scene scope marks whole bands only (the blended marker); tile scope marks rows.
-            done = row_id in names or plan.blended_id(band) in names
+            done = band_done or row_id in names
             out.append(TileState("solve", band, t.name, tid, state(row_id, done)))
     return out
 

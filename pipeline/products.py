@@ -178,11 +178,11 @@ def _write_cog_files(
             level=1,
             predictor=2,
             blocksize=512,
-            # Internal overviews, halving until one block holds the image (an 11k grid gets
-            # 5 levels, the demo's 1160 px grid 2), so viewers can zoom out without reading
-            # full resolution: 34 % more bytes on the demo (deploy/README.md). AVERAGE of the
-            # valid pixels, rather than the driver's default CUBIC, which rings at edges.
-            overviews="AUTO",
+            # The driver adds internal overviews by default (OVERVIEWS=AUTO), halving until one
+            # block holds the image (an 11k grid gets 5 levels, the demo's 1160 px grid 2), so
+            # viewers can zoom out without reading full resolution: 34 % more bytes on the demo
+            # (deploy/README.md). They are the AVERAGE of the valid pixels, rather than the
+            # driver's default CUBIC, which rings at edges.
             overview_resampling="AVERAGE",
             # While this is the last product task running, an idle core compresses for it;
             # blocks are compressed independently, so the bytes are the same as with one.

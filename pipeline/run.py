@@ -27,7 +27,7 @@ from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.cluster import Task, connect, run_tasks, solver_threads
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
-from pipeline.ids import ALL_BANDS, time_label
+from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan, make_plan
 from pipeline.products import write_cogs, write_diagnostics, write_quicklooks
@@ -295,18 +295,18 @@ def _solve_scene(
         if band_id in names:
             counts["solve_skipped"] += len(tiles)
             continue
-        if any(sid in unstaged for sid in plan.stage_ids.values()):
-            continue  # waits for the tiles that could not be staged (listed by the stage)
+        if unstaged:
+            continue  # a band needs every tile; the stage listed those it could not stage
         job = BandJob(
-            tiles,
-            b,
-            band,
-            band_id,
-            plan.solve_ids[band],
-            len(plan.acquisitions),
-            layout,
-            str(cube_tmp),
-            plan.config.solver,
+            grid=tiles,
+            band_index=b,
+            band=band,
+            band_id=band_id,
+            tile_ids=plan.solve_ids[band],
+            n_dates=len(plan.acquisitions),
+            layout=layout,
+            cube=str(cube_tmp),
+            solver=plan.config.solver,
         )
         try:
             solve_band(client, job)
@@ -336,12 +336,9 @@ def _products(client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path) -
     ones; returns the final paths of the COGs and quicklooks."""
     layout = plan.layout
     records = _tile_records(plan)
-    labels = [time_label(a.time) for a in plan.acquisitions]
-    for record in records:
-        record["dates_left_out"] = ";".join(labels[t] for t in record.get("dates_left_out", ()))
+    _report_dates_left_out(records, plan.time_labels)
     write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube_tmp)
     _report_empty_tiles(records)
-    _report_dates_left_out(records)
     cog_tmp = layout.partial(layout.cog_dir)
     looks_tmp = layout.partial(layout.quicklook_dir)
     for leftover in (cog_tmp, looks_tmp):
@@ -430,13 +427,7 @@ def _open_cube(plan: RunPlan) -> Path:
 def _value_attrs(acqs: Sequence[Any]) -> dict[str, Any]:
     """What the cube's values mean: physical quantity = value × physical_scale[band]."""
     calibration, units, physical = value_meaning(acqs)
-    times = [time_label(a.time) for a in acqs]
-    return {
-        "calibration": calibration,
-        "units": units,
-        "physical_scale": list(physical),
-        "acquisition_times_utc": times,
-    }
+    return {"calibration": calibration, "units": units, "physical_scale": list(physical)}
 
 
 def _writes_cube(marker_id: str) -> bool:
@@ -510,7 +501,7 @@ def _product_tasks(
     # Reflectance is stored as ρ·10000 in uint16 COGs (the Landsat/Sentinel-2 convention);
     # DN and radiance fractions as value·max_dn, the input's own resolution.
     max_dn = 10000.0 if calibration == "reflectance" else max(float(a.max_dn) for a in acqs)
-    labels = [time_label(a.time) for a in acqs]  # unique per acquisition (check_series)
+    labels = plan.time_labels
     tasks: list[Task] = []
     finals: list[Path] = []
     for b, band in enumerate(bands):
@@ -549,11 +540,15 @@ def _report_empty_tiles(records: list[dict[str, Any]]) -> None:
         )
 
 
-def _report_dates_left_out(records: list[dict[str, Any]]) -> None:
-    """Warn once per date left out of some tiles (too little of them observed): NaN there."""
+def _report_dates_left_out(records: list[dict[str, Any]], labels: Sequence[str]) -> None:
+    """Name the dates left out of each tile (too little of them observed: NaN there) in its
+    record, indices into the series → their ``;``-joined time labels for diagnostics.csv, and
+    warn once per such date with the tiles concerned."""
     tiles: dict[str, set[str]] = {}
     for r in records:
-        for day in filter(None, str(r.get("dates_left_out", "")).split(";")):
+        days = [labels[t] for t in r.get("dates_left_out", ())]
+        r["dates_left_out"] = ";".join(days)
+        for day in days:
             tiles.setdefault(day, set()).add(f"r{r['row']:02d}c{r['col']:02d}")
     for day, names in sorted(tiles.items()):
         log.warning(

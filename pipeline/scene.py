@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from cloudcore.scene import Block, BlockGroup
+from pipeline.blend import _chunk_range, _cube_arrays
 from pipeline.cluster import RETRIES
 from pipeline.cluster.faults import inject_faults
 from pipeline.config import SolverConfig
@@ -54,6 +55,7 @@ __all__ = [
     "ShardSpec",
     "partition",
     "solve_band",
+    "start_shards",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,14 +84,15 @@ class SceneShard(BlockGroup):
     def __init__(self, spec: ShardSpec) -> None:
         import zarr
 
-        started = time.perf_counter()
         self.spec = spec
         blocks = []
+        source = None
         for tile, tile_id in zip(spec.tiles, spec.tile_ids, strict=True):
             inject_faults("solve", tile_id)
             rows, cols = tile.core.slices
             try:
-                source = zarr.open_array(store=spec.input_store, path="observed", mode="r")
+                if source is None:  # opened once, at the first tile (its error names that tile)
+                    source = zarr.open_array(store=spec.input_store, path="observed", mode="r")
                 stack = np.asarray(source[:, spec.band_index, rows, cols])  # (n, h, w)
             except Exception as exc:
                 message = f"reading input.zarr: {type(exc).__name__}: {exc}"
@@ -101,7 +104,6 @@ class SceneShard(BlockGroup):
             except ValueError as exc:
                 raise TileError(tile_id, f"solver rejected the tile: {exc}") from exc
         super().__init__(blocks, threads=spec.threads)
-        self.read_seconds = time.perf_counter() - started
         self.peak_bytes = self.nbytes()
 
     def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
@@ -110,27 +112,17 @@ class SceneShard(BlockGroup):
         return gram
 
     def shard_timing(self) -> dict[str, Any]:
-        """Compute seconds and calls by phase so far, seconds spent reading, peak bytes of
-        state held."""
-        seconds, calls = self.timing()
-        return {
-            "seconds": seconds,
-            "calls": calls,
-            "read_seconds": self.read_seconds,
-            "peak_bytes": self.peak_bytes,
-        }
+        """Compute seconds by phase so far, and the peak bytes of state held."""
+        return {"seconds": self.timing(), "peak_bytes": self.peak_bytes}
 
     def write(self, cube: str, chunk_rows: int) -> list[dict[str, Any]]:
         """Write every tile's clear, cloud and haze into its core of the cube, durably; then drop
         the state. Returns one record per tile (index, pixels, whether it was empty)."""
-        import zarr
-
         spec = self.spec
         path = Path(cube)
         records = []
         try:
-            group = zarr.open_group(store=cube, mode="r+")
-            targets: list[Any] = [group[name] for name in COMPONENTS]
+            targets = _cube_arrays(path)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
                 for target, values in zip(targets, block.layers(), strict=True):
@@ -139,7 +131,7 @@ class SceneShard(BlockGroup):
                 fsync_chunks(
                     path,
                     COMPONENTS,
-                    range(tile.core.row_off // chunk_rows, -(-tile.core.row_end // chunk_rows)),
+                    _chunk_range(tile.core.row_off, tile.core.row_end, chunk_rows),
                     [tile.col],  # cube chunks are tile_size wide
                     spec.band_index,
                 )
@@ -199,10 +191,46 @@ class BandJob:
     solver: SolverConfig
 
 
-def _workers(client: Any) -> list[tuple[str, int]]:
-    """The workers (address, threads), sorted: the shard order, and so the summation order."""
+def start_shards(
+    client: Any,
+    input_store: str,
+    band_index: int,
+    tiles: Sequence[Tile],
+    tile_ids: Mapping[tuple[int, int], str],
+    dtype: str,
+    name: str,
+) -> list[Any]:
+    """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
+    ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
+    (``.result()`` is the actor; releasing them drops the actors and their state).
+
+    Workers are taken sorted by address: that is the shard order, and so the summation order.
+    Each shard runs its kernels with its worker's threads.
+    """
     client.wait_for_workers(1)
-    return sorted(client.nthreads().items())
+    workers = sorted(client.nthreads().items())
+    token = uuid.uuid4().hex[:8]
+    return [
+        client.submit(
+            SceneShard,
+            ShardSpec(
+                input_store=input_store,
+                band_index=band_index,
+                tiles=tuple(part),
+                tile_ids=tuple(tile_ids[t.row, t.col] for t in part),
+                dtype=dtype,
+                threads=threads,
+            ),
+            actor=True,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+            key=f"scene-{name}-shard{i}-{token}",
+        )
+        for i, (part, (address, threads)) in enumerate(
+            zip(partition(tiles, len(workers)), workers, strict=False)
+        )
+    ]
 
 
 def solve_band(client: Any, job: BandJob) -> dict[str, Any]:
@@ -234,31 +262,18 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
 
     started = time.perf_counter()
     grid, solver = job.grid, job.solver
-    workers = _workers(client)
     tiles = list(grid)
-    shards = partition(tiles, len(workers))
-    token = uuid.uuid4().hex[:8]
-    futures = [
-        client.submit(
-            SceneShard,
-            ShardSpec(
-                input_store=str(job.layout.input_store),
-                band_index=job.band_index,
-                tiles=tuple(part),
-                tile_ids=tuple(job.tile_ids[t.row, t.col] for t in part),
-                dtype=solver.dtype,
-                threads=threads,
-            ),
-            actor=True,
-            workers=[address],
-            allow_other_workers=False,
-            pure=False,
-            key=f"scene-{job.band}-shard{i}-{token}",
-        )
-        for i, (part, (address, threads)) in enumerate(zip(shards, workers, strict=False))
-    ]
+    futures = start_shards(
+        client,
+        str(job.layout.input_store),
+        job.band_index,
+        tiles,
+        job.tile_ids,
+        solver.dtype,
+        job.band,
+    )
     try:
-        actors = [f.result() for f in futures]
+        shards = DaskShards([f.result() for f in futures])
         d = grid.height * grid.width
         lam = resolve_lambda(solver.lam, d, job.n_dates)
         loaded = time.perf_counter()
@@ -266,7 +281,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
             # Non-convergence is recorded in the diagnostics instead.
             warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
             outcome = solve_blocks(
-                DaskShards(actors),
+                shards,
                 d=d,
                 n=job.n_dates,
                 dtype=solver.dtype,
@@ -277,9 +292,8 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
                 max_iter=solver.max_iter,
             )
         solved = time.perf_counter()
-        timings = DaskShards(actors).map("shard_timing")
-        chunk_rows = grid.cube_chunk_rows
-        written = DaskShards(actors).map("write", job.cube, chunk_rows)
+        timings = shards.map("shard_timing")
+        written = shards.map("write", job.cube, grid.cube_chunk_rows)
     finally:
         for f in futures:
             f.release()  # the actors go, and their state with them
@@ -306,7 +320,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
     record = {
         "band": job.band,
         "scope": "scene",
-        "shards": len(actors),
+        "shards": len(futures),
         "iterations": outcome.iterations,
         "converged": outcome.converged,
         "residual": outcome.residual,
@@ -326,7 +340,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
     log.info(
         "band %s (scene scope, %d shards): %d iterations, %.3f s each, %s",
         job.band,
-        len(actors),
+        len(futures),
         outcome.iterations,
         outcome.seconds_per_iteration,
         "converged" if outcome.converged else "NOT converged",

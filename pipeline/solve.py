@@ -32,7 +32,7 @@ from pipeline.errors import TileError
 from pipeline.store.layout import Layout
 from pipeline.tiling import Tile
 
-__all__ = ["MIN_DATE_FRACTION", "SolveJob", "date_fractions", "resolve_lambda", "solve_tile"]
+__all__ = ["MIN_DATE_FRACTION", "SolveJob", "dates_kept", "resolve_lambda", "solve_tile"]
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +73,16 @@ def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     return float(rule)
 
 
-def date_fractions(mask: np.ndarray) -> np.ndarray:
-    """Per date (column of the (pixels, dates) ``mask``), the share of the pixels observed on
-    some date that it observes; zeros when no pixel is observed at all."""
+def dates_kept(mask: np.ndarray) -> np.ndarray:
+    """Indices of the dates (columns of the (pixels, dates) ``mask``) that stay in a tile's
+    matrix: those observed on at least :data:`MIN_DATE_FRACTION` of the pixels observed on some
+    date; none if fewer than 2 would stay; all when no pixel is observed (an empty tile)."""
     seen = int(mask.any(axis=1).sum())
     if seen == 0:
-        return np.zeros(mask.shape[1])
-    return mask.sum(axis=0) / seen
+        kept = np.arange(mask.shape[1])
+    else:
+        kept = np.flatnonzero(mask.sum(axis=0) / seen >= MIN_DATE_FRACTION)
+    return kept if kept.size >= 2 else kept[:0]
 
 
 def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -118,16 +121,13 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # Row = pixel (C order over the halo), column = date.
     # A transposed view of the C-ordered (n, d) stack: decompose works dates × pixels internally,
     # so this avoids two transposing copies.
-    D = stack.reshape(n, d).astype(job.solver.dtype, copy=False).T
-    mask = np.isfinite(D)
-    fractions = date_fractions(mask)
-    kept = np.flatnonzero(fractions >= MIN_DATE_FRACTION) if mask.any() else np.arange(n)
-    if kept.size < 2:
-        kept = kept[:0]
+    flat = stack.reshape(n, d)
+    mask = np.isfinite(flat).T
+    kept = dates_kept(mask)
     left_out = [int(t) for t in np.setdiff1d(np.arange(n), kept)]
-    if 2 <= kept.size < n:
-        D = stack.reshape(n, d)[kept].astype(job.solver.dtype, copy=False).T
-        mask = mask[:, kept]
+    if 0 < kept.size < n:
+        flat, mask = flat[kept], mask[:, kept]
+    D = flat.astype(job.solver.dtype, copy=False).T
     lam = resolve_lambda(job.solver.lam, d, max(kept.size, 2))
     record: dict[str, Any] = {
         "tile_id": job.tile_id,
@@ -167,11 +167,9 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # (d, n) results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is
     # free and nothing is copied (blending works on them in place). A tile outside every
     # footprint is all NaN.
-    if kept.size == n:
+    if kept.size == n:  # a copy only if not float32/writable
         layers = [
-            np.require(
-                x.T.reshape(frames), np.float32, ["W"]
-            )  # a copy only if not float32/writable
+            np.require(x.T.reshape(frames), np.float32, ["W"])
             for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
         ]
     else:  # dates left out are NaN

@@ -14,7 +14,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,11 +95,6 @@ class ScanResult:
     unreadable: tuple[tuple[str, str], ...] = ()
 
 
-def _utc(value: datetime) -> datetime:
-    """The time as aware UTC (parse_metadata already converted from Beijing time)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 def _product_from_xml(path: Path, xml: Path, sensor: str, sig: tuple[int, ...]) -> Product:
     """The product at ``path`` described by its metadata file ``xml``."""
     meta = parse_metadata(xml)  # checks <SensorID> (PMI, or the file's sensor)
@@ -108,15 +103,15 @@ def _product_from_xml(path: Path, xml: Path, sensor: str, sig: tuple[int, ...]) 
         name = parse_product_name(path.name)
         assert name is not None  # only named products are scanned
         footprint = ((name.lon, name.lat),)
-    center = _utc(meta.center_time)
+    center = meta.center_time  # aware UTC: parse_metadata converts from Beijing time
     stem = xml.name[: -len(".xml")]  # names hold dots ("E116.4"): no Path.stem
     return Product(
         path=path,
         sensor=sensor,
         image_id=stem,
         time=center,
-        start=_utc(meta.start_time) if meta.start_time else center,
-        end=_utc(meta.end_time) if meta.end_time else center,
+        start=meta.start_time or center,
+        end=meta.end_time or center,
         footprint=footprint,
         signature=sig,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,14 +58,14 @@ GF4_BANDS: dict[str, tuple[str | None, float, float]] = {
     "B5": ("nir", 0.83, 0.14),
     "IRS1": (None, 3.8, 0.6),
 }
-_BAND_IN_NAME = re.compile(r"(?:^|[_.-])(B\d+|IRS\d+)(?:$|[_.-])")
 
 
-def _outline_lonlat(path: Path) -> tuple[list[list[float]], list[float], dict[str, Any]]:
-    """Closed lon/lat outline and bbox of a raster's extent, and its projection fields."""
-    with rasterio.open(path) as src:
-        left, bottom, right, top = src.bounds
-        crs, shape, transform = src.crs, [src.height, src.width], list(src.transform)[:6]
+def _outline_lonlat(
+    src: rasterio.io.DatasetReader,
+) -> tuple[list[list[float]], list[float], dict[str, Any]]:
+    """Closed lon/lat outline and bbox of an open raster's extent, and its projection fields."""
+    left, bottom, right, top = src.bounds
+    crs, shape, transform = src.crs, [src.height, src.width], list(src.transform)[:6]
     # Densified edges: a UTM rectangle is slightly curved in lon/lat.
     corners = [(left, top), (right, top), (right, bottom), (left, bottom)]
     xs, ys = densify(corners, _EDGE_POINTS)
@@ -129,40 +128,46 @@ def _asset(path: Path, media_type: str, role: str, title: str | None = None) -> 
     return pystac.Asset(str(path), title=title, media_type=media_type, roles=[role])
 
 
-def _cog_band(path: Path) -> dict[str, Any]:
-    """The ``bands`` entry of a one-band COG: what the file says (data type, nodata, pixel size,
-    GDAL scale, offset and unit; raster extension) and, for a GF-4 band named in the file name,
-    its spectral range (EO extension)."""
-    with rasterio.open(path) as src:
-        nodata, scale, offset = src.nodata, src.scales[0], src.offsets[0]
-        band: dict[str, Any] = {"data_type": src.dtypes[0]}
-        if nodata is not None:
-            band["nodata"] = "nan" if math.isnan(nodata) else _number(nodata)
-        if src.units[0]:
-            band["unit"] = src.units[0]
-        band["raster:spatial_resolution"] = _number(src.res[0])
-        if (scale, offset) != (1.0, 0.0):
-            band["raster:scale"], band["raster:offset"] = _number(scale), _number(offset)
-    match = _BAND_IN_NAME.search(path.stem)
-    if match and match[1] in GF4_BANDS:
-        common, centre, width = GF4_BANDS[match[1]]
-        band = {"name": match[1], **band}
+def _cog_band(band: str, src: rasterio.io.DatasetReader) -> dict[str, Any]:
+    """The ``bands`` entry of a band's one-band COGs, read from one of them (every date of a
+    band is written with one profile, scale and unit): its name, what the file says (data type,
+    nodata, pixel size, GDAL scale, offset and unit; raster extension) and, for a GF-4 band, its
+    spectral range (EO extension)."""
+    entry: dict[str, Any] = {"name": band, "data_type": src.dtypes[0]}
+    if src.nodata is not None:
+        entry["nodata"] = "nan" if math.isnan(src.nodata) else _number(src.nodata)
+    if src.units[0]:
+        entry["unit"] = src.units[0]
+    entry["raster:spatial_resolution"] = _number(src.res[0])
+    scale, offset = src.scales[0], src.offsets[0]
+    if (scale, offset) != (1.0, 0.0):
+        entry["raster:scale"], entry["raster:offset"] = _number(scale), _number(offset)
+    if band in GF4_BANDS:
+        common, centre, width = GF4_BANDS[band]
         if common:
-            band["eo:common_name"] = common
-        band["eo:center_wavelength"] = centre
-        band["eo:full_width_half_max"] = width
-    return band
+            entry["eo:common_name"] = common
+        entry["eo:center_wavelength"] = centre
+        entry["eo:full_width_half_max"] = width
+    return entry
 
 
 def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else float(value)
 
 
-def _assets(layout: Layout, cogs: Sequence[Path]) -> Iterator[tuple[str, pystac.Asset]]:
-    """(key, asset) of every output of a series, in the order the Item lists them."""
+def _band_of(cog: Path) -> str:
+    """The band of a COG named ``<YYYYMMDDTHHMMSSZ>_<band>.tif`` (:mod:`pipeline.run`)."""
+    return cog.stem.partition("_")[2]
+
+
+def _assets(
+    layout: Layout, cogs: Sequence[Path], bands: Mapping[str, dict[str, Any]]
+) -> Iterator[tuple[str, pystac.Asset]]:
+    """(key, asset) of every output of a series, in the order the Item lists them; ``bands``
+    holds each band's ``bands`` entry."""
     for cog in cogs:
         asset = _asset(cog, pystac.MediaType.COG, "data", f"clear ground {cog.stem}")
-        asset.extra_fields["bands"] = [_cog_band(cog)]
+        asset.extra_fields["bands"] = [dict(bands[_band_of(cog)])]
         yield cog.stem, asset
     yield (
         "cube",
@@ -197,9 +202,9 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
         cube (``data``), quicklooks (``overview``), diagnostics and the manifest
         (``metadata``); ``cloudremoval:*`` properties: code version, configuration hash,
         solver, λ rule, products; the projection extension from the grid CRS; per COG a
-        ``bands`` entry with the raster extension's fields read from the file and, for GF-4
-        bands, the EO extension's spectral range. Asset hrefs are absolute here;
-        :func:`publish_catalog` makes them relative.
+        ``bands`` entry: the band's name, the raster extension's fields read from the band's
+        files and, for GF-4 bands, the EO extension's spectral range. Asset hrefs are absolute
+        here; :func:`publish_catalog` makes them relative.
 
     Raises
     ------
@@ -210,7 +215,15 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
     cogs = sorted(layout.cog_dir.glob("*.tif"))
     if not cogs:
         raise ValueError(f"{series_dir}: no COGs in cog/, the series is not complete")
-    ring, bbox, proj = _outline_lonlat(cogs[0])
+    # One file per band is opened: the dates of a band share their profile, and every COG of a
+    # series is on the one output grid.
+    bands: dict[str, dict[str, Any]] = {}
+    for cog in cogs:
+        if (band := _band_of(cog)) not in bands:
+            with rasterio.open(cog) as src:
+                bands[band] = _cog_band(band, src)
+                if cog == cogs[0]:
+                    ring, bbox, proj = _outline_lonlat(src)
     item = pystac.Item(
         id=manifest["series_id"],
         geometry={"type": "Polygon", "coordinates": [ring]},
@@ -221,10 +234,9 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
     item.common_metadata.start_datetime = datetime.fromisoformat(manifest["start"])
     item.common_metadata.end_datetime = datetime.fromisoformat(manifest["end"])
     _set_projection(item, proj)
-    for key, asset in _assets(layout, cogs):
+    for key, asset in _assets(layout, cogs, bands):
         item.add_asset(key, asset)
-    bands = [b for a in item.assets.values() for b in a.extra_fields.get("bands", [])]
-    if any(k.startswith("eo:") for b in bands for k in b):
+    if any(band in GF4_BANDS for band in bands):
         item.stac_extensions.append(EO_SCHEMA)
     item.stac_extensions.append(RASTER_SCHEMA)
     return item

@@ -59,9 +59,6 @@ class Acquisition:
         The largest value the file's data type holds (65535 for uint16).
     valid_bits
         ``ValidPixelBits`` of GF-4 metadata (or GDAL's ``NBITS``), or None.
-    gain, bias
-        Per-band absolute calibration, radiance = gain·DN + bias, from the calibration table
-        (:mod:`pipeline.inputs.radiometry`), or None.
     sun_elevation
         Sun elevation in degrees at the scene centre (GF-4 ``SolarZenith`` tag), or None.
     calibration
@@ -69,6 +66,9 @@ class Acquisition:
     scale, offset
         Per-band value = DN·scale + offset, set by :mod:`pipeline.inputs.radiometry` when
         ``inputs.calibration`` is ``radiance`` or ``reflectance``; None means DN / max_dn.
+    physical_scale
+        Per band, physical quantity = value × physical_scale (radiance: the series' ``L_ref``
+        in W m⁻² sr⁻¹ µm⁻¹); None means 1.
     """
 
     id: str
@@ -85,12 +85,11 @@ class Acquisition:
     gsd: float | None = None
     dtype_max: float = 65535.0
     valid_bits: int | None = None
-    gain: tuple[float, ...] | None = None
-    bias: tuple[float, ...] | None = None
     sun_elevation: float | None = None
     calibration: str = "dn"
     scale: tuple[float, ...] | None = None
     offset: tuple[float, ...] | None = None
+    physical_scale: tuple[float, ...] | None = None
 
 
 def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:

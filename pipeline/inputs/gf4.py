@@ -15,6 +15,7 @@ import rasterio
 from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
 
 from pipeline.errors import ConfigError, InputError
+from pipeline.geom import footprint_centre
 from pipeline.inputs.acquisition import Acquisition
 from pipeline.inputs.files import check_complete, expand_paths
 from pipeline.inputs.gf4_product import (
@@ -111,8 +112,11 @@ def discover_gf4(
                 "directories or archives in inputs.paths"
             )
         if name is not None and name.kind == "PMI":
-            check_pmi_complete(directory, entry.name)
-        files = find_product_files(directory, sensor_u)
+            found = {s: find_product_files(directory, s) for s in SENSORS}
+            check_pmi_complete(found, entry.name)
+            files = found[sensor_u]
+        else:
+            files = find_product_files(directory, sensor_u)
         if files is None:
             raise InputError(
                 f"{entry.name}: holds no GF4_{sensor_u}_*.xml; it is not a GF-4 {sensor_u} "
@@ -137,8 +141,7 @@ def _check_sun(meta: GF4Metadata) -> None:
         return
     from pipeline.inputs.radiometry import sun_position
 
-    lons, lats = zip(*meta.footprint, strict=True)
-    computed, _ = sun_position(meta.center_time, sum(lons) / 4, sum(lats) / 4)
+    computed, _ = sun_position(meta.center_time, *footprint_centre(meta.footprint))
     if abs(computed - meta.sun_elevation) > _SUN_TOLERANCE_DEG:
         log.warning(
             "%s: <SolarZenith> %.2f° (GF-4 writes the sun elevation there) but the sun was "

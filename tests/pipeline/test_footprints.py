@@ -20,10 +20,10 @@ from cloudcore.simulate import paper_case
 from pipeline.config import Config, parse
 from pipeline.grid import derive_grid
 from pipeline.inputs.geotiff import discover_geotiffs
+from pipeline.inputs.synthetic import load_demo_truth, write_scene
 from pipeline.run import run
 
 ROOT = Path(__file__).resolve().parents[2]
-TYROL = ROOT / "tests" / "data" / "tyrol-w1_1k.tif"
 MAX_DN = 10000
 CRS = "EPSG:32633"
 # Landsat-like: 30 m pixels on a lattice offset by 15 m from multiples of 30 m.
@@ -31,9 +31,7 @@ LATTICE = Affine(30.0, 0.0, 500_015.0, 0.0, -30.0, 5_200_015.0)
 
 
 def _truth_and_series(size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    with rasterio.open(TYROL) as src:
-        rgb = np.moveaxis(src.read()[:3], 0, -1)
-    sim = paper_case(rgb, 7, size=size, rng=np.random.default_rng(seed))
+    sim = paper_case(load_demo_truth(), 7, size=size, rng=np.random.default_rng(seed))
     return sim.truth, sim.observed
 
 
@@ -42,26 +40,11 @@ def _write_series(
 ) -> list[Path]:
     """One single-band uint16 GeoTIFF per date (nodata 0), each the (row, col, height, width)
     window of ``observed`` on the lattice; DN = 1 + round(I · (MAX_DN − 1))."""
-    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for k, (r, c, h, w) in enumerate(windows):
         dn = (1 + np.round(observed[k, r : r + h, c : c + w] * (MAX_DN - 1))).astype(np.uint16)
-        path = folder / f"scene_{date(2021, 6, 1) + timedelta(days=8 * k):%Y%m%d}.tif"
-        transform = LATTICE @ Affine.translation(c, r)
-        with rasterio.open(
-            path,
-            "w",
-            driver="GTiff",
-            width=w,
-            height=h,
-            count=1,
-            dtype="uint16",
-            crs=CRS,
-            transform=transform,
-            nodata=0,
-        ) as dst:
-            dst.write(dn, 1)
-        paths.append(path)
+        day = date(2021, 6, 1) + timedelta(days=8 * k)
+        paths.append(write_scene(folder, day, dn, CRS, LATTICE @ Affine.translation(c, r)))
     return paths
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.geom import densify, overlap_fraction
+from pipeline.geom import densify, footprint_centre, overlap_fraction
 
 SQUARE = [(0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 1.0)]
 
@@ -37,3 +37,9 @@ def test_corners_out_of_order_do_not_raise() -> None:
 def test_point_footprints_match_only_themselves() -> None:
     assert overlap_fraction([(1.0, 2.0)], [(1.0, 2.0)]) == 1.0
     assert overlap_fraction([(1.0, 2.0)], [(1.0, 2.5)]) == 0.0
+
+
+def test_footprint_centre_is_the_mean_of_the_corners() -> None:
+    corners = [(113.2, 42.1), (119.6, 42.3), (119.9, 37.6), (113.6, 37.4)]
+    lon, lat = footprint_centre(corners)
+    assert lon == pytest.approx(116.575) and lat == pytest.approx(39.85)

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import rasterio
 import rioxarray  # noqa: F401
 import xarray as xr
 import yaml
-from rasterio.warp import Resampling, reproject
 from skimage.registration import phase_cross_correlation
 
 from pipeline.cli import main
 from pipeline.ids import time_label
 from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
+from tests.pipeline.truth import truth_on
 
 N_DATES = 5
 
@@ -90,18 +89,8 @@ def test_ground_in_place_and_scaled_by_valid_bits(
 ) -> None:
     observed = xr.open_zarr(morning_run[0] / "work" / "input.zarr", consolidated=False).observed
     cube = xr.open_zarr(morning_run[0] / "cube.zarr", consolidated=False)
-    truth = np.full(observed.shape[2:], np.nan, np.float32)
-    with rasterio.open(morning.truth_path) as src:
-        reproject(
-            src.read(3),
-            truth,
-            src_transform=src.transform,
-            src_crs=src.crs,
-            dst_transform=cube.rio.transform(),
-            dst_crs=cube.rio.crs,
-            resampling=Resampling.bilinear,
-            dst_nodata=np.nan,
-        )
+    truth = truth_on(morning.truth_path, cube.rio.transform(), cube.rio.crs, observed.shape[2:])
+    truth = truth[2]  # B3
     for k in range(N_DATES):
         date = observed.isel(time=k).sel(band="B3").values
         both = np.isfinite(date) & np.isfinite(truth)

@@ -10,7 +10,7 @@ import pytest
 import rasterio
 import rioxarray  # noqa: F401
 import xarray as xr
-from rasterio.warp import Resampling, reproject
+from rasterio.warp import Resampling
 
 import cloudcore
 from pipeline.config import Config, parse
@@ -19,6 +19,7 @@ from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
 from pipeline.run import run
 from pipeline.status import RunSummary
+from tests.pipeline.truth import truth_on
 
 # The seam check: 256 px tiles with a 128 px halo against one whole-scene tile.
 TILE, OVERLAP = 256, 128
@@ -81,19 +82,9 @@ def _open(out: Path) -> tuple[xr.Dataset, np.ndarray]:
 
 
 def _truth_on(cube: xr.Dataset, truth_path: Path) -> np.ndarray:
-    with rasterio.open(truth_path) as src:
-        truth = np.full((src.count, cube.sizes["y"], cube.sizes["x"]), np.nan, np.float32)
-        reproject(
-            src.read(),
-            truth,
-            src_transform=src.transform,
-            src_crs=src.crs,
-            dst_transform=cube.rio.transform(),
-            dst_crs=cube.rio.crs,
-            resampling=Resampling.bilinear,
-            dst_nodata=np.nan,
-        )
-    return truth
+    return truth_on(
+        truth_path, cube.rio.transform(), cube.rio.crs, (cube.sizes["y"], cube.sizes["x"])
+    )
 
 
 def _errors(out: Path, truth_path: Path) -> tuple[float, float]:

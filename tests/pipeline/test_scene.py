@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,10 @@ from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
 from pipeline.scene import partition
 from pipeline.tiling import TileGrid
-from tests.pipeline.processes import free_port, start_scheduler, wait_for_workers
+from tests.pipeline.processes import dask_cli_cluster
 from tests.pipeline.test_faults import (
     _markers,
     _run_and_kill,
-    _start_worker,
-    _stop,
     assert_identical,
     cli,
     outputs,
@@ -145,20 +142,9 @@ def test_plan_and_status_count_scene_bands(local_run: Path, series: SimulatedPro
 
 @pytest.fixture
 def dask_processes(tmp_path: Path) -> Iterator[str]:
-    """``dask scheduler`` and 2 ``dask worker`` processes on 127.0.0.1."""
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    logs = tmp_path / "dask_logs"
-    logs.mkdir()
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(start_scheduler(port, logs))
-        procs += [_start_worker(address, logs, f"w{i}", {}) for i in range(2)]
-        wait_for_workers(address, 2, procs)
+    """``dask scheduler`` and ``dask worker --nworkers 2`` on 127.0.0.1."""
+    with dask_cli_cluster(tmp_path, n_workers=2) as address:
         yield address
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
 
 
 def test_existing_scheduler_gives_the_same_cube(

@@ -10,7 +10,6 @@ import pytest
 import rasterio
 from affine import Affine
 from matplotlib.path import Path as Polygon
-from rasterio.warp import Resampling, reproject
 from rasterio.warp import transform as transform_points
 from rasterio.windows import Window
 
@@ -21,6 +20,7 @@ from pipeline.inputs.geotiff import discover_geotiffs
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.warp import read_window, source_window
+from tests.pipeline.truth import truth_on
 
 
 def _full(grid: TargetGrid) -> Window:
@@ -28,19 +28,7 @@ def _full(grid: TargetGrid) -> Window:
 
 
 def _truth_on(grid: TargetGrid, truth_path: Path) -> np.ndarray:
-    out = np.full((5, grid.height, grid.width), np.nan, np.float32)
-    with rasterio.open(truth_path) as src:
-        reproject(
-            src.read(),
-            out,
-            src_transform=src.transform,
-            src_crs=src.crs,
-            dst_transform=grid.transform,
-            dst_crs=grid.crs,
-            dst_nodata=np.nan,
-            resampling=Resampling.bilinear,
-        )
-    return out
+    return truth_on(truth_path, grid.transform, grid.crs, (grid.height, grid.width))
 
 
 def _raw(acq: Acquisition) -> np.ndarray:

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from pipeline.inputs.synthetic import make_gf4_series
-from tests.pipeline.test_faults import assert_identical, outputs
+from tests.pipeline.test_faults import ROW_MARKER, assert_identical, cli, outputs, write_config
 
 pytestmark = pytest.mark.slurm
 
@@ -39,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB_NAME = "cloudremoval"  # pipeline.cluster.backends.jobqueue_kwargs
 #: Tiles of the shrunk demo: 256 px frames land on a ~300 px grid, 3 × 3 tiles of 128 px.
 SIZE, DATES, TILE, OVERLAP = 256, 5, 128, 32
-ROW_MARKER = re.compile(r"B\d-r\d\d-[0-9a-f]{16}\.json")
 
 
 def _slurm_ready() -> str | None:
@@ -93,22 +92,8 @@ def demo_config(out: Path, cluster: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def write(path: Path, data: dict[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 420
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", "-q", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        cwd=ROOT,
-    )
+#: Seconds for one ``python -m pipeline`` command (worker jobs start in seconds on an idle node).
+TIMEOUT = 420
 
 
 # --- watching the worker jobs ---------------------------------------------------------------------
@@ -234,20 +219,22 @@ def record(name: str, text: str) -> None:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The shrunk demo on a LocalCluster (2 worker processes), through the CLI."""
     out = tmp_path_factory.mktemp("local") / "out"
-    cfg = write(out.parent / "demo.yaml", demo_config(out, {"kind": "local", "n_workers": 2}))
-    done = cli("run", str(cfg))
+    cfg = write_config(
+        out.parent / "demo.yaml", demo_config(out, {"kind": "local", "n_workers": 2})
+    )
+    done = cli(cfg, "run", timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     return outputs(out)
 
 
 def test_demo_on_slurm_equals_local_cluster(tmp_path: Path, reference: dict[str, Any]) -> None:
     out, logs = tmp_path / "out", tmp_path / "logs"
-    cfg = write(
+    cfg = write_config(
         tmp_path / "demo.yaml", demo_config(out, {"kind": "slurm", "jobqueue": jobqueue(logs)})
     )
     started = time.monotonic()
     with Watcher(queued()) as jobs:
-        done = cli("run", str(cfg))
+        done = cli(cfg, "run", timeout=TIMEOUT)
     seconds = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
     assert_venv_workers(jobs)
@@ -260,7 +247,7 @@ def test_demo_on_slurm_equals_local_cluster(tmp_path: Path, reference: dict[str,
     wait_gone(jobs.ran)  # the run cancels its jobs when it ends
     assert_identical(outputs(out), reference)
     # A rerun resumes: nothing is recomputed.
-    again = cli("run", str(cfg))
+    again = cli(cfg, "run", timeout=TIMEOUT)
     assert again.returncode == 0, again.stderr
     assert re.search(r"solved 0 \(skipped [1-9]\d*\)", again.stdout), again.stdout
     record(
@@ -273,7 +260,7 @@ def test_demo_on_slurm_equals_local_cluster(tmp_path: Path, reference: dict[str,
 
 def test_scancel_of_a_worker_job_mid_run(tmp_path: Path, reference: dict[str, Any]) -> None:
     out, logs = tmp_path / "out", tmp_path / "logs"
-    cfg = write(
+    cfg = write_config(
         tmp_path / "demo.yaml", demo_config(out, {"kind": "slurm", "jobqueue": jobqueue(logs)})
     )
     cancelled: list[tuple[str, int]] = []
@@ -289,7 +276,7 @@ def test_scancel_of_a_worker_job_mid_run(tmp_path: Path, reference: dict[str, An
     # Slow every tile a little (sbatch exports this environment to the worker jobs), so the
     # cancel lands while row tasks remain.
     with Watcher(queued(), cancel_one_mid_solve) as jobs:
-        first = cli("run", str(cfg), env={"CLOUDREMOVAL_TASK_DELAY": "0.5"})
+        first = cli(cfg, "run", env={"CLOUDREMOVAL_TASK_DELAY": "0.5"}, timeout=TIMEOUT)
     assert cancelled, f"no worker job was cancelled: {jobs.lines}\n{first.stdout}{first.stderr}"
     victim, rows_at_cancel = cancelled[0]
     total_rows = len(row_markers(out)) if first.returncode == 0 else None
@@ -310,7 +297,7 @@ def test_scancel_of_a_worker_job_mid_run(tmp_path: Path, reference: dict[str, An
     before = row_markers(out)
     # The rerun recomputes nothing that was done: every marker of the first run is untouched,
     # and it solves exactly the rows without one.
-    rerun = cli("run", str(cfg))
+    rerun = cli(cfg, "run", timeout=TIMEOUT)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     after = row_markers(out)
     assert {k: after[k] for k in before} == before
@@ -333,7 +320,7 @@ def test_batch_on_slurm(tmp_path: Path) -> None:
     )
 
     def batch_config(out: Path, cluster: dict[str, Any]) -> Path:
-        return write(
+        return write_config(
             out.parent / f"{out.name}.yaml",
             {
                 "archive": {"roots": [str(archive)]},
@@ -352,7 +339,7 @@ def test_batch_on_slurm(tmp_path: Path) -> None:
         slurm_out, {"kind": "slurm", "jobqueue": jobqueue(tmp_path / "logs", jobs=1)}
     )
     with Watcher(queued()) as jobs:
-        done = cli("batch", str(slurm_cfg))
+        done = cli(slurm_cfg, "batch", timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert_venv_workers(jobs)
     catalog = json.loads((slurm_out / "stac" / "catalog.json").read_text())
@@ -361,14 +348,16 @@ def test_batch_on_slurm(tmp_path: Path) -> None:
     series = sorted(p.name for p in (slurm_out / "series").iterdir())
     assert len(series) == 2
     # The same batch on a local cluster gives the same series, bit for bit.
-    local = cli("batch", str(batch_config(local_out, {"kind": "local", "n_workers": 2})))
+    local = cli(
+        batch_config(local_out, {"kind": "local", "n_workers": 2}), "batch", timeout=TIMEOUT
+    )
     assert local.returncode == 0, local.stderr
     assert sorted(p.name for p in (local_out / "series").iterdir()) == series
     for sid in series:
         assert_identical(outputs(slurm_out / "series" / sid), outputs(local_out / "series" / sid))
     # Nothing new: no job is submitted at all.
     with Watcher(queued()) as idle:
-        nothing = cli("batch", str(slurm_cfg))
+        nothing = cli(slurm_cfg, "batch", timeout=TIMEOUT)
     assert nothing.returncode == 0, nothing.stderr
     assert idle.seen == {}, idle.lines
     record("batch", "squeue during the batch:\n" + "\n".join(jobs.lines))

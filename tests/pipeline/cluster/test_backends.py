@@ -9,7 +9,6 @@ not installed).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from importlib.resources import files
@@ -31,44 +30,14 @@ from pipeline.config.cluster import as_cluster_spec, parse_duration, worker_life
 from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import make_gf4_series
 from pipeline.run import run
-from tests.pipeline.processes import DASK, free_port, start_scheduler, wait_for_workers
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
+from tests.pipeline.processes import dask_cli_cluster
 
 
 @pytest.fixture(scope="module")
 def external_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``dask scheduler`` and one ``dask worker`` as separate processes on 127.0.0.1."""
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    logs = tmp_path_factory.mktemp("dask_logs")
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        procs.append(start_scheduler(port, logs))
-        with open(logs / "worker.log", "wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        *(DASK, "worker", address, "--host", "127.0.0.1"),
-                        *("--nworkers", "1", "--nthreads", "1", "--no-dashboard"),
-                        *("--local-directory", str(logs)),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-        wait_for_workers(address, 1, procs)
+    with dask_cli_cluster(tmp_path_factory.mktemp("dask_logs"), n_workers=1) as address:
         yield address
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
 
 
 def test_address_mode_runs_end_to_end(external_scheduler: str, tmp_path: Path) -> None:

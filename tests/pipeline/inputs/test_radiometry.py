@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +14,13 @@ import rasterio
 import yaml
 
 from pipeline.errors import ConfigError, InputError
+from pipeline.inputs import Acquisition
 from pipeline.inputs.gf4 import discover_gf4
+from pipeline.inputs.gf4_product import BEIJING
 from pipeline.inputs.radiometry import earth_sun_distance, esun, sun_position
+from pipeline.inputs.scaling import _strip_max
 from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.warp import _scaled
-
-BEIJING = timezone(timedelta(hours=8))
 
 # Facts from real GF-4 metadata (PMS XML of three products): CenterTime as written, the
 # footprint centre (mean of the four corners) and the XML's SolarZenith / SolarAzimuth.
@@ -107,25 +108,27 @@ def _table(tmp_path: Path, year: int = 2020) -> Path:
     return path
 
 
-def _dn_sample() -> np.ndarray:
-    dn = np.array([[[1, 512], [1023, 0]]] * 5, dtype=np.uint16)  # 5 bands, 2 × 2; 0 is fill
+def _calibrated(
+    products: SimulatedProducts, tmp_path: Path, calibration: str, date: int
+) -> tuple[Acquisition, np.ndarray, np.ndarray]:
+    """One date calibrated from the table, a 5-band 2 × 2 DN sample and its values."""
+    acqs = discover_gf4(
+        products.paths[:2],
+        extract_dir=tmp_path,
+        calibration=calibration,
+        calibration_table=_table(tmp_path),
+    )
+    dn = np.array([[[1, 512], [1023, 0]]] * 5, dtype=np.uint16)  # 0 is fill
     dn[1, 0, :] += 7
-    return dn
+    values = _scaled(dn, acqs[date], [1, 2, 3, 4, 5])
+    assert values is not None
+    return acqs[date], dn, values
 
 
 def test_radiance_against_hand_computed_values(
     gf4_products: SimulatedProducts, tmp_path: Path
 ) -> None:
-    acqs = discover_gf4(
-        gf4_products.paths[:2],
-        extract_dir=tmp_path,
-        calibration="radiance",
-        calibration_table=_table(tmp_path),
-    )
-    a = acqs[0]
-    dn = _dn_sample()
-    values = _scaled(dn, a, [1, 2, 3, 4, 5])
-    assert values is not None
+    _, dn, values = _calibrated(gf4_products, tmp_path, "radiance", 0)
     for b in range(5):
         l_ref = GAIN[b] * 1023 + BIAS[b]  # the radiance of the largest DN, the series' scale
         for r, c in ((0, 0), (0, 1), (1, 0)):
@@ -137,18 +140,9 @@ def test_radiance_against_hand_computed_values(
 def test_reflectance_against_hand_computed_values(
     gf4_products: SimulatedProducts, tmp_path: Path
 ) -> None:
-    acqs = discover_gf4(
-        gf4_products.paths[:2],
-        extract_dir=tmp_path,
-        calibration="reflectance",
-        calibration_table=_table(tmp_path),
-    )
-    a = acqs[1]
+    a, dn, values = _calibrated(gf4_products, tmp_path, "reflectance", 1)
     assert a.sun_elevation is not None
     d = earth_sun_distance(a.time)
-    dn = _dn_sample()
-    values = _scaled(dn, a, [1, 2, 3, 4, 5])
-    assert values is not None
     for b, band in enumerate(a.bands):
         radiance = GAIN[b] * float(dn[b, 0, 1]) + BIAS[b]
         rho = math.pi * radiance * d * d / (esun(band) * math.sin(math.radians(a.sun_elevation)))
@@ -179,3 +173,18 @@ def test_calibration_errors_are_one_line(gf4_products: SimulatedProducts, tmp_pa
             calibration="reflectance",
             calibration_table=_table(tmp_path),
         )
+
+
+@pytest.mark.parametrize(
+    ("values", "nodata", "expected"),
+    [
+        ([0, 3, 1023], 0.0, 1023.0),  # the plain maximum is valid
+        ([0, 3, 65535], 65535.0, 3.0),  # the maximum is the no-data value: masked
+        ([65535, 65535], 65535.0, -math.inf),  # nothing valid
+        ([5, 9], None, 9.0),
+    ],
+)
+def test_strip_max_skips_no_data(values: list[int], nodata: float | None, expected: float) -> None:
+    assert _strip_max(np.array([values], dtype=np.uint16), nodata) == expected
+    floats = np.array([[*values, np.nan]], dtype=np.float32)
+    assert _strip_max(floats, nodata) == expected
