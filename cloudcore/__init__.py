@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from cloudcore.complete import cloud_mask, complete
 from cloudcore.frames import stack_frames, unstack_frames
 from cloudcore.lam import LambdaBounds, lambda_bounds, lambda_default, lambda_star
+from cloudcore.masks import MaskRule, anomaly_scale, classify, classify_result
 from cloudcore.metrics import recovery_error
 from cloudcore.result import ConvergenceWarning, Decomposition
-from cloudcore.solvers import METHODS, decompose
+from cloudcore.solvers import METHODS, SHADOW_METHODS, decompose
 
 if TYPE_CHECKING:  # resolved lazily at run time, see __getattr__
     from cloudcore import simulate
@@ -43,12 +44,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "METHODS",
+    "SHADOW_METHODS",
     "ConvergenceWarning",
     "Decomposition",
     "LambdaBounds",
+    "MaskRule",
     "SimulatedSeries",
     "__version__",
+    "anomaly_scale",
     "apply_clouds",
+    "classify",
+    "classify_result",
     "cloud_field",
     "cloud_mask",
     "cloud_series",

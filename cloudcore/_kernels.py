@@ -92,9 +92,10 @@ def gram(X):  # pragma: no cover - compiled
 
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def first_sparse_step(
-    D, L, N, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c
+    D, L, N, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c, c_floor, neg
 ):  # pragma: no cover - compiled
-    """C ← shrink(D − L − N + Y/μ, λ/μ) (clipped to [0, 1] if ``clip_c``); return Gram(A)."""
+    """C ← shrink(D − L − N + Y/μ, λ/μ) (clipped to [c_floor, 1] if ``clip_c``; negative
+    values are shrunk by ``neg``·λ/μ); return Gram(A)."""
     n, d = D.shape
     parts = _partial_grams(n, d)
     for b in prange(parts.shape[0]):
@@ -107,9 +108,9 @@ def first_sparse_step(
                 base = Dj[p] - Nj[p] + Yj[p] * inv_mu
                 t = base - Lj[p]
                 tj = thr * weights[j, p0 + p] if weighted else thr
-                c = max(t - tj, 0.0) + min(t + tj, 0.0)
+                c = max(t - tj, 0.0) + min(t + tj * neg, 0.0)
                 if clip_c:
-                    c = min(max(c, 0.0), 1.0)
+                    c = min(max(c, c_floor), 1.0)
                 Cj[p] = c
                 aj[p] = base - Cj[p]
             if masked:
@@ -124,13 +125,33 @@ def first_sparse_step(
 
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def fused_iteration(
-    D, C, C_next, N, Y, L, obs, weights, W, masked, weighted, clip_c, lam, mu, n_factor, mu_next
+    D,
+    C,
+    C_next,
+    N,
+    Y,
+    L,
+    obs,
+    weights,
+    W,
+    masked,
+    weighted,
+    clip_c,
+    c_floor,
+    neg,
+    lam,
+    mu,
+    n_factor,
+    mu_next,
 ):  # pragma: no cover - compiled
     """Finish iteration k and start k + 1 in one pass.
 
     With C = C_k and the SVT weights W of A_k = D − C_k − N + Y/μ: L ← W·A_k,
     N ← n_factor·(D − L − C + Y/μ) (n_factor = 0 keeps N at zero for RPCA), Y ← Y + μZ, then the
-    sparse step of iteration k + 1 with ``mu_next`` into ``C_next`` and Gram(A_{k+1}).
+    sparse step of iteration k + 1 with ``mu_next`` into ``C_next`` and Gram(A_{k+1}); with
+    ``clip_c`` the sparse part is clipped to [``c_floor``, 1] (0 for aATM's cloud, −1 for the
+    signed cloud-minus-shadow part of the shadow model), and its negative values shrunk by
+    ``neg``·λ/μ (1 but for the shadow model's weight on S).
     Returns (Gram(A_{k+1}), ‖Z‖²_F). C is left untouched so that it still pairs with L and N if
     iteration k is the last one.
     """
@@ -178,9 +199,9 @@ def fused_iteration(
                 base = Dj[p] - nij + Yj[p] * inv_mu_next
                 t = base - lij
                 tj = thr * weights[j, p0 + p] if weighted else thr
-                c = max(t - tj, 0.0) + min(t + tj, 0.0)
+                c = max(t - tj, 0.0) + min(t + tj * neg, 0.0)
                 if clip_c:
-                    c = min(max(c, 0.0), 1.0)
+                    c = min(max(c, c_floor), 1.0)
                 Cn[p] = c
             if masked:
                 # Unobserved: no constraint (Z = 0; Y, N, C stay 0) and the fill is L.

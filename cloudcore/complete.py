@@ -17,7 +17,7 @@ from scipy import ndimage
 from cloudcore._checks import check_positive, check_stopping
 from cloudcore._problem import prepare
 from cloudcore.result import Decomposition
-from cloudcore.solvers import run_alm, solve
+from cloudcore.solvers import run_alm, solve, sparse_rule
 
 __all__ = ["cloud_mask", "complete"]
 
@@ -109,5 +109,5 @@ def complete(
     weights = problem.internal(np.where(cloudy, alpha, 1.0))
 
     # Weighted RPCA: λ = 1 with per-entry weights α (cloudy) or 1 (clear); no haze layer.
-    iterate = partial(run_alm, problem, 1.0, clip_c=False, beta=None, weights=weights)
+    iterate = partial(run_alm, problem, 1.0, sparse=sparse_rule("rpca"), beta=None, weights=weights)
     return solve(problem, "mc", alpha, tol, max_iter, threads, iterate)

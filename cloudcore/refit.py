@@ -85,13 +85,17 @@ def _quantile(
 
 
 def _resplit(
-    r: np.ndarray, low: np.ndarray, method: str, lam: float, beta: float
+    r: np.ndarray, low: np.ndarray, method: str, lam: float, beta: float, shadow_weight: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """C and N of observed entries with residual ``r = D − L`` (``low`` = L), by the method's
     own rule for a fixed L."""
     if method == "aatm":
         c = np.clip(r - lam / beta, 0.0, 1.0)
         return c, r - c
+    if method == "aatm-shadow":  # the signed sparse part E = C − S, split later (κ below)
+        t = lam / beta
+        e = np.clip(np.maximum(r - t, 0.0) + np.minimum(r + shadow_weight * t, 0.0), -1.0, 1.0)
+        return e, r - e
     if method == "atm":  # D = L∘(1 − C) + C
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.where(low < 1.0, r / (1.0 - low), 0.0)
@@ -126,12 +130,13 @@ def _set_column(
     method: str,
     lam: float,
     beta: float,
+    shadow_weight: float = 1.0,
 ) -> None:
     """Write the refitted ground ``column`` of one date into ``low`` and re-split ``cloud`` and
     ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D views
     of that date, written in place."""
     low[:] = column
-    c, n = _resplit(d[o] - column[o], column[o], method, lam, beta)
+    c, n = _resplit(d[o] - column[o], column[o], method, lam, beta, shadow_weight)
     cloud[o] = c
     haze[o] = n
     cloud[~o] = 0.0
@@ -148,6 +153,7 @@ def refit_partial_columns(
     method: str,
     lam: float,
     beta: float,
+    shadow_weight: float = 1.0,
 ) -> np.ndarray:
     """Refit, in place, every partly observed column of ``L`` (and re-split its C, N).
 
@@ -156,8 +162,8 @@ def refit_partial_columns(
     D, obs, L, C, N
         (pixels, dates) arrays (views of the solver's internal layout are fine; they are
         written in place). Unobserved entries of D are 0; every row is observed on some date.
-    method, lam, beta
-        The solve's method, λ and β (β only matters for aATM).
+    method, lam, beta, shadow_weight
+        The solve's method, λ, β (aATM and aATM-shadow) and κ (aATM-shadow).
 
     Returns
     -------
@@ -181,5 +187,7 @@ def refit_partial_columns(
         rows = rows[:: -(-rows.size // FIT_ROWS)]  # at most FIT_ROWS, evenly strided
         q = _quantile(D, obs, L, rows, j, whole)
         coef = _fit_column(basis[rows], D[rows, j].astype(np.float64), q)
-        _set_column(basis @ coef, D[:, j], o, L[:, j], C[:, j], N[:, j], method, lam, beta)
+        _set_column(
+            basis @ coef, D[:, j], o, L[:, j], C[:, j], N[:, j], method, lam, beta, shadow_weight
+        )
     return empty

@@ -36,6 +36,9 @@ class Decomposition:
         The sparsity weight λ actually used.
     method
         Solver name.
+    S
+        Shadow layer, shape ``(d, n)``, in [0, 1], for ``"aatm-shadow"`` (D = L + C − S + N);
+        None for the other methods.
     """
 
     L: np.ndarray
@@ -46,6 +49,7 @@ class Decomposition:
     residual: float
     lam: float
     method: str
+    S: np.ndarray | None = None
 
     @property
     def ground(self) -> np.ndarray:

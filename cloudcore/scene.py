@@ -39,7 +39,16 @@ from cloudcore._checks import check_positive, check_stopping
 from cloudcore._problem import _RANGE_SLACK, numba_threads
 from cloudcore.lam import lambda_default
 from cloudcore.result import ConvergenceWarning
-from cloudcore.solvers import FLOAT32_TOL_FLOOR, alm_schedule, initial_scales
+from cloudcore.solvers import (
+    FLOAT32_TOL_FLOOR,
+    HAZE_METHODS,
+    SHADOW_WEIGHT,
+    SparseRule,
+    alm_schedule,
+    initial_scales,
+    sparse_rule,
+    split_shadow,
+)
 
 __all__ = [
     "SCENE_METHODS",
@@ -54,7 +63,7 @@ __all__ = [
 
 #: Methods that the block-wise solver runs (ATM's inner loop takes many SVTs per iteration and is
 #: not offered here).
-SCENE_METHODS: tuple[str, ...] = ("aatm", "rpca", "nnrpca")
+SCENE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca")
 
 
 def bytes_per_entry(dtype: str | np.dtype[Any]) -> int:
@@ -138,7 +147,7 @@ class Block:
         seen = int(self.seen.sum())
         return Stats(gram, self.peak, float(np.trace(gram)), self.date_counts, seen, masked)
 
-    def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
+    def start(self, lam: float, dual: float, mu: float, sparse: SparseRule) -> np.ndarray:
         """Y₀ = D / dual, L = C = N = 0, the sparse step of iteration 1; returns its Gram part."""
         if self.empty:
             return np.zeros((self.n, self.n))
@@ -159,7 +168,7 @@ class Block:
             False,
             lam,
             1.0 / mu,
-            clip_c,
+            *sparse,
         )
 
     def step(
@@ -169,7 +178,7 @@ class Block:
         mu: float,
         n_factor: float,
         mu_next: float,
-        clip_c: bool,
+        sparse: SparseRule,
     ) -> tuple[np.ndarray, float]:
         """The rest of iteration k and the sparse step of k + 1 (one fused pass); returns this
         block's Gram(A_{k+1}) and ‖Z_k‖²."""
@@ -189,7 +198,7 @@ class Block:
             W,
             self.obs is not None,
             False,
-            clip_c,
+            *sparse,
             lam,
             mu,
             n_factor,
@@ -258,7 +267,9 @@ class Block:
         obs = self.obs[:, take].T if self.obs is not None else np.ones((take.size, self.n), bool)
         return ranks[take], self._basis[take], self.D[:, take].T, self.L[:, take].T, obs
 
-    def refit_end(self, j: int, coef: np.ndarray, method: str, lam: float, beta: float) -> None:
+    def refit_end(
+        self, j: int, coef: np.ndarray, method: str, lam: float, beta: float, kappa: float
+    ) -> None:
         """L[·, j] ← U·c_j, and C, N of its observed entries re-split by the method's rule."""
         if self._basis is None:
             return
@@ -272,6 +283,7 @@ class Block:
             method,
             lam,
             beta,
+            kappa,
         )
 
     def refit_release(self) -> None:
@@ -287,18 +299,21 @@ class Block:
         """The defined answer for ‖D‖₂ = 0: L = C = N = 0."""
         self.L, self.C, self.N = (np.zeros_like(self.D) for _ in range(3))
 
-    def layers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Ground (L clipped to [0, 1]), C and N, each ``(n, *frame_shape)``, NaN at pixels
-        observed on no date (as :func:`cloudcore.decompose` returns them)."""
+    def layers(self, shadow: bool = False) -> tuple[np.ndarray, ...]:
+        """Ground (L clipped to [0, 1]), C and N, and with ``shadow`` (the shadow model) S split
+        from the signed sparse part, each ``(n, *frame_shape)``, NaN at pixels observed on no
+        date (as :func:`cloudcore.decompose` returns them)."""
         shape = (self.n, *self.frame_shape)
+        count = 4 if shadow else 3
         if self.empty:
-            return tuple(np.full(shape, np.nan, self.dtype) for _ in range(3))  # type: ignore[return-value]
-        out = (np.clip(self.L, 0.0, 1.0), self.C.copy(), self.N.copy())  # new arrays
+            return tuple(np.full(shape, np.nan, self.dtype) for _ in range(count))
+        out = [np.clip(self.L, 0.0, 1.0), self.C.copy(), self.N.copy()]  # new arrays
+        if shadow:
+            out.append(split_shadow(out[1]))
         if not self.seen.all():
             for y in out:
                 y[:, ~self.seen] = np.nan
-        ground, cloud, haze = (y.reshape(shape) for y in out)
-        return ground, cloud, haze
+        return tuple(y.reshape(shape) for y in out)
 
     def release(self) -> None:
         """Drop the solver state (after the layers are written)."""
@@ -337,13 +352,19 @@ class BlockGroup:
         """The blocks' :meth:`Block.stats`, reduced."""
         return _reduce_stats(self._each(Block.stats, "setup"))
 
-    def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
-        return _sum(self._each(lambda b: b.start(lam, dual, mu, clip_c), "setup"))
+    def start(self, lam: float, dual: float, mu: float, sparse: SparseRule) -> np.ndarray:
+        return _sum(self._each(lambda b: b.start(lam, dual, mu, sparse), "setup"))
 
     def step(
-        self, W: np.ndarray, lam: float, mu: float, n_factor: float, mu_next: float, clip_c: bool
+        self,
+        W: np.ndarray,
+        lam: float,
+        mu: float,
+        n_factor: float,
+        mu_next: float,
+        sparse: SparseRule,
     ) -> tuple[np.ndarray, float]:
-        parts = self._each(lambda b: b.step(W, lam, mu, n_factor, mu_next, clip_c), "step")
+        parts = self._each(lambda b: b.step(W, lam, mu, n_factor, mu_next, sparse), "step")
         return _sum([p[0] for p in parts]), math.fsum(p[1] for p in parts)
 
     def finish(self, converged: bool) -> None:
@@ -366,8 +387,10 @@ class BlockGroup:
     ) -> list[tuple[np.ndarray, ...]]:
         return self._each(lambda b: b.refit_sample(j, offsets, stride))
 
-    def refit_end(self, j: int, coef: np.ndarray, method: str, lam: float, beta: float) -> None:
-        self._each(lambda b: b.refit_end(j, coef, method, lam, beta))
+    def refit_end(
+        self, j: int, coef: np.ndarray, method: str, lam: float, beta: float, kappa: float
+    ) -> None:
+        self._each(lambda b: b.refit_end(j, coef, method, lam, beta, kappa))
 
     def refit_release(self) -> None:
         self._each(Block.refit_release)
@@ -461,6 +484,7 @@ def solve_blocks(
     beta: float = 1.0,
     tol: float = 1e-7,
     max_iter: int = 1000,
+    shadow_weight: float = SHADOW_WEIGHT,
 ) -> SceneOutcome:
     """Solve the matrix held by ``shards`` exactly as :func:`cloudcore.decompose` solves it whole.
 
@@ -473,7 +497,7 @@ def solve_blocks(
     dtype
         The blocks' precision: float32 floors ``tol`` at :data:`FLOAT32_TOL_FLOOR` as decompose
         does.
-    method, lam, beta, tol, max_iter
+    method, lam, beta, tol, max_iter, shadow_weight
         As in :func:`cloudcore.decompose`; λ defaults to 1/√d. Methods: :data:`SCENE_METHODS`.
 
     Returns
@@ -495,8 +519,8 @@ def solve_blocks(
     check_positive(lam, "lam")
     if np.dtype(dtype) == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
-    clip_c = method in ("aatm", "nnrpca")
-    n_beta = beta if method == "aatm" else None
+    sparse = sparse_rule(method, shadow_weight)
+    n_beta = beta if method in HAZE_METHODS else None
     started = time.perf_counter()
     stats = _reduce_stats(shards.map("stats"))
     gram, peak, d_norm = stats.gram, stats.peak, math.sqrt(stats.sumsq)
@@ -506,12 +530,12 @@ def solve_blocks(
         return SceneOutcome(0, True, 0.0, lam, method, 0.0, 0.0, time.perf_counter() - started)
     # The schedule of solvers.run_alm, with each step done on every block and reduced here.
     dual, mu = initial_scales(norm_two, peak, lam)
-    gram = _sum(shards.map("start", lam, dual, mu, clip_c))
+    gram = _sum(shards.map("start", lam, dual, mu, sparse))
     setup = time.perf_counter() - started
     started = time.perf_counter()
 
     def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
-        parts = shards.map("step", W, lam, mu, n_factor, mu_next, clip_c)
+        parts = shards.map("step", W, lam, mu, n_factor, mu_next, sparse)
         return _sum([p[0] for p in parts]), math.fsum(p[1] for p in parts)
 
     it, res = alm_schedule(gram, mu, d_norm, step, beta=n_beta, tol=tol, max_iter=max_iter)
@@ -521,7 +545,7 @@ def solve_blocks(
     refit_started, rounds = time.perf_counter(), 0
     if stats.masked:
         counting = _Counting(shards)
-        _refit(counting, stats, method, lam, beta)
+        _refit(counting, stats, method, lam, beta, shadow_weight)
         rounds = counting.calls
     refit_seconds = time.perf_counter() - refit_started
     if not converged:
@@ -547,7 +571,9 @@ class _Counting:
         return self.shards.map(method, *args)
 
 
-def _refit(shards: Shards, stats: Stats, method: str, lam: float, beta: float) -> None:
+def _refit(
+    shards: Shards, stats: Stats, method: str, lam: float, beta: float, kappa: float
+) -> None:
     """:func:`cloudcore.refit.refit_partial_columns` and the NaN of dates observed nowhere, as
     decompose applies them after a masked solve, on the blocks where they live.
 
@@ -581,7 +607,7 @@ def _refit(shards: Shards, stats: Stats, method: str, lam: float, beta: float) -
                 rows = np.arange(ranks.size)
                 q = refit._quantile(D, obs, L, rows, j, whole)
                 coef = refit._fit_column(U, D[:, j].astype(np.float64), q)
-                shards.map("refit_end", j, coef, method, lam, beta)
+                shards.map("refit_end", j, coef, method, lam, beta, kappa)
             shards.map("refit_release")
     if empty.any():
         shards.map("blank_dates", np.flatnonzero(empty))

@@ -10,7 +10,7 @@ import math
 import warnings
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -23,10 +23,55 @@ from cloudcore.refit import refit_partial_columns
 from cloudcore.result import ConvergenceWarning, Decomposition
 from cloudcore.svt import svt, svt_weights
 
-__all__ = ["METHODS", "Method", "decompose"]
+__all__ = [
+    "HAZE_METHODS",
+    "METHODS",
+    "SHADOW_METHODS",
+    "SHADOW_WEIGHT",
+    "Method",
+    "SparseRule",
+    "decompose",
+    "sparse_rule",
+]
 
-Method = Literal["aatm", "rpca", "nnrpca", "atm"]
-METHODS: tuple[str, ...] = ("aatm", "rpca", "nnrpca", "atm")
+Method = Literal["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"]
+METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca", "atm")
+#: Methods with a haze layer N (weight β).
+HAZE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow")
+#: Methods with a shadow layer S (:attr:`Decomposition.S`): D = L + C − S + N.
+SHADOW_METHODS: tuple[str, ...] = ("aatm-shadow",)
+
+
+#: κ, the weight of the shadow layer's ℓ1 penalty relative to the cloud's (aATM-shadow): see
+#: :func:`sparse_rule`; chosen from the real-cloud and simulated scores (docs/REAL-CLOUDS.md).
+SHADOW_WEIGHT = 4.0
+
+
+class SparseRule(NamedTuple):
+    """The sparse step's rule in the ALM kernels: shrink positive values by λ/μ and negative
+    ones by ``neg``·λ/μ, then (if ``clip``) clip to [``floor``, 1]."""
+
+    clip: bool
+    floor: float
+    neg: float
+
+
+def sparse_rule(method: str, shadow_weight: float = SHADOW_WEIGHT) -> SparseRule:
+    """The sparse step of ``method``.
+
+    aATM and NN-RPCA keep the cloud C in [0, 1]; RPCA's sparse part is unbounded. The shadow
+    model D = L + C − S + N with C, S in [0, 1] and the penalty λ(‖C‖₁ + κ‖S‖₁) solves for the
+    signed part E = C − S in [−1, 1]: only E enters the constraint, and for a given E the
+    penalty is least with C = E⁺ and S = E⁻, so the sparse step is a soft threshold by λ/μ
+    above and κλ/μ below, clipped to [−1, 1] (docs/CONVENTIONS.md §9). κ > 1 keeps a dark
+    ground from being explained as a shadow under a brighter low-rank fit.
+    """
+    if method in ("aatm", "nnrpca"):
+        return SparseRule(True, 0.0, 1.0)
+    if method in SHADOW_METHODS:
+        return SparseRule(True, -1.0, float(shadow_weight))
+    return SparseRule(False, 0.0, 1.0)
+
 
 _RHO = 1.5
 _MU_RANGE = 1e7
@@ -45,6 +90,7 @@ def decompose(
     max_iter: int = 1000,
     mask: ArrayLike | None = None,
     threads: int | None = None,
+    shadow_weight: float = SHADOW_WEIGHT,
 ) -> Decomposition:
     """Split a scene-series matrix into ground, cloud and haze.
 
@@ -55,13 +101,15 @@ def decompose(
         (DN divided by the sensor's maximum DN). float32 input is solved in float32 (Gram matrices
         in float64); anything else in float64.
     method
-        ``"aatm"`` (D = L + C + N, Alg. 2, the default), ``"atm"`` (D = L∘(1 − C) + C, Alg. 1),
-        ``"rpca"`` (D = L + C) or ``"nnrpca"`` (RPCA with C clamped to [0, 1]).
+        ``"aatm"`` (D = L + C + N, Alg. 2, the default), ``"aatm-shadow"`` (D = L + C − S + N:
+        aATM with a shadow layer S in [0, 1] for dark sparse anomalies, see :func:`sparse_rule`),
+        ``"atm"`` (D = L∘(1 − C) + C, Alg. 1), ``"rpca"`` (D = L + C) or ``"nnrpca"`` (RPCA with C
+        clamped to [0, 1]).
     lam
         Sparsity weight λ. Default 1/√d with d the number of rows of ``D`` as given, pixels
         observed on no date included (1/√max(d, n) if d < n).
     beta
-        Haze weight β of aATM (ignored by the other methods); must be > 0.
+        Haze weight β of aATM and aATM-shadow (ignored by the other methods); must be > 0.
     tol
         Stop when ‖D − L − C − N‖_F / ‖D‖_F < tol. For float32 input the effective tolerance is
         ``max(tol, FLOAT32_TOL_FLOOR)``, since float32 rounding floors the residual near 1e-7.
@@ -72,11 +120,15 @@ def decompose(
         filled from the low-rank part (C = N = 0 there). Rows observed on no date come back NaN.
     threads
         numba threads for this call (None: numba's current setting).
+    shadow_weight
+        κ of ``"aatm-shadow"``: the shadow layer's ℓ1 weight relative to the cloud's
+        (:func:`sparse_rule`); ignored by the other methods.
 
     Returns
     -------
     Decomposition
-        ``L``, ``C``, ``N`` in the input precision, plus iterations, convergence and λ.
+        ``L``, ``C``, ``N`` (and ``S`` for ``"aatm-shadow"``) in the input precision, plus
+        iterations, convergence and λ.
 
     Raises
     ------
@@ -87,6 +139,7 @@ def decompose(
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     check_positive(beta, "beta")
+    check_positive(shadow_weight, "shadow_weight")
     check_stopping(tol, max_iter)
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
@@ -99,11 +152,11 @@ def decompose(
             run_alm,
             problem,
             lam,
-            clip_c=method in ("aatm", "nnrpca"),
-            beta=beta if method == "aatm" else None,
+            sparse=sparse_rule(method, shadow_weight),
+            beta=beta if method in HAZE_METHODS else None,
         )
     if problem.obs is not None:
-        iterate = partial(_debiased, iterate, problem, method, lam, beta)
+        iterate = partial(_debiased, iterate, problem, method, lam, beta, shadow_weight)
     return solve(problem, method, lam, tol, max_iter, threads, iterate)
 
 
@@ -139,10 +192,12 @@ def solve(
             ConvergenceWarning,
             stacklevel=3,
         )
+    S = split_shadow(C) if method in SHADOW_METHODS else None
     return Decomposition(
         L=problem.expand(L),
         C=problem.expand(C),
         N=problem.expand(N),
+        S=problem.expand(S) if S is not None else None,
         iterations=it,
         converged=converged,
         residual=res,
@@ -151,18 +206,27 @@ def solve(
     )
 
 
+def split_shadow(E: np.ndarray) -> np.ndarray:
+    """Split the signed sparse part E = C − S of the shadow model in place: E becomes C = E⁺;
+    returns S = E⁻ (a new array; NaN stays NaN in both)."""
+    S = np.negative(np.minimum(E, 0))
+    np.maximum(E, 0, out=E)
+    return S
+
+
 def _debiased(
     iterate: Callable[..., Outcome],
     problem: Problem,
     method: str,
     lam: float,
     beta: float,
+    shadow_weight: float,
     norm_two: float,
     **stopping: Any,
 ) -> Outcome:
     """``iterate``, then :func:`_debias` of its result: what :func:`decompose` runs with a mask."""
     L, C, N, it, res = iterate(norm_two, **stopping)
-    _debias(problem, L, C, N, method, lam, beta)
+    _debias(problem, L, C, N, method, lam, beta, shadow_weight)
     return L, C, N, it, res
 
 
@@ -174,6 +238,7 @@ def _debias(
     method: str,
     lam: float,
     beta: float,
+    shadow_weight: float = SHADOW_WEIGHT,
 ) -> None:
     """Refit the partly observed dates of a masked solve in place; NaN for dates seen nowhere.
 
@@ -182,7 +247,9 @@ def _debias(
     assert problem.obs is not None
     views = [x.T if problem.transposed else x for x in (problem.D, problem.obs, L, C, N)]
     D_, obs_, L_, C_, N_ = views
-    empty = refit_partial_columns(D_, obs_, L_, C_, N_, method=method, lam=lam, beta=beta)
+    empty = refit_partial_columns(
+        D_, obs_, L_, C_, N_, method=method, lam=lam, beta=beta, shadow_weight=shadow_weight
+    )
     for x in (L_, C_, N_):
         x[:, empty] = np.nan
 
@@ -248,15 +315,17 @@ def run_alm(
     lam: float,
     norm_two: float,
     *,
-    clip_c: bool,
+    sparse: SparseRule,
     beta: float | None,
     tol: float,
     max_iter: int,
     weights: np.ndarray | None = None,
 ) -> Outcome:
-    """Fused inexact ALM shared by aATM (``beta`` set), RPCA, NN-RPCA and weighted RPCA (MC).
+    """Fused inexact ALM shared by aATM (``beta`` set), aATM-shadow, RPCA, NN-RPCA and weighted
+    RPCA (MC).
 
-    ``weights`` (same shape as D) scales λ per entry; Y₀ then uses ‖D / weights‖_∞.
+    ``sparse`` is the sparse step's rule (:func:`sparse_rule`); ``weights`` (same shape as D)
+    scales λ per entry; Y₀ then uses ‖D / weights‖_∞.
     """
     D, obs = problem.D, problem.obs
     dtype = D.dtype
@@ -270,7 +339,7 @@ def run_alm(
     C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
     masked = obs is not None
     gram = _kernels.first_sparse_step(
-        D, L, N, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, clip_c
+        D, L, N, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, *sparse
     )
 
     def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
@@ -287,7 +356,7 @@ def run_alm(
             W,
             masked,
             weighted,
-            clip_c,
+            *sparse,
             lam,
             mu,
             n_factor,

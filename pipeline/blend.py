@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from pipeline.rowblend import RowBlock, boundary_window, mix_boundary, row_block
 from pipeline.solve import SolveJob, solve_tile
 from pipeline.store.cube import compressors, fsync_chunks
 from pipeline.store.durable import durable_store, remove_store, storage_error, write_marker
-from pipeline.store.layout import COMPONENTS, Layout
+from pipeline.store.layout import Layout, solved_layers
 from pipeline.tiling import Tile, TileGrid, Window
 
 __all__ = [
@@ -128,22 +128,22 @@ def _chunk_range(start: int, stop: int, size: int) -> range:
     return range(start // size, -(-stop // size))
 
 
-def _cube_arrays(cube: Path) -> list[Any]:
-    """The cube's data variables, in :data:`COMPONENTS` order, open for writing."""
+def _cube_arrays(cube: Path, names: Sequence[str]) -> list[Any]:
+    """The cube's data variables ``names`` (solved layers, in their order), open for writing."""
     import zarr
 
     group = zarr.open_group(store=str(cube), mode="r+")
-    return [group[name] for name in COMPONENTS]
+    return [group[name] for name in names]
 
 
-def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int) -> Any:
-    """An empty (component, time, strip rows, scene width) float32 store, a chunk per
-    component and core (each written whole, once)."""
+def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int, count: int) -> Any:
+    """An empty (component, time, strip rows, scene width) float32 store of ``count`` solved
+    layers, a chunk per component and core (each written whole, once)."""
     import zarr
 
     return zarr.create_array(
         store=str(path),
-        shape=(len(COMPONENTS), n_dates, window.height, grid.width),
+        shape=(count, n_dates, window.height, grid.width),
         chunks=(1, n_dates, window.height, grid.tile_size),
         dtype="float32",
         fill_value=np.nan,
@@ -169,7 +169,8 @@ def write_row(
     """
     try:
         with contextlib.ExitStack() as stack:
-            targets = _cube_arrays(cube)
+            names: tuple[str, ...] = ()
+            targets: list[Any] = []
             strips: dict[str, Any] = {}
             tmp = {
                 side: stack.enter_context(durable_store(path))
@@ -178,12 +179,15 @@ def write_row(
             }
             interior: Window | None = None
             for block in blocks:
+                if not targets:  # the solved layers: 3, or 4 with the shadow model
+                    names = solved_layers(len(block.layers))
+                    targets = _cube_arrays(cube, names)
                 for side, window in (("top", block.top), ("bottom", block.bottom)):
                     if window is None or side not in tmp:
                         continue
                     if side not in strips:
                         n_dates = block.layers[0].shape[0]
-                        strips[side] = _open_strip(tmp[side], grid, window, n_dates)
+                        strips[side] = _open_strip(tmp[side], grid, window, n_dates, len(names))
                     cols = slice(window.col_off, window.col_end)
                     for k, values in enumerate(block.layers_over(window)):
                         strips[side][k, :, :, cols] = values
@@ -197,7 +201,7 @@ def write_row(
                 ch = grid.cube_chunk_rows
                 fsync_chunks(
                     cube,
-                    COMPONENTS,
+                    names,
                     _chunk_range(interior.row_off, interior.row_end, ch),
                     range(grid.n_cols),
                     band_index,
@@ -244,8 +248,9 @@ def blend_seam(job: SeamJob) -> str:
             job.seam_id, f"its strips are missing ({type(exc).__name__}); rerun to redo its rows"
         ) from exc
     cube = Path(job.cube)
+    names = solved_layers(upper.shape[0])
     try:
-        targets = _cube_arrays(cube)
+        targets = _cube_arrays(cube, names)
         rows = boundary_window(job.grid, job.row, 0)  # the same rows for every core column
         for col in range(job.grid.n_cols):
             window = boundary_window(job.grid, job.row, col)
@@ -256,7 +261,7 @@ def blend_seam(job: SeamJob) -> str:
                 target[:, job.band_index, window.slices[0], cols] = mixed[k]
         fsync_chunks(
             cube,
-            COMPONENTS,
+            names,
             _chunk_range(rows.row_off, rows.row_end, job.grid.cube_chunk_rows),
             range(job.grid.n_cols),
             job.band_index,

@@ -3,8 +3,8 @@
 ``python -m pipeline run CONFIG`` (the main job), ``plan CONFIG`` (which tiles a run would compute:
 new / done / stale), ``status CONFIG`` (progress of a running or stopped run, and what is
 published), ``batch ARCHIVE_CONFIG`` (reprocess an archive), ``experiment CONFIG`` (the paper's
-simulation trials), ``report`` (tables and figures of experiment runs), ``simulate OUT_DIR``
-(GF-4-like test data).
+simulation trials, or scores on real clouds for a ``kind: real-clouds`` config), ``report``
+(tables and figures of experiment runs), ``simulate OUT_DIR`` (GF-4-like test data).
 
 Exit codes: 0 success; 1 internal error (traceback with ``--debug``); 2 a :class:`PipelineError`
 the user can fix (bad configuration or input, unreachable cluster), printed as one line
@@ -104,7 +104,8 @@ def _add_lab_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     """The ``experiment`` and ``report`` subcommands (the paper's simulation study)."""
     experiment = add(
         "experiment",
-        help="randomised simulation trials over a λ grid (the paper's λ and MC study)",
+        help="randomised simulation trials over a λ grid (the paper's λ and MC study), or, "
+        "for a `kind: real-clouds` config, scores on real clouds with a reference mask",
     )
     experiment.add_argument(
         "config", type=Path, help="YAML experiment config (configs/experiment-*)"
@@ -197,8 +198,10 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from pipeline.lab import load_experiment_config, run_experiment
+    from pipeline.lab import experiment_kind, load_experiment_config, run_experiment
 
+    if experiment_kind(args.config) == "real-clouds":
+        return _real_clouds(args)
     cfg = load_experiment_config(args.config)
     logging.getLogger("pipeline.lab").info("experiment configuration:\n%s", cfg.to_yaml())
     result = run_experiment(cfg, output=args.out, report=not args.no_report)
@@ -210,6 +213,21 @@ def _experiment(args: argparse.Namespace) -> int:
     for key, message in sorted(result.failures.items()):
         print(f"error: trial {key} failed: {message}", file=sys.stderr)
     return EXIT_TILES_FAILED
+
+
+def _real_clouds(args: argparse.Namespace) -> int:
+    """``experiment`` of a ``kind: real-clouds`` config (docs/REAL-CLOUDS.md)."""
+    from pipeline.lab import load_real_clouds_config, run_real_clouds
+
+    cfg = load_real_clouds_config(args.config)
+    logging.getLogger("pipeline.lab").info("real-clouds configuration:\n%s", cfg.to_yaml())
+    result = run_real_clouds(cfg, output=args.out, report=not args.no_report)
+    print(
+        f"{result.pairs} pairs, {result.solves} solves in {result.seconds:.1f} s -> {result.output}"
+    )
+    if result.mask_note:
+        print(f"note: {result.mask_note}")
+    return EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -100,8 +100,10 @@ class RunPlan:
 
     @property
     def cube_token(self) -> str:
-        """Identity of the cube a run builds: the blended ids of all its bands."""
-        return digest(self.blended_id(b) for b in self.bands)
+        """Identity of the cube a run builds: the blended ids of all its bands, and the mask
+        settings and ``output.keep_clear`` (the mask pass writes the clear layer with them)."""
+        mask = self.config.mask.model_dump_json() + f"keep_clear={self.config.output.keep_clear}"
+        return digest([*(self.blended_id(b) for b in self.bands), mask])
 
 
 def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:

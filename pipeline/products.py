@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import xarray as xr
 
 from pipeline.store.durable import atomic_write, gdal_storage_error, storage_error
 
-__all__ = ["write_cogs", "write_diagnostics", "write_quicklooks"]
+__all__ = ["write_cogs", "write_diagnostics", "write_mask_cogs", "write_quicklooks"]
 
 
 def write_diagnostics(records: Sequence[Mapping[str, Any]], csv_path: Path, cube: Path) -> None:
@@ -91,8 +91,47 @@ def write_cogs(
     import zarr
 
     src = zarr.open_array(store=str(cube), path="clear", mode="r")
-    nodata: float = 0 if dtype == "uint16" else float("nan")
-    profile = {
+    profile = _profile(grid, dtype, 0 if dtype == "uint16" else float("nan"))
+    meaning = None
+    if calibration != "dn":
+        stored = physical_scale / (max_dn if dtype == "uint16" else 1.0)
+        meaning = (calibration, units, stored)
+
+    def read(rows: slice, cols: slice) -> np.ndarray:
+        return np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)
+
+    def encode(frame: np.ndarray) -> np.ndarray:
+        return _encode(frame, dtype, max_dn)
+
+    _write_safely(dsts, profile, read, encode, block, "AVERAGE", meaning)
+    return [str(d) for d in dsts]
+
+
+def write_mask_cogs(cube: Path, dsts: Sequence[Path], *, grid: Any, block: int) -> list[str]:
+    """Write the cube's ``mask`` as one uint8 COG per acquisition (0 clear, 1 haze, 2 cloud,
+    3 shadow, 255 no data; the codes of :mod:`cloudcore.masks`), overviews by the most common
+    class (GDAL ``MODE``), so zooming out never averages codes into another class.
+
+    Returns
+    -------
+    list of str
+        The paths written.
+    """
+    import zarr
+
+    src = zarr.open_array(store=str(cube), path="mask", mode="r")
+    profile = _profile(grid, "uint8", 255)
+
+    def read(rows: slice, cols: slice) -> np.ndarray:
+        return np.asarray(src[:, rows, cols])
+
+    _write_safely(dsts, profile, read, lambda frame: frame, block, "MODE", None)
+    return [str(d) for d in dsts]
+
+
+def _profile(grid: Any, dtype: str, nodata: float) -> dict[str, Any]:
+    """The scratch GeoTIFF profile of a single-band product on ``grid``."""
+    return {
         "driver": "GTiff",
         "width": grid.width,
         "height": grid.height,
@@ -105,19 +144,29 @@ def write_cogs(
         "blockxsize": 256,
         "blockysize": 256,
     }
+
+
+Reader = Callable[[slice, slice], np.ndarray]
+
+
+def _write_safely(
+    dsts: Sequence[Path],
+    profile: Mapping[str, Any],
+    read: Reader,
+    encode: Callable[[np.ndarray], np.ndarray],
+    block: int,
+    overviews: str,
+    meaning: tuple[str, str, float] | None,
+) -> None:
+    """:func:`_write_cog_files` under temporary names that are removed whatever happens; a
+    full or read-only disk becomes the user's one-line error."""
     tag = uuid.uuid4().hex[:8]
     scratch = [d.with_name(f".{d.stem}.{tag}.scratch.tif") for d in dsts]
     partial = [d.with_name(f".{d.stem}.{tag}.partial.tif") for d in dsts]
     for d in dsts:
         d.parent.mkdir(parents=True, exist_ok=True)
-    meaning = None
-    if calibration != "dn":
-        stored = physical_scale / (max_dn if dtype == "uint16" else 1.0)
-        meaning = (calibration, units, stored)
     try:
-        _write_cog_files(
-            src, scratch, partial, dsts, profile, band_index, dtype, max_dn, block, meaning
-        )
+        _write_cog_files(read, encode, scratch, partial, dsts, profile, block, overviews, meaning)
     except Exception as exc:
         # A full or read-only disk is the user's to fix: one line naming the place, exit 2.
         error = gdal_storage_error(exc, dsts[0], [*scratch, *partial])
@@ -127,19 +176,17 @@ def write_cogs(
     finally:
         for leftover in (*scratch, *partial):
             leftover.unlink(missing_ok=True)
-    return [str(d) for d in dsts]
 
 
 def _write_cog_files(
-    src: Any,
+    read: Reader,
+    encode: Callable[[np.ndarray], np.ndarray],
     scratch: Sequence[Path],
     partial: Sequence[Path],
     dsts: Sequence[Path],
     profile: Mapping[str, Any],
-    band_index: int,
-    dtype: str,
-    max_dn: float,
     block: int,
+    overviews: str,
     meaning: tuple[str, str, float] | None = None,
 ) -> None:
     """The GDAL part of :func:`write_cogs`: tiled GeoTIFFs, then COGs renamed into place."""
@@ -160,10 +207,10 @@ def _write_cog_files(
             r1 = min(r0 + block, height)
             for c0 in range(0, width, block):
                 c1 = min(c0 + block, width)
-                clear = np.asarray(src[:, band_index, r0:r1, c0:c1])  # (time, rows, cols)
-                for out, frame in zip(outs, clear, strict=True):
+                frames = read(slice(r0, r1), slice(c0, c1))  # (time, rows, cols)
+                for out, frame in zip(outs, frames, strict=True):
                     window = ((r0, r1), (c0, c1))
-                    out.write(_encode(frame, dtype, max_dn), 1, window=window)
+                    out.write(encode(frame), 1, window=window)
     finally:
         for out in outs:
             out.close()
@@ -182,8 +229,8 @@ def _write_cog_files(
             # block holds the image (an 11k grid gets 5 levels, the demo's 1160 px grid 2), so
             # viewers can zoom out without reading full resolution: 34 % more bytes on the demo
             # (deploy/README.md). They are the AVERAGE of the valid pixels, rather than the
-            # driver's default CUBIC, which rings at edges.
-            overview_resampling="AVERAGE",
+            # driver's default CUBIC, which rings at edges (masks: MODE).
+            overview_resampling=overviews,
             # While this is the last product task running, an idle core compresses for it;
             # blocks are compressed independently, so the bytes are the same as with one.
             num_threads=COG_THREADS,

@@ -30,7 +30,7 @@ from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan, make_plan
-from pipeline.products import write_cogs, write_diagnostics, write_quicklooks
+from pipeline.products import write_cogs, write_diagnostics, write_mask_cogs, write_quicklooks
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
 from pipeline.status import RunSummary, TileFailure, finish_run_record, write_run_record
 from pipeline.store.cube import create_store, store_token
@@ -43,7 +43,7 @@ from pipeline.store.durable import (
     write_json,
     write_marker,
 )
-from pipeline.store.layout import COMPONENTS, Layout
+from pipeline.store.layout import MASK, PROVENANCE, Layout, components
 
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
@@ -205,6 +205,10 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
             return progress.finish("failed")
+        _mask(client, plan, progress, cube_tmp)
+        progress.lap("mask")
+        if progress.failures:
+            return progress.finish("failed")
         finals = _products(client, plan, progress, cube_tmp)
         progress.lap("products")
         if progress.failures:
@@ -320,6 +324,39 @@ def _solve_scene(
     progress.check("solve", failed)
 
 
+def _mask(client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path) -> None:
+    """Phase 3b: the mask and provenance layers of the cube, and the observations kept where
+    the mask says clear (:mod:`pipeline.masks`); one task per tile core, all bands."""
+    from pipeline.masks import MaskJob, band_scales, mask_tile
+
+    config, tiles = plan.config, plan.tiles
+    scales = band_scales(_tile_records(plan), plan.bands)
+    layers = components(config.solver.method)
+    jobs = [
+        Task(
+            f"mask-r{t.row:02d}c{t.col:02d}",
+            mask_tile,
+            (
+                MaskJob(
+                    tile=t,
+                    tile_id=f"mask-r{t.row:02d}c{t.col:02d}",
+                    height=plan.grid.height,
+                    width=plan.grid.width,
+                    input_store=str(plan.layout.input_store),
+                    cube=str(cube_tmp),
+                    layers=layers,
+                    scales=scales,
+                    rule=config.mask.rule(),
+                    keep_clear=config.output.keep_clear,
+                ),
+            ),
+        )
+        for t in tiles
+    ]
+    _, failed = run_tasks(client, jobs, stage="mask")
+    progress.check("mask", failed)
+
+
 def _tile_records(plan: RunPlan) -> list[dict[str, Any]]:
     """The diagnostics of every (band, tile): in the row markers, or in scene scope the band
     markers."""
@@ -409,7 +446,9 @@ def _open_cube(plan: RunPlan) -> Path:
         plan.grid,
         times=[a.time for a in acqs],
         bands=plan.bands,
-        variables=COMPONENTS,
+        variables=components(plan.config.solver.method),
+        codes=(PROVENANCE,),
+        date_codes=(MASK,),
         tile_size=tiles.tile_size,
         chunk_rows=tiles.cube_chunk_rows,
         attrs={
@@ -417,6 +456,8 @@ def _open_cube(plan: RunPlan) -> Path:
             "acquisitions": [a.id for a in acqs],
             "code_version": plan.version,
             "solver": plan.config.solver.model_dump(mode="json"),
+            "mask": plan.config.mask.model_dump(mode="json"),
+            "keep_clear": plan.config.output.keep_clear,
             "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
             **_value_attrs(acqs),
         },
@@ -502,6 +543,7 @@ def _product_tasks(
     # DN and radiance fractions as value·max_dn, the input's own resolution.
     max_dn = 10000.0 if calibration == "reflectance" else max(float(a.max_dn) for a in acqs)
     labels = plan.time_labels
+    block = plan.tiles.tile_size
     tasks: list[Task] = []
     finals: list[Path] = []
     for b, band in enumerate(bands):
@@ -511,13 +553,17 @@ def _product_tasks(
             "grid": plan.grid,
             "dtype": plan.config.output.cog_dtype,
             "max_dn": max_dn,
-            "block": plan.tiles.tile_size,
+            "block": block,
             "calibration": calibration,
             "units": units,
             "physical_scale": physical[b],
         }
         tasks.append(Task(f"cog-{band}", write_cogs, (cube, [cog_dir / n for n in names]), kwargs))
         finals += [layout.cog_dir / n for n in names]
+    masks = [f"{label}_mask.tif" for label in labels]
+    mask_args = (cube, [cog_dir / n for n in masks])
+    tasks.append(Task("cog-mask", write_mask_cogs, mask_args, {"grid": plan.grid, "block": block}))
+    finals += [layout.cog_dir / n for n in masks]
     if plan.config.output.quicklooks:
         # One task for all dates (it reads each store once); first, so it runs beside the COGs.
         looks = [f"{label}.png" for label in labels]

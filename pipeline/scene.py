@@ -36,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from cloudcore.masks import anomaly_scale
 from cloudcore.scene import Block, BlockGroup
+from cloudcore.solvers import SparseRule
 from pipeline.blend import _chunk_range, _cube_arrays
 from pipeline.cluster import RETRIES
 from pipeline.cluster.faults import inject_faults
@@ -45,7 +47,7 @@ from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.solve import resolve_lambda
 from pipeline.store.cube import fsync_chunks
 from pipeline.store.durable import OutputError, storage_error, write_marker
-from pipeline.store.layout import COMPONENTS, Layout
+from pipeline.store.layout import Layout, solved_layers
 from pipeline.tiling import Tile, TileGrid
 
 __all__ = [
@@ -71,6 +73,7 @@ class ShardSpec:
     tile_ids: tuple[str, ...]
     dtype: str
     threads: int
+    shadow: bool = False  # the shadow model: a fourth layer
 
 
 class SceneShard(BlockGroup):
@@ -106,8 +109,8 @@ class SceneShard(BlockGroup):
         super().__init__(blocks, threads=spec.threads)
         self.peak_bytes = self.nbytes()
 
-    def start(self, lam: float, dual: float, mu: float, clip_c: bool) -> np.ndarray:
-        gram = super().start(lam, dual, mu, clip_c)
+    def start(self, lam: float, dual: float, mu: float, sparse: SparseRule) -> np.ndarray:
+        gram = super().start(lam, dual, mu, sparse)
         self.peak_bytes = max(self.peak_bytes, self.nbytes())  # all state allocated now
         return gram
 
@@ -122,15 +125,17 @@ class SceneShard(BlockGroup):
         path = Path(cube)
         records = []
         try:
-            targets = _cube_arrays(path)
+            names = solved_layers(4 if spec.shadow else 3)
+            targets = _cube_arrays(path, names)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
-                for target, values in zip(targets, block.layers(), strict=True):
+                for target, values in zip(targets, block.layers(spec.shadow), strict=True):
                     target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
+                scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
                 block.release()
                 fsync_chunks(
                     path,
-                    COMPONENTS,
+                    names,
                     _chunk_range(tile.core.row_off, tile.core.row_end, chunk_rows),
                     [tile.col],  # cube chunks are tile_size wide
                     spec.band_index,
@@ -140,6 +145,7 @@ class SceneShard(BlockGroup):
                     "row": tile.row,
                     "col": tile.col,
                     "pixels": tile.core.height * tile.core.width,
+                    "anomaly_scale": scale,
                 }
                 if block.empty:
                     record["empty"] = True
@@ -199,6 +205,7 @@ def start_shards(
     tile_ids: Mapping[tuple[int, int], str],
     dtype: str,
     name: str,
+    shadow: bool = False,
 ) -> list[Any]:
     """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
     ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
@@ -220,6 +227,7 @@ def start_shards(
                 tile_ids=tuple(tile_ids[t.row, t.col] for t in part),
                 dtype=dtype,
                 threads=threads,
+                shadow=shadow,
             ),
             actor=True,
             workers=[address],
@@ -271,6 +279,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
         job.tile_ids,
         solver.dtype,
         job.band,
+        shadow=solver.method in cloudcore.SHADOW_METHODS,
     )
     try:
         shards = DaskShards([f.result() for f in futures])
@@ -290,6 +299,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
                 beta=solver.beta,
                 tol=solver.tol,
                 max_iter=solver.max_iter,
+                shadow_weight=solver.shadow_weight,
             )
         solved = time.perf_counter()
         timings = shards.map("shard_timing")

@@ -29,7 +29,7 @@ import numpy as np
 
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
-from pipeline.store.layout import Layout
+from pipeline.store.layout import Layout, components
 from pipeline.tiling import Tile
 
 __all__ = ["MIN_DATE_FRACTION", "SolveJob", "dates_kept", "resolve_lambda", "solve_tile"]
@@ -91,12 +91,13 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     Returns
     -------
     layers : list of numpy.ndarray
-        One writable (time, halo rows, halo cols) float32 array per component, in
-        :data:`pipeline.store.layout.COMPONENTS` order (views of the solver's results, no copies,
+        One writable (time, halo rows, halo cols) float32 array per solved layer, in
+        :func:`pipeline.store.layout.components` order (views of the solver's results, no copies,
         unless a date was left out: then NaN for it).
     record : dict
         The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
-        solving, the indices of the dates left out).
+        solving, the indices of the dates left out, and the tile's anomaly scale σ of
+        :func:`cloudcore.anomaly_scale`, from which the run's mask takes the band's).
 
     Raises
     ------
@@ -106,6 +107,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     import zarr
 
     import cloudcore
+    from cloudcore.masks import anomaly_scale
 
     halo = job.tile.halo
     rows, cols = halo.slices
@@ -142,9 +144,10 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     }
     started = time.perf_counter()
     frames = (n, halo.height, halo.width)
+    count = len(components(job.solver.method))
     if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
-        layers = [np.full(frames, np.nan, np.float32) for _ in range(3)]
-        record.update(iterations=0, converged=True, residual=0.0)
+        layers = [np.full(frames, np.nan, np.float32) for _ in range(count)]
+        record.update(iterations=0, converged=True, residual=0.0, anomaly_scale=0.0)
         record.update(read_seconds=round(read_seconds, 4), seconds=0.0)
         return layers, record
     try:
@@ -160,6 +163,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
                 max_iter=job.solver.max_iter,
                 mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
                 threads=job.threads,
+                shadow_weight=job.solver.shadow_weight,
             )
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
@@ -167,14 +171,15 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # (d, n) results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is
     # free and nothing is copied (blending works on them in place). A tile outside every
     # footprint is all NaN.
+    solved = [result.ground, result.C, result.N]  # COMPONENTS order: clear, cloud, haze
+    if result.S is not None:
+        solved.append(result.S)  # the shadow model's fourth layer
+    scale = anomaly_scale(result.C + result.N - (result.S if result.S is not None else 0), mask)
     if kept.size == n:  # a copy only if not float32/writable
-        layers = [
-            np.require(x.T.reshape(frames), np.float32, ["W"])
-            for x in (result.ground, result.C, result.N)  # COMPONENTS order: clear, cloud, haze
-        ]
+        layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN
         layers = []
-        for x in (result.ground, result.C, result.N):
+        for x in solved:
             full = np.full(frames, np.nan, np.float32)
             full[kept] = x.T.reshape((kept.size, halo.height, halo.width))
             layers.append(full)
@@ -182,6 +187,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         iterations=int(result.iterations),
         converged=bool(result.converged),
         residual=float(result.residual),
+        anomaly_scale=scale,
         read_seconds=round(read_seconds, 4),
         seconds=round(time.perf_counter() - started, 4),
     )

@@ -166,12 +166,18 @@ def _assets(
     """(key, asset) of every output of a series, in the order the Item lists them; ``bands``
     holds each band's ``bands`` entry."""
     for cog in cogs:
-        asset = _asset(cog, pystac.MediaType.COG, "data", f"clear ground {cog.stem}")
+        what = "cloud/haze/shadow mask" if _band_of(cog) == "mask" else "clear ground"
+        asset = _asset(cog, pystac.MediaType.COG, "data", f"{what} {cog.stem}")
         asset.extra_fields["bands"] = [dict(bands[_band_of(cog)])]
         yield cog.stem, asset
     yield (
         "cube",
-        _asset(layout.cube, ZARR_MEDIA_TYPE, "data", "clear, cloud, haze (time, band, y, x)"),
+        _asset(
+            layout.cube,
+            ZARR_MEDIA_TYPE,
+            "data",
+            "clear, cloud, haze, provenance (time, band, y, x); mask (time, y, x)",
+        ),
     )
     for png in sorted(layout.quicklook_dir.glob("*.png")):
         title = f"before | after {png.stem}"

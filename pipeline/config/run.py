@@ -23,6 +23,7 @@ __all__ = [
     "Gf4Inputs",
     "GridConfig",
     "InputsConfig",
+    "MaskConfig",
     "OutputConfig",
     "SimulatedInputs",
     "SolverConfig",
@@ -106,6 +107,28 @@ class OutputConfig(ConfigSection):
     path: Path
     cog_dtype: Literal["uint16", "float32"] = "uint16"
     quicklooks: bool = True
+    # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
+    # ground elsewhere. Off by default: its effect on the scores is not measured yet, and off the
+    # outputs are those of earlier versions (README "Clouds, haze and shadows: the mask").
+    keep_clear: bool = False
+
+
+class MaskConfig(ConfigSection):
+    """The cloud / haze / shadow mask (``mask``): thresholds in units of the scene's anomaly
+    scale σ and the opening radius in pixels (:class:`cloudcore.MaskRule`)."""
+
+    # cloudcore.MaskRule's defaults (a test holds them equal; not imported: the config is read
+    # where numba is not needed).
+    cloud: float = Field(default=10.0, gt=0)
+    haze: float = Field(default=4.0, gt=0)
+    shadow: float = Field(default=10.0, gt=0)
+    radius: int = Field(default=1, ge=0, le=16)
+
+    def rule(self) -> Any:
+        """As a :class:`cloudcore.MaskRule`."""
+        from cloudcore.masks import MaskRule
+
+        return MaskRule(self.cloud, self.haze, self.shadow, self.radius)
 
 
 class GridConfig(ConfigSection):
@@ -157,11 +180,13 @@ class TilingConfig(ConfigSection):
 class SolverConfig(ConfigSection):
     """Decomposition settings passed to :func:`cloudcore.decompose` (``solver``)."""
 
-    method: Literal["aatm", "rpca", "nnrpca", "atm"] = "aatm"
+    method: Literal["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"] = "aatm"
     # λ̂* (the paper's fitted best λ, per tile) by default: measured r 0.065 vs 0.104 for 1/√d on
     # the paper's simulation, and far less sensitive to the tile size (README "Choosing λ").
     lam: Literal["auto", "star"] | float = "star"
     beta: float = Field(default=1.0, gt=0)
+    # κ of aatm-shadow: the shadow layer's ℓ1 weight relative to the cloud's.
+    shadow_weight: float = Field(default=4.0, gt=0)  # cloudcore.solvers.SHADOW_WEIGHT
     tol: float = Field(default=1e-7, gt=0)
     max_iter: int = Field(default=1000, ge=1)
     dtype: Literal["float32", "float64"] = "float32"
@@ -201,4 +226,5 @@ class Config(ConfigSection):
     grid: GridConfig = GridConfig()
     tiling: TilingConfig = TilingConfig()
     solver: SolverConfig = SolverConfig()
+    mask: MaskConfig = MaskConfig()
     cluster: ClusterSpec = ClusterSpec()

@@ -80,8 +80,12 @@ class SolverSettings(ConfigSection):
 
 
 class ExperimentConfig(ConfigSection):
-    """A whole experiment; see ``configs/experiment-*.yaml`` for commented examples."""
+    """A whole experiment; see ``configs/experiment-*.yaml`` for commented examples.
 
+    ``kind: real-clouds`` files are :class:`pipeline.lab.realconfig.RealCloudsConfig` instead.
+    """
+
+    kind: Literal["simulation"] = "simulation"
     name: str = "experiment"
     images: tuple[str, ...] = ("bundled:tyrol",)
     size: int | None = Field(default=1024, ge=16)

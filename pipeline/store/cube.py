@@ -51,8 +51,13 @@ def create_store(
     attrs: Mapping[str, Any],
     inner_chunk: int | None = None,
     chunk_rows: int | None = None,
+    codes: Sequence[str] = (),
+    date_codes: Sequence[str] = (),
 ) -> None:
     """Create an empty (time, band, y, x) float32 Zarr store from a template; no data is written.
+
+    ``codes`` are uint8 (time, band, y, x) variables and ``date_codes`` uint8 (time, y, x) ones,
+    with 255 as fill value (no data), chunked alike.
 
     Chunks are (all dates, 1 band, chunk_rows, tile_size), by default ``chunk_rows =
     tile_size``: the core of one tile in one band. Every chunk has exactly one writer as long
@@ -88,9 +93,16 @@ def create_store(
     shape = (len(times), len(bands), grid.height, grid.width)
     chunks = (len(times), 1, chunk_rows or tile_size, tile_size)
     y, x = grid.coords()
-    data_vars = {
-        name: (("time", "band", "y", "x"), da.empty(shape, dtype=np.float32, chunks=chunks))
-        for name in variables
+    dims4: tuple[str, ...] = ("time", "band", "y", "x")
+    dims3: tuple[str, ...] = ("time", "y", "x")
+    chunks3 = (chunks[0], *chunks[2:])
+    data_vars: dict[str, tuple[tuple[str, ...], Any]] = {
+        name: (dims4, da.empty(shape, dtype=np.float32, chunks=chunks)) for name in variables
+    }
+    data_vars |= {name: (dims4, da.empty(shape, dtype=np.uint8, chunks=chunks)) for name in codes}
+    data_vars |= {
+        name: (dims3, da.empty((shape[0], *shape[2:]), dtype=np.uint8, chunks=chunks3))
+        for name in date_codes
     }
     coords = {
         "time": _naive_utc(times),
@@ -100,14 +112,16 @@ def create_store(
     }
     ds = xr.Dataset(data_vars, coords=coords, attrs=dict(attrs))
     ds = ds.rio.write_crs(grid.crs).rio.write_transform(grid.transform)
-    for name in variables:
+    for name in (*variables, *codes, *date_codes):
         # Update, not replace: write_crs put grid_mapping into the encoding. Listing spatial_ref
         # as a coordinate makes a plain ``xarray.open_zarr`` give ``.rio.crs`` back.
-        layout: dict[str, Any] = {"chunks": chunks}
+        own = chunks3 if name in date_codes else chunks
+        layout: dict[str, Any] = {"chunks": own}
         if inner_chunk:
-            layout = {"chunks": (*chunks[:2], inner_chunk, inner_chunk), "shards": chunks}
+            layout = {"chunks": (*own[:-2], inner_chunk, inner_chunk), "shards": own}
+        fill = np.nan if name in variables else 255
         ds[name].encoding.update(
-            **layout, fill_value=np.nan, coordinates="spatial_ref", compressors=compressors()
+            **layout, fill_value=fill, coordinates="spatial_ref", compressors=compressors()
         )
     if path.exists():
         shutil.rmtree(path)

@@ -2,9 +2,12 @@
 
 Layout of ``output.path``::
 
-    cube.zarr/            clear, cloud, haze (time, band, y, x) float32 + CRS; group diagnostics/
+    cube.zarr/            clear, cloud, haze [, shadow] (time, band, y, x) float32, provenance
+                          (time, band, y, x) uint8, mask (time, y, x) uint8 + CRS; group
+                          diagnostics/
     diagnostics.csv       one row per (band, tile): iterations, converged, residual, λ, seconds
-    cog/YYYYMMDD_<band>.tif   Cloud-Optimised GeoTIFF of the clear ground per date and band
+    cog/<time>_<band>.tif     Cloud-Optimised GeoTIFF of the clear ground per date and band
+    cog/<time>_mask.tif       the cloud/haze/shadow mask per acquisition (uint8)
     quicklooks/YYYYMMDD.png   before | after per date
     COMPLETE.json         written last: the run that produced everything above, and when
     work/                 input.zarr, strips/ (solved rows shared by two tile rows, until
@@ -19,11 +22,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["COMPONENTS", "Layout"]
+__all__ = ["COMPONENTS", "MASK", "PROVENANCE", "Layout", "components", "solved_layers"]
 
 #: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
-#: cloud, haze.
+#: cloud, haze, and with the shadow model (``solver.method: aatm-shadow``) shadow.
 COMPONENTS = ("clear", "cloud", "haze")
+_ALL_SOLVED = (*COMPONENTS, "shadow")
+#: The per-acquisition mask (time, y, x) uint8 and the per-band provenance (time, band, y, x)
+#: uint8 of the cube (pipeline.masks).
+MASK, PROVENANCE = "mask", "provenance"
+
+
+def components(method: str) -> tuple[str, ...]:
+    """The solved layers a run of ``method`` writes: :data:`COMPONENTS`, plus ``shadow`` for
+    the shadow model."""
+    return _ALL_SOLVED if method == "aatm-shadow" else COMPONENTS
+
+
+def solved_layers(count: int) -> tuple[str, ...]:
+    """The names of the first ``count`` solved layers (a block or strip of ``count`` layers)."""
+    return _ALL_SOLVED[:count]
 
 
 @dataclass(frozen=True)

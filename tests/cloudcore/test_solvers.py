@@ -204,4 +204,4 @@ def test_convergence_emits_no_warning(case_64x7):
 def test_default_lambda_is_one_over_sqrt_d(case_64x7):
     res = decompose(case_64x7.D, "rpca")
     assert res.lam == pytest.approx(1 / np.sqrt(case_64x7.D.shape[0]))
-    assert cloudcore.METHODS == ("aatm", "rpca", "nnrpca", "atm")
+    assert cloudcore.METHODS == ("aatm", "aatm-shadow", "rpca", "nnrpca", "atm")

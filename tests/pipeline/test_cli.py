@@ -81,7 +81,7 @@ def test_run_geotiff_series(
     )
     assert main(["-q", "run", str(cfg)]) == 0
     assert "solved 20 (skipped 0)" in capsys.readouterr().out  # 2 x 2 tiles x 5 bands
-    cogs = sorted((tmp_path / "out" / "cog").glob("*.tif"))
+    cogs = sorted((tmp_path / "out" / "cog").glob("*_B?.tif"))
     assert len(cogs) == 5 * 5
     with rasterio.open(geotiff_series.paths[0]) as src, rasterio.open(cogs[0]) as cog:
         assert cog.crs == src.crs and cog.dtypes[0] == "float32"

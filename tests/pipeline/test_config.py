@@ -123,3 +123,13 @@ def test_typos_are_found_in_optional_sections_and_empty_keys_mean_defaults() -> 
         parse(_with("cluster", {"kind": "slurm", "jobqueue": {"queu": "short"}}), Config)
     cfg = parse(_with("cluster", {"kind": "slurm", "jobqueue": {"queue": None}}), Config)
     assert cfg.cluster.jobqueue is not None and cfg.cluster.jobqueue.queue is None
+
+
+def test_mask_and_shadow_defaults_are_cloudcores() -> None:
+    # The config repeats them (it is read where numba is not imported): they must not drift.
+    import cloudcore
+    from cloudcore.solvers import SHADOW_WEIGHT
+    from pipeline.config import MaskConfig, SolverConfig
+
+    assert MaskConfig().rule() == cloudcore.MaskRule()
+    assert SolverConfig().shadow_weight == SHADOW_WEIGHT

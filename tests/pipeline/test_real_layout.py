@@ -71,7 +71,8 @@ def test_five_acquisitions_of_one_morning_all_come_out(
     labels = [time_label(t) for t in morning.times]
     assert len(set(labels)) == N_DATES
     cogs = sorted(p.name for p in (out / "cog").glob("*.tif"))
-    assert cogs == sorted(f"{label}_B{b}.tif" for label in labels for b in range(1, 6))
+    names = [f"{label}_{band}.tif" for label in labels for band in ("B1", "B2", "B3", "B4", "B5")]
+    assert cogs == sorted(names + [f"{label}_mask.tif" for label in labels])
     looks = sorted(p.name for p in (out / "quicklooks").glob("*.png"))
     assert looks == sorted(f"{label}.png" for label in labels)
 

@@ -107,7 +107,13 @@ def test_products_are_written(tiled: tuple[Path, RunSummary]) -> None:
     assert set(cube.data_vars) >= {"clear", "cloud", "haze"}
     assert cube.clear.dims == ("time", "band", "y", "x") and cube.clear.dtype == np.float32
     assert cube.clear.shape == observed.shape
-    assert len(list((out / "cog").glob("*.tif"))) == 7 * 5
+    assert len(list((out / "cog").glob("*_B?.tif"))) == 7 * 5
+    masks = sorted((out / "cog").glob("*_mask.tif"))
+    assert len(masks) == 7  # one per acquisition
+    with rasterio.open(masks[0]) as src:
+        assert src.dtypes[0] == "uint8" and src.nodata == 255
+        assert set(np.unique(src.read(1))) <= {0, 1, 2, 255}
+        assert src.crs is not None
     assert len(list((out / "quicklooks").glob("*.png"))) == 7
     table = xr.open_zarr(out / "cube.zarr", group="diagnostics", consolidated=False)
     assert table.sizes["tile"] == summary.tiles * 5 and bool(table.converged.all())
@@ -208,8 +214,10 @@ def test_cogs_pass_cog_validate_with_overviews(tiled: tuple[Path, RunSummary]) -
     from rasterio.io import MemoryFile
     from rio_cogeo.cogeo import cog_validate
 
-    cogs = sorted((tiled[0] / "cog").glob("*.tif"))
+    cogs = sorted((tiled[0] / "cog").glob("*_B?.tif"))
     assert len(cogs) == 7 * 5
+    for mask in sorted((tiled[0] / "cog").glob("*_mask.tif")):
+        assert cog_validate(mask, strict=True, quiet=True) == (True, [], []), mask.name
     for cog in cogs:
         assert cog_validate(cog, strict=True, quiet=True) == (True, [], []), cog.name
         with rasterio.open(cog) as src:

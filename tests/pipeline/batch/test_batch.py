@@ -194,7 +194,7 @@ def test_first_batch_processes_every_series(batches: dict[str, Any]) -> None:
         manifest = state["manifest"]
         assert manifest["status"] == "complete" and manifest["series_id"] == sid
         assert state["cube"]
-        assert state["cogs"] == 5 * len(manifest["dates"])
+        assert state["cogs"] == (5 + 1) * len(manifest["dates"])  # 5 bands and the mask
         assert not state["work"]  # keep_work: false
     assert sorted(len(s["manifest"]["dates"]) for s in batches["after_first"].values()) == [2, 3]
     outcome = {o.series_id: o for o in first.outcomes}

@@ -71,7 +71,10 @@ def test_one_item_per_series_with_assets(published: tuple[Path, BatchSummary]) -
         n = len(manifest["dates"])
         data = [k for k, a in item.assets.items() if a.roles == ["data"]]
         cogs = [k for k in data if item.assets[k].media_type == pystac.MediaType.COG]
-        assert len(cogs) == 5 * n
+        assert len(cogs) == (5 + 1) * n  # 5 bands and the mask
+        masks = [k for k in cogs if k.endswith("_mask")]
+        assert len(masks) == n and all(item.assets[k].title.startswith("cloud") for k in masks)
+        assert all(item.assets[k].extra_fields["bands"][0]["nodata"] == 255 for k in masks)
         assert item.assets["cube"].media_type == ZARR_MEDIA_TYPE
         overviews = [k for k, a in item.assets.items() if a.roles == ["overview"]]
         assert len(overviews) == n
@@ -188,7 +191,11 @@ def test_cog_assets_describe_their_band(published: tuple[Path, BatchSummary]) ->
     catalog = pystac.Catalog.from_file(str(out / "stac" / "catalog.json"))
     for item in catalog.get_items():
         assert EO_SCHEMA in item.stac_extensions and RASTER_SCHEMA in item.stac_extensions
-        cogs = {k: a for k, a in item.assets.items() if a.media_type == pystac.MediaType.COG}
+        cogs = {
+            k: a
+            for k, a in item.assets.items()
+            if a.media_type == pystac.MediaType.COG and not k.endswith("_mask")
+        }
         names = set()
         for asset in cogs.values():
             [band] = asset.extra_fields["bands"]

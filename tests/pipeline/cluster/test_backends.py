@@ -54,7 +54,7 @@ def test_address_mode_runs_end_to_end(external_scheduler: str, tmp_path: Path) -
     )
     summary = run(cfg)
     assert summary.ok and summary.solved == summary.tiles * summary.bands > 0
-    assert len(list((tmp_path / "out" / "cog").glob("*.tif"))) == 2 * 5
+    assert len(list((tmp_path / "out" / "cog").glob("*.tif"))) == 2 * (5 + 1)  # and masks
     with Client(external_scheduler) as client:
         # The work went through that scheduler, to a worker that is not this process.
         stages = client.run_on_scheduler(

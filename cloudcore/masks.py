@@ -1,0 +1,186 @@
+"""Where the clouds were: a cloud / haze / shadow mask from a decomposition's sparse layers.
+
+GF-4 has no official cloud mask; the decomposition already holds one. Per entry (pixel, date),
+the *anomaly* is how far the observation departs from the low-rank ground: A = C + N above it
+(cloud and haze brighten) and S below it (shadows darken, :data:`cloudcore.SHADOW_METHODS`).
+With β = 1 and the λ of the pipeline (~1e-3), aATM's N is bounded by λ/β (at the optimum an
+entry's residual r splits as C = shrink(r, λ/β), N = r − C), so N alone is not haze: the
+brightening is C + N, and its size tells thick cloud from thin haze.
+
+The thresholds are relative to the scene, not absolute reflectances: in units of the *anomaly
+scale* σ, 1.4826 × the median of |D − L| over the scene's observed entries where D < L. Clouds
+and haze only brighten, so the entries below the ground are clear ones (and the rare shadow):
+σ measures how far clear ground departs from the low-rank fit (noise, registration,
+phenology) even when most entries are cloudy (in the paper's simulation 8 % of them are clear;
+the median of all |D − L| was 9x larger there). An entry is
+
+* **cloud** (2) where A ≥ ``cloud``·σ,
+* **shadow** (3) where S ≥ ``shadow``·σ (and not cloud),
+* **haze** (1) where A ≥ ``haze``·σ (and neither),
+* **clear** (0) otherwise, and **no data** (255) where not observed.
+
+Several bands are combined by averaging A/σ and S/σ over the bands first, so one noisy band
+does not decide. An opening by a (2·``radius`` + 1)² square then removes cloud and shadow
+specks smaller than the square (they become haze or clear by the rules above). The factors
+were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CLEAR",
+    "CLOUD",
+    "HAZE",
+    "NODATA",
+    "SHADOW",
+    "MaskRule",
+    "anomaly_scale",
+    "classify",
+    "classify_result",
+]
+
+CLEAR, HAZE, CLOUD, SHADOW, NODATA = 0, 1, 2, 3, 255
+
+#: Entries sampled (evenly strided) for the anomaly scale of a large matrix.
+SCALE_SAMPLE = 1 << 20
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """Thresholds of :func:`classify` in units of the anomaly scale σ, and the opening radius.
+
+    The defaults were measured (docs/REAL-CLOUDS.md, ``python -m pipeline experiment
+    configs/real-clouds.yaml``).
+    """
+
+    cloud: float = 10.0
+    haze: float = 4.0
+    shadow: float = 10.0
+    radius: int = 1
+
+
+def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> float:
+    """σ = 1.4826 × median |D − L| over the observed entries with D < L (at most
+    :data:`SCALE_SAMPLE` of them, evenly strided); 0 when there are none.
+
+    Parameters
+    ----------
+    residual
+        D − L (any shape), e.g. C + N − S of a decomposition; NaN entries are skipped.
+    observed
+        Boolean of the same shape, True where observed (None: every finite entry).
+    """
+    r = np.asarray(residual).ravel()
+    keep = r < 0  # False for NaN
+    if observed is not None:
+        keep &= np.asarray(observed).ravel()
+    values = r[keep]
+    if values.size == 0:
+        return 0.0
+    stride = max(1, values.size // SCALE_SAMPLE)
+    return float(1.4826 * np.median(np.abs(values[::stride])))
+
+
+def classify(
+    brightening: np.ndarray,
+    darkening: np.ndarray | None,
+    scales: np.ndarray,
+    observed: np.ndarray,
+    rule: MaskRule = MaskRule(),
+) -> np.ndarray:
+    """Mask codes per date and pixel from the bands' anomalies.
+
+    Parameters
+    ----------
+    brightening
+        A = C + N per band: ``(bands, dates, rows, cols)``; NaN where not observed.
+    darkening
+        S per band, same shape (None: no shadow layer, no shadow class).
+    scales
+        The anomaly scale σ of each band (:func:`anomaly_scale` over the whole scene), > 0.
+    observed
+        ``(dates, rows, cols)`` booleans: the date observed the pixel (in some band).
+    rule
+        Thresholds and opening radius.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dates, rows, cols)`` uint8: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no data.
+    """
+    from scipy import ndimage
+
+    sigma = np.maximum(np.asarray(scales, dtype=np.float64), np.finfo(np.float32).tiny)
+    bright = _band_mean(brightening, sigma)
+    dark = _band_mean(darkening, sigma) if darkening is not None else None
+    codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
+    codes[bright >= rule.haze] = HAZE
+    cloud = bright >= rule.cloud
+    shadow = (dark >= rule.shadow) & ~cloud if dark is not None else None
+    if rule.radius > 0:
+        size = 2 * rule.radius + 1
+        structure = np.zeros((3, size, size), dtype=bool)
+        structure[1] = True  # within a date only
+        cloud = ndimage.binary_opening(cloud, structure=structure)
+        if shadow is not None:
+            shadow = ndimage.binary_opening(shadow, structure=structure)
+    if shadow is not None:
+        codes[shadow] = SHADOW
+    codes[cloud] = CLOUD
+    codes[~observed] = NODATA
+    return codes
+
+
+def _band_mean(x: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Mean over bands (the first axis) of the finite x[b] / σ[b]; 0 where none is finite.
+    One band at a time, in float32: a full core of five bands stays a few hundred MB."""
+    total = np.zeros(x.shape[1:], np.float32)
+    count = np.zeros(x.shape[1:], np.uint8)
+    for band, s in zip(x, sigma, strict=True):
+        finite = np.isfinite(band)
+        total += np.where(finite, band, 0.0).astype(np.float32) / np.float32(s)
+        count += finite
+    return total / np.maximum(count, 1)
+
+
+def classify_result(
+    result: object,
+    frame: tuple[int, int],
+    rule: MaskRule = MaskRule(),
+    observed: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`classify` of one band's :class:`cloudcore.Decomposition` of a ``frame``-shaped image.
+
+    Parameters
+    ----------
+    result
+        The decomposition of D (pixels × dates), pixels in row-major order of ``frame``.
+    frame
+        (rows, cols) of the image.
+    rule
+        Thresholds and opening radius.
+    observed
+        (pixels, dates) booleans (None: where L is finite).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dates, rows, cols)`` uint8 codes.
+    """
+    C, N, L = result.C, result.N, result.L  # type: ignore[attr-defined]
+    S = getattr(result, "S", None)
+    seen = np.isfinite(L) if observed is None else np.asarray(observed, dtype=bool)
+    n = C.shape[1]
+
+    def frames(x: np.ndarray) -> np.ndarray:
+        return np.where(seen, x, np.nan).T.reshape(1, n, *frame)
+
+    bright = frames(C + N)
+    dark = frames(S) if S is not None else None
+    residual = C + N - (S if S is not None else 0.0)
+    scale = anomaly_scale(residual, seen)
+    return classify(bright, dark, np.array([scale]), seen.T.reshape(n, *frame), rule)

@@ -1,0 +1,377 @@
+"""The real-cloud experiment: solvers and baselines scored on real clouds with a reference mask.
+
+Per series (a date window of the bundled Landsat series) and band, D is pixels × dates in
+[0, 1] (:mod:`pipeline.lab.realdata`), solved in memory with :func:`cloudcore.decompose`, one
+solve at a time, with the configured dtype (float64 by default). Three scores:
+
+* **prediction** (``prediction.csv``): for each chosen (clear target, cloudy source) pair the
+  source's cloud and shadow pixels are pasted onto the target (:mod:`pipeline.lab.realpaste`),
+  the series is solved, and the target's ground is scored against its true clear values on
+  the pasted pixels: r = ‖out − truth‖_F / ‖truth‖_F, also on the cloud and the shadow pixels
+  alone. Baselines (:data:`~pipeline.lab.realpaste.BASELINES`) are scored the same way;
+* **fidelity** (``fidelity.csv``): r between each estimate of the unmodified series and the
+  observation on the entries the reference calls clear, every date;
+* **mask agreement** (``mask.csv``): :func:`cloudcore.classify` of the unmodified series'
+  decompositions (all bands together) against the reference mask: precision, recall and F1 of
+  cloud, of cloud-or-haze and of shadow, per date and overall.
+
+``report.md`` holds the tables (:mod:`pipeline.lab.realreport`), ``scores.json`` the means.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import cloudcore
+from pipeline.lab.realconfig import RealCloudsConfig, SolverEntry
+from pipeline.lab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
+from pipeline.lab.realpaste import BASELINES, choose_pairs, cloudy_fraction, paste_clouds
+from pipeline.lab.realreport import summary_json, write_real_report
+from pipeline.lab.realscores import agreement_per_date, relative_error
+
+__all__ = [
+    "MASK_CLASSES",
+    "RealCloudsResult",
+    "predicted_codes",
+    "run_real_clouds",
+    "solve",
+]
+
+log = logging.getLogger(__name__)
+
+#: Mask classes scored: name -> (reference codes, predicted codes of cloudcore.classify).
+MASK_CLASSES: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "cloud": ((CLOUD,), (2,)),
+    "cloud+haze": ((CLOUD,), (1, 2)),
+    "shadow": ((SHADOW,), (3,)),
+}
+
+
+@dataclass(frozen=True)
+class RealCloudsResult:
+    """What :func:`run_real_clouds` wrote, and how long it took."""
+
+    output: Path
+    report: Path | None
+    pairs: int
+    solves: int
+    seconds: float
+    mask_note: str
+
+
+def solve(
+    D: np.ndarray, observed: np.ndarray, entry: SolverEntry, cfg: RealCloudsConfig
+) -> cloudcore.Decomposition:
+    """One :func:`cloudcore.decompose` of a series matrix with the entry's method and λ rule.
+
+    Parameters
+    ----------
+    D
+        ``(pixels, dates)``, NaN where not observed.
+    observed
+        Boolean mask of the observed entries.
+    entry
+        Method and λ rule (``star``: λ̂*(d, n), ``auto``: 1/√d, or the number).
+    cfg
+        The experiment (its ``solver`` settings).
+
+    Returns
+    -------
+    cloudcore.Decomposition
+    """
+    d, n = D.shape
+    if entry.lam == "star":
+        lam = cloudcore.lambda_star(d, n)
+    elif entry.lam == "auto":
+        lam = cloudcore.lambda_default(d)
+    else:
+        lam = float(entry.lam)
+    data = np.where(observed, D, 0.0).astype(cfg.solver.dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)  # recorded in the rows
+        return cloudcore.decompose(
+            data,
+            entry.method,
+            lam=lam,
+            beta=cfg.solver.beta,
+            tol=cfg.solver.tol,
+            max_iter=cfg.solver.max_iter,
+            mask=observed,
+            threads=1,
+        )
+
+
+def predicted_codes(
+    results: Sequence[cloudcore.Decomposition],
+    frame: tuple[int, int],
+    observed: np.ndarray,
+    overrides: dict[str, Any],
+) -> np.ndarray:
+    """:func:`cloudcore.classify` of one series' decompositions, one per band.
+
+    Parameters
+    ----------
+    results
+        The decomposition of each band, pixels in row-major order of ``frame``.
+    frame
+        (rows, cols).
+    observed
+        ``(pixels, dates)`` booleans.
+    overrides
+        :class:`cloudcore.MaskRule` fields to change.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dates, rows, cols)`` uint8 codes.
+    """
+    n = observed.shape[1]
+
+    def frames(x: np.ndarray) -> np.ndarray:
+        return np.where(observed, x, np.nan).T.reshape(n, *frame)
+
+    bright = np.stack([frames(r.C + r.N) for r in results])
+    shadows: list[np.ndarray | None] = [getattr(r, "S", None) for r in results]
+    layers = [s for s in shadows if s is not None]
+    dark = np.stack([frames(s) for s in layers]) if len(layers) == len(shadows) else None
+    scales = np.array(
+        [
+            cloudcore.anomaly_scale(r.C + r.N - (s if s is not None else 0.0), observed)
+            for r, s in zip(results, shadows, strict=True)
+        ]
+    )
+    rule = cloudcore.MaskRule(**overrides)
+    return cloudcore.classify(bright, dark, scales, observed.T.reshape(n, *frame), rule)
+
+
+def _mask_support() -> str:
+    """Empty when cloudcore can classify; otherwise why mask agreement is skipped."""
+    missing = [n for n in ("classify", "anomaly_scale", "MaskRule") if not hasattr(cloudcore, n)]
+    return f"cloudcore has no {', '.join(missing)}: mask agreement skipped" if missing else ""
+
+
+def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:
+    if cfg.bands is None:
+        return list(range(len(series.bands)))
+    unknown = [b for b in cfg.bands if b not in series.bands]
+    if unknown:
+        from pipeline.errors import ConfigError
+
+        raise ConfigError(f"bands: {unknown} not in the data's bands {list(series.bands)}")
+    return [series.bands.index(b) for b in cfg.bands]
+
+
+def _series_rows(
+    cfg: RealCloudsConfig, name: str, series: RealSeries, bands: list[int], mask_note: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Prediction, fidelity, mask and pair rows of one series."""
+    n = series.dates.size
+    days = series.dates.astype(np.int64)
+    reference = series.reference.reshape(n, -1).T
+    pairs = choose_pairs(
+        reference,
+        clear_max=cfg.pairs.clear_max,
+        min_observed=cfg.pairs.min_observed,
+        cloudy_min=cfg.pairs.cloudy_min,
+        cloudy_max=cfg.pairs.cloudy_max,
+        count=cfg.pairs.per_series,
+        seed=cfg.seed,
+    )
+    cloudy, _ = cloudy_fraction(reference)
+    log.info("series %s: %d dates, %d pairs", name, n, len(pairs))
+    pair_rows = [
+        {
+            "series": name,
+            "target": str(series.dates[t]),
+            "source": str(series.dates[s]),
+            "target_cloudy": float(cloudy[t]),
+            "source_cloud": float(np.mean(reference[:, s] == CLOUD)),
+            "source_shadow": float(np.mean(reference[:, s] == SHADOW)),
+        }
+        for t, s in pairs
+    ]
+    pred: list[dict[str, Any]] = []
+    fid: list[dict[str, Any]] = []
+    masks: list[dict[str, Any]] = []
+    clear = reference == 0
+    for entry in cfg.solvers:
+        results = []
+        for b in bands:
+            D, observed = series.matrix(b)
+            started = time.perf_counter()
+            res = solve(D, observed, entry, cfg)
+            results.append(res)
+            fid.append(
+                {
+                    "series": name,
+                    "band": series.bands[b],
+                    "estimator": entry.label,
+                    "r_clear": relative_error(res.ground, D, clear & observed),
+                    "lam": res.lam,
+                    "iterations": res.iterations,
+                    "converged": res.converged,
+                    "seconds": time.perf_counter() - started,
+                }
+            )
+        if cfg.mask.enabled and not mask_note:
+            codes = predicted_codes(
+                results, series.frame, series.observed.reshape(n, -1).T, cfg.mask.overrides()
+            )
+            masks += _mask_rows(name, entry.label, series, codes)
+    for base in cfg.baselines:
+        for b in bands:
+            D, observed = series.matrix(b)
+            est = BASELINES[base](D, reference, days)
+            fid.append(
+                {
+                    "series": name,
+                    "band": series.bands[b],
+                    "estimator": base,
+                    "r_clear": relative_error(est, D, clear & observed),
+                }
+            )
+    for t, s in pairs:
+        for b in bands:
+            D, _ = series.matrix(b)
+            pasted = paste_clouds(D, reference, t, s)
+            common = {
+                "series": name,
+                "band": series.bands[b],
+                "target": str(series.dates[t]),
+                "source": str(series.dates[s]),
+                "dates": n,
+                "pixels": int(pasted.scored.sum()),
+                "cloud_pixels": int((pasted.scored & (reference[:, s] == CLOUD)).sum()),
+                "shadow_pixels": int((pasted.scored & (reference[:, s] == SHADOW)).sum()),
+            }
+            for entry in cfg.solvers:
+                started = time.perf_counter()
+                res = solve(pasted.D, pasted.observed, entry, cfg)
+                row = _scored(common, entry.label, res.ground[:, t], pasted, reference[:, s])
+                row.update(
+                    lam=res.lam,
+                    iterations=res.iterations,
+                    converged=res.converged,
+                    seconds=time.perf_counter() - started,
+                )
+                pred.append(row)
+            for base in cfg.baselines:
+                est = BASELINES[base](pasted.D, pasted.reference, days)[:, t]
+                pred.append(_scored(common, base, est, pasted, reference[:, s]))
+    return pred, fid, masks, pair_rows
+
+
+def _scored(
+    common: dict[str, Any], label: str, estimate: np.ndarray, pasted: Any, source_ref: np.ndarray
+) -> dict[str, Any]:
+    """A prediction row: r on the pasted pixels, on their cloud part and their shadow part."""
+    return {
+        **common,
+        "estimator": label,
+        "r": relative_error(estimate, pasted.truth, pasted.scored),
+        "r_cloud": relative_error(estimate, pasted.truth, pasted.scored & (source_ref == CLOUD)),
+        "r_shadow": relative_error(estimate, pasted.truth, pasted.scored & (source_ref == SHADOW)),
+    }
+
+
+def _mask_rows(
+    name: str, label: str, series: RealSeries, codes: np.ndarray
+) -> list[dict[str, Any]]:
+    """Per-date and overall agreement rows of one solver's predicted mask."""
+    rows = []
+    for cls, (ref_codes, pred_codes) in MASK_CLASSES.items():
+        per_date = agreement_per_date(series.reference, codes, ref_codes, pred_codes)
+        total = sum(per_date[1:], per_date[0])
+        for date, agr in [*zip(series.dates.astype(str), per_date, strict=True), ("all", total)]:
+            rows.append(
+                {
+                    "series": name,
+                    "estimator": label,
+                    "class": cls,
+                    "date": date,
+                    "tp": agr.tp,
+                    "fp": agr.fp,
+                    "fn": agr.fn,
+                    "precision": agr.precision,
+                    "recall": agr.recall,
+                    "f1": agr.f1,
+                }
+            )
+    return rows
+
+
+def run_real_clouds(
+    cfg: RealCloudsConfig, *, output: str | Path | None = None, report: bool = True
+) -> RealCloudsResult:
+    """Run the whole experiment of ``cfg`` in this process and write its tables.
+
+    Parameters
+    ----------
+    cfg
+        The validated configuration.
+    output
+        Output directory; default ``cfg.output``.
+    report
+        Also write ``report.md``.
+
+    Returns
+    -------
+    RealCloudsResult
+    """
+    out = Path(output) if output is not None else cfg.output
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+    data = load_real_series(cfg.data_path)
+    if cfg.crop is not None:
+        data = data.crop(*cfg.crop)
+    bands = _band_indices(cfg, data)
+    mask_note = _mask_support() if cfg.mask.enabled else "mask agreement disabled"
+    started = time.perf_counter()
+    tables: dict[str, list[dict[str, Any]]] = {"prediction": [], "fidelity": [], "mask": []}
+    tables["pairs"] = []
+    for window in cfg.series:
+        series = data.between(window.start, window.end)
+        if cfg.drop_cloudy_above is not None:
+            cloudy, _ = cloudy_fraction(series.reference.reshape(series.dates.size, -1).T)
+            series = series.take(np.flatnonzero(cloudy <= cfg.drop_cloudy_above))
+        if series.dates.size < 2:
+            log.warning("series %s: %d date(s), skipped", window.name, series.dates.size)
+            continue
+        rows = _series_rows(cfg, window.name, series, bands, mask_note)
+        for key, part in zip(("prediction", "fidelity", "mask", "pairs"), rows, strict=True):
+            tables[key] += part
+    seconds = time.perf_counter() - started
+    frames = {key: pd.DataFrame(rows) for key, rows in tables.items()}
+    for key, frame in frames.items():
+        frame.to_csv(out / f"{key}.csv", index=False)
+    summary = summary_json(frames, cfg, seconds=seconds, mask_note=mask_note)
+    (out / "scores.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    path = (
+        write_real_report(out, frames, cfg, seconds=seconds, mask_note=mask_note)
+        if report
+        else None
+    )
+    solves = sum(
+        int(f["iterations"].notna().sum())
+        for f in (frames["fidelity"], frames["prediction"])
+        if "iterations" in f
+    )
+    log.info(
+        "real-clouds %s: %d pairs, %d solves in %.1f s -> %s",
+        cfg.name,
+        len(frames["pairs"]),
+        solves,
+        seconds,
+        out,
+    )
+    return RealCloudsResult(out, path, len(frames["pairs"]), solves, seconds, mask_note)

@@ -1,0 +1,225 @@
+"""Markdown tables and the JSON summary of a real-cloud experiment run."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeline.lab.realconfig import RealCloudsConfig
+
+__all__ = ["markdown_table", "summary_json", "write_real_report"]
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
+    """A DataFrame as a Markdown table (index as the first column), floats to ``digits``.
+
+    Parameters
+    ----------
+    frame
+        The table.
+    digits
+        Decimals of float cells; NaN is written as ``–``.
+
+    Returns
+    -------
+    str
+    """
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "–" if math.isnan(value) else f"{value:.{digits}f}"
+        return str(value)
+
+    head = [str(frame.index.name or ""), *map(str, frame.columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, row in frame.iterrows():
+        lines.append("| " + " | ".join([str(key), *(cell(v) for v in row.tolist())]) + " |")
+    return "\n".join(lines)
+
+
+def _order(cfg: RealCloudsConfig) -> list[str]:
+    """Estimators in the config's order: solvers, then baselines."""
+    return [s.label for s in cfg.solvers] + list(cfg.baselines)
+
+
+def _prediction_tables(pred: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
+    order = [e for e in _order(cfg) if e in set(pred["estimator"])]
+    overall = pred.groupby("estimator")[["r", "r_cloud", "r_shadow"]].mean()
+    per_band = pred.pivot_table(index="estimator", columns="band", values="r", aggfunc="mean")
+    overall = overall.join(per_band.add_prefix("r "))
+    median = pred[pred["estimator"] == "temporal-median"].set_index(
+        ["series", "band", "target", "source"]
+    )["r"]
+    if len(median):
+        keyed = pred.set_index(["series", "band", "target", "source"])
+        better = (keyed["r"] < median.reindex(keyed.index)).groupby(keyed["estimator"]).mean()
+        overall["beats median"] = better
+    overall = overall.reindex(order)
+    overall.index.name = "estimator"
+    cells = pred.pivot_table(
+        index="estimator", columns=["series", "band"], values="r", aggfunc="mean"
+    ).reindex(order)
+    cells.columns = [f"{s} {b}" for s, b in cells.columns]
+    cells.index.name = "estimator"
+    return [
+        "## Prediction under real clouds",
+        "",
+        "r = ‖out − truth‖_F / ‖truth‖_F of the target date on the pasted pixels, mean over "
+        f"{len(pred.drop_duplicates(['series', 'band', 'target', 'source']))} (pair, band) "
+        "cases; `r_cloud`, `r_shadow`: on the pasted cloud / shadow pixels alone; `beats "
+        "median`: share of cases with r below the temporal median's.",
+        "",
+        markdown_table(overall),
+        "",
+        "Per series and band (mean r over the series' pairs):",
+        "",
+        markdown_table(cells),
+        "",
+    ]
+
+
+def _fidelity_table(fid: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
+    order = [e for e in _order(cfg) if e in set(fid["estimator"])]
+    table = fid.pivot_table(index="estimator", columns="band", values="r_clear", aggfunc="mean")
+    table["mean"] = fid.groupby("estimator")["r_clear"].mean()
+    table = table.reindex(order)
+    table.index.name = "estimator"
+    return [
+        "## Fidelity on reference-clear entries",
+        "",
+        "r between each estimate of the unmodified series and the observation, on the entries "
+        "the reference calls clear (all dates), mean over series. `nearest-clear` returns a "
+        "clear entry itself (0 by construction).",
+        "",
+        markdown_table(table),
+        "",
+    ]
+
+
+def _mask_tables(masks: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
+    order = [s.label for s in cfg.solvers if s.label in set(masks["estimator"])]
+    pooled = masks[masks["date"] == "all"].groupby(["estimator", "class"])[["tp", "fp", "fn"]].sum()
+    pooled["precision"] = pooled["tp"] / (pooled["tp"] + pooled["fp"])
+    pooled["recall"] = pooled["tp"] / (pooled["tp"] + pooled["fn"])
+    pooled["f1"] = 2 * pooled["tp"] / (2 * pooled["tp"] + pooled["fp"] + pooled["fn"])
+    wide = pooled[["precision", "recall", "f1"]].unstack("class")
+    wide.columns = [f"{c} {m}" for m, c in wide.columns]
+    classes = list(dict.fromkeys(masks["class"]))
+    wide = wide[[f"{c} {m}" for c in classes for m in ("precision", "recall", "f1")]]
+    wide = wide.reindex(order)
+    wide.index.name = "solver"
+    per_date = masks[(masks["date"] != "all") & (masks["class"] == "cloud")]
+    f1 = per_date.groupby("estimator")["f1"].agg(["mean", "median"]).reindex(order)
+    f1.columns = ["cloud F1 per date, mean", "median"]
+    f1.index.name = "solver"
+    return [
+        "## Mask agreement",
+        "",
+        "`cloudcore.classify` of the unmodified series (all bands together) against the "
+        "reference mask; counts pooled over all dates and series. Reference cloud = Fmask "
+        "cloud, shadow = Fmask cloud shadow; predicted `cloud` = code 2, `cloud+haze` = codes "
+        "1 or 2, `shadow` = code 3. Snow counts as neither.",
+        "",
+        markdown_table(wide, digits=3),
+        "",
+        "Per-date cloud F1 (dates whose reference or prediction has cloud):",
+        "",
+        markdown_table(f1, digits=3),
+        "",
+    ]
+
+
+def summary_json(
+    frames: dict[str, pd.DataFrame], cfg: RealCloudsConfig, *, seconds: float, mask_note: str
+) -> dict[str, Any]:
+    """Means per estimator, for ``scores.json``.
+
+    Parameters
+    ----------
+    frames
+        The run's tables: ``prediction``, ``fidelity``, ``mask``, ``pairs``.
+    cfg
+        The configuration.
+    seconds
+        Wall time of the run.
+    mask_note
+        Why mask agreement was skipped, or empty.
+
+    Returns
+    -------
+    dict
+    """
+    pred, fid, masks = frames["prediction"], frames["fidelity"], frames["mask"]
+    out: dict[str, Any] = {
+        "name": cfg.name,
+        "seconds": round(seconds, 2),
+        "dtype": cfg.solver.dtype,
+    }
+    out["pairs"] = frames["pairs"].to_dict(orient="records")
+    if len(pred):
+        out["prediction_r_mean"] = pred.groupby("estimator")["r"].mean().to_dict()
+    if len(fid):
+        out["fidelity_r_mean"] = fid.groupby("estimator")["r_clear"].mean().to_dict()
+    if len(masks):
+        pooled = masks[masks["date"] == "all"].groupby(["estimator", "class"])[["tp", "fp", "fn"]]
+        sums = pooled.sum()
+        f1 = 2 * sums["tp"] / (2 * sums["tp"] + sums["fp"] + sums["fn"])
+        out["mask_f1"] = {f"{e} {c}": float(v) for (e, c), v in f1.items()}
+    if mask_note:
+        out["mask_note"] = mask_note
+    return out
+
+
+def write_real_report(
+    out: Path,
+    frames: dict[str, pd.DataFrame],
+    cfg: RealCloudsConfig,
+    *,
+    seconds: float,
+    mask_note: str,
+) -> Path:
+    """Write ``out/report.md``: the pairs, prediction, fidelity and mask tables.
+
+    Parameters
+    ----------
+    out
+        The run directory.
+    frames
+        The run's tables: ``prediction``, ``fidelity``, ``mask``, ``pairs``.
+    cfg
+        The configuration.
+    seconds
+        Wall time of the run.
+    mask_note
+        Why mask agreement was skipped, or empty.
+
+    Returns
+    -------
+    pathlib.Path
+        The report.
+    """
+    pred, fid, masks, pairs = (frames[k] for k in ("prediction", "fidelity", "mask", "pairs"))
+    lines = [
+        f"# Real clouds: {cfg.name}",
+        "",
+        f"Data `{cfg.data}`; series {', '.join(s.name for s in cfg.series)}; solver dtype "
+        f"{cfg.solver.dtype}; {seconds:.1f} s.",
+        "",
+    ]
+    if len(pairs):
+        table = pairs.set_index("series")
+        lines += ["## Pairs (target ← source)", "", markdown_table(table, digits=3), ""]
+    if len(pred):
+        lines += _prediction_tables(pred, cfg)
+    if len(fid):
+        lines += _fidelity_table(fid, cfg)
+    if len(masks):
+        lines += _mask_tables(masks, cfg)
+    elif mask_note:
+        lines += ["## Mask agreement", "", mask_note + ".", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

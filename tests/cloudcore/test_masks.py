@@ -1,0 +1,54 @@
+"""The cloud / haze / shadow mask from the sparse layers (cloudcore.masks)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import cloudcore
+from cloudcore.masks import CLEAR, CLOUD, HAZE, NODATA, SHADOW, MaskRule, classify
+
+
+def test_anomaly_scale_is_the_robust_spread_of_observed_entries() -> None:
+    rng = np.random.default_rng(0)
+    r = rng.normal(0, 0.01, 200_000)
+    r[:140_000] += rng.uniform(0.05, 0.5, 140_000)  # 70 % clouds do not move it
+    assert abs(cloudcore.anomaly_scale(r) - 0.01) < 0.0015
+    observed = np.ones_like(r, dtype=bool)
+    observed[190_000:] = False
+    r[190_000:] = -5.0
+    assert abs(cloudcore.anomaly_scale(r, observed) - 0.01) < 0.0015
+    assert cloudcore.anomaly_scale(np.full(4, np.nan)) == 0.0
+
+
+def test_classes_by_threshold_with_bands_averaged_and_specks_opened() -> None:
+    rule = MaskRule(cloud=8, haze=4, shadow=8, radius=1)
+    bright = np.zeros((2, 1, 9, 9))
+    bright[:, 0, 1:5, 1:5] = 10.0  # a 4 × 4 cloud in both bands
+    bright[0, 0, 6:9, 6:9] = 10.0  # one band only: mean 5 → haze
+    bright[:, 0, 4, 7] = 20.0  # a one-pixel speck: opened away, left as haze
+    dark = np.zeros_like(bright)
+    dark[:, 0, 6:9, 0:3] = 9.0  # 3 × 3 shadow survives the 3 × 3 opening
+    observed = np.ones((1, 9, 9), bool)
+    observed[0, 0, 8] = False
+    codes = classify(bright, dark, np.array([1.0, 1.0]), observed, rule)
+    assert codes.dtype == np.uint8 and codes.shape == (1, 9, 9)
+    assert (codes[0, 1:5, 1:5] == CLOUD).all()
+    assert (codes[0, 6:9, 6:9][observed[0, 6:9, 6:9]] == HAZE).all()
+    assert codes[0, 4, 7] == HAZE
+    assert (codes[0, 6:8, 0:3] == SHADOW).all()
+    assert codes[0, 0, 8] == NODATA
+    assert codes[0, 0, 0] == CLEAR
+    # The scale is per band: band 0 twice as noisy halves its say.
+    halved = classify(bright, None, np.array([2.0, 1.0]), observed, rule)
+    assert (halved[0, 1:5, 1:5] == HAZE).all()  # (5 + 10) / 2 = 7.5 < 8
+    assert (halved[0, 6:8, 0:3] == CLEAR).all()  # no shadow layer, no shadow class
+
+
+def test_classify_result_finds_simulated_clouds(case_64x7: cloudcore.SimulatedSeries) -> None:
+    res = cloudcore.decompose(case_64x7.D, lam=cloudcore.lambda_star(*case_64x7.D.shape))
+    codes = cloudcore.classify_result(res, (64, 64))
+    thick = case_64x7.clouds > 0.3
+    clear = case_64x7.clouds < 0.01
+    assert (codes[thick] != CLEAR).mean() > 0.95
+    assert (codes[clear] != CLOUD).mean() > 0.95
+    assert (codes[thick] == CLOUD).mean() > 5 * (codes[clear] == CLOUD).mean()
