@@ -37,7 +37,9 @@ def main() -> None:
         square = square.ravel()
         shaded[square, 2] = case.truth.ravel()[square] * 0.4
 
-        def r(data: np.ndarray, method: str, **kw: float) -> float:
+        def r(
+            data: np.ndarray, method: str, lam: float = lam, truth: np.ndarray = truth, **kw: float
+        ) -> float:
             res = cloudcore.decompose(data, method, lam=lam, **kw)
             return cloudcore.recovery_error(res.ground, truth)
 
