@@ -27,9 +27,12 @@ were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from cloudcore.result import Decomposition
 
 __all__ = [
     "CLEAR",
@@ -64,8 +67,8 @@ class MaskRule:
 
 
 def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> float:
-    """σ = 1.4826 × median |D − L| over the observed entries with D < L (at most
-    :data:`SCALE_SAMPLE` of them, evenly strided); 0 when there are none.
+    """σ = 1.4826 × median |D − L| over the observed entries with D < L, of an evenly strided
+    sample of at most about :data:`SCALE_SAMPLE` entries; 0 when there are none.
 
     Parameters
     ----------
@@ -75,14 +78,16 @@ def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> f
         Boolean of the same shape, True where observed (None: every finite entry).
     """
     r = np.asarray(residual).ravel()
+    # Sampled before it is filtered: a tile's halo is ~10M entries, and this runs once per tile.
+    stride = max(1, r.size // SCALE_SAMPLE)
+    r = r[::stride]
     keep = r < 0  # False for NaN
     if observed is not None:
-        keep &= np.asarray(observed).ravel()
+        keep &= np.asarray(observed).ravel()[::stride]
     values = r[keep]
     if values.size == 0:
         return 0.0
-    stride = max(1, values.size // SCALE_SAMPLE)
-    return float(1.4826 * np.median(np.abs(values[::stride])))
+    return float(1.4826 * np.median(np.abs(values)))
 
 
 def classify(
@@ -148,39 +153,47 @@ def _band_mean(x: np.ndarray, sigma: np.ndarray) -> np.ndarray:
 
 
 def classify_result(
-    result: object,
+    results: Decomposition | Sequence[Decomposition],
     frame: tuple[int, int],
     rule: MaskRule = MaskRule(),
     observed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`classify` of one band's :class:`cloudcore.Decomposition` of a ``frame``-shaped image.
+    """:func:`classify` of the decompositions of one image's bands (or of one band).
+
+    Each band's σ is its own :func:`anomaly_scale`. The shadow class needs every band's ``S``.
 
     Parameters
     ----------
-    result
-        The decomposition of D (pixels × dates), pixels in row-major order of ``frame``.
+    results
+        A :class:`cloudcore.Decomposition` of D (pixels × dates), pixels in row-major order of
+        ``frame``, or a sequence of them, one per band.
     frame
         (rows, cols) of the image.
     rule
         Thresholds and opening radius.
     observed
-        (pixels, dates) booleans (None: where L is finite).
+        (pixels, dates) booleans, one for all bands (None: where the first band's L is finite).
 
     Returns
     -------
     numpy.ndarray
         ``(dates, rows, cols)`` uint8 codes.
     """
-    C, N, L = result.C, result.N, result.L  # type: ignore[attr-defined]
-    S = getattr(result, "S", None)
-    seen = np.isfinite(L) if observed is None else np.asarray(observed, dtype=bool)
-    n = C.shape[1]
+    bands = [results] if isinstance(results, Decomposition) else list(results)
+    seen = np.isfinite(bands[0].L) if observed is None else np.asarray(observed, dtype=bool)
+    n = seen.shape[1]
 
     def frames(x: np.ndarray) -> np.ndarray:
-        return np.where(seen, x, np.nan).T.reshape(1, n, *frame)
+        return np.where(seen, x, np.nan).T.reshape(n, *frame)
 
-    bright = frames(C + N)
-    dark = frames(S) if S is not None else None
-    residual = C + N - (S if S is not None else 0.0)
-    scale = anomaly_scale(residual, seen)
-    return classify(bright, dark, np.array([scale]), seen.T.reshape(n, *frame), rule)
+    shadows = [r.S for r in bands]
+    bright = np.stack([frames(r.C + r.N) for r in bands])
+    has_dark = all(s is not None for s in shadows)
+    dark = np.stack([frames(s) for s in shadows if s is not None]) if has_dark else None
+    scales = np.array(
+        [
+            anomaly_scale(r.C + r.N - (s if s is not None else 0.0), seen)
+            for r, s in zip(bands, shadows, strict=True)
+        ]
+    )
+    return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule)

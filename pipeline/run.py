@@ -205,11 +205,12 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
             return progress.finish("failed")
-        _mask(client, plan, progress, cube_tmp)
+        records = _tile_records(plan)  # the markers, read once for the mask and the products
+        _mask(client, plan, progress, cube_tmp, records)
         progress.lap("mask")
         if progress.failures:
             return progress.finish("failed")
-        finals = _products(client, plan, progress, cube_tmp)
+        finals = _products(client, plan, progress, cube_tmp, records)
         progress.lap("products")
         if progress.failures:
             return progress.finish("failed")
@@ -324,34 +325,38 @@ def _solve_scene(
     progress.check("solve", failed)
 
 
-def _mask(client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path) -> None:
+def _mask(
+    client: Any,
+    plan: RunPlan,
+    progress: _Progress,
+    cube_tmp: Path,
+    records: list[dict[str, Any]],
+) -> None:
     """Phase 3b: the mask and provenance layers of the cube, and the observations kept where
-    the mask says clear (:mod:`pipeline.masks`); one task per tile core, all bands."""
+    the mask says clear (:mod:`pipeline.masks`); one task per tile core, all bands. Each band's
+    σ comes from its tiles' ``records``."""
     from pipeline.masks import MaskJob, band_scales, mask_tile
 
     config, tiles = plan.config, plan.tiles
-    scales = band_scales(_tile_records(plan), plan.bands)
+    scales = band_scales(records, plan.bands)
     layers = components(config.solver.method)
     jobs = [
-        Task(
-            f"mask-r{t.row:02d}c{t.col:02d}",
-            mask_tile,
-            (
-                MaskJob(
-                    tile=t,
-                    tile_id=f"mask-r{t.row:02d}c{t.col:02d}",
-                    height=plan.grid.height,
-                    width=plan.grid.width,
-                    input_store=str(plan.layout.input_store),
-                    cube=str(cube_tmp),
-                    layers=layers,
-                    scales=scales,
-                    rule=config.mask.rule(),
-                    keep_clear=config.output.keep_clear,
-                ),
-            ),
+        Task(job.tile_id, mask_tile, (job,))
+        for job in (
+            MaskJob(
+                tile=t,
+                tile_id=f"mask-r{t.row:02d}c{t.col:02d}",
+                height=plan.grid.height,
+                width=plan.grid.width,
+                input_store=str(plan.layout.input_store),
+                cube=str(cube_tmp),
+                layers=layers,
+                scales=scales,
+                rule=config.mask.rule(),
+                keep_clear=config.output.keep_clear,
+            )
+            for t in tiles
         )
-        for t in tiles
     ]
     _, failed = run_tasks(client, jobs, stage="mask")
     progress.check("mask", failed)
@@ -368,11 +373,17 @@ def _tile_records(plan: RunPlan) -> list[dict[str, Any]]:
     return [tile for marker in read_markers(paths) for tile in marker["tiles"]]
 
 
-def _products(client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path) -> list[Path]:
-    """Phase 4: diagnostics, COGs and quicklooks, all under temporary names next to their final
-    ones; returns the final paths of the COGs and quicklooks."""
+def _products(
+    client: Any,
+    plan: RunPlan,
+    progress: _Progress,
+    cube_tmp: Path,
+    records: list[dict[str, Any]],
+) -> list[Path]:
+    """Phase 4: diagnostics (from the tiles' ``records``), COGs and quicklooks, all under
+    temporary names next to their final ones; returns the final paths of the COGs and
+    quicklooks."""
     layout = plan.layout
-    records = _tile_records(plan)
     _report_dates_left_out(records, plan.time_labels)
     write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube_tmp)
     _report_empty_tiles(records)

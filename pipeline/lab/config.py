@@ -18,6 +18,7 @@ __all__ = [
     "SolverSettings",
     "image_label",
     "load_experiment_config",
+    "resolve_bundled",
     "resolve_image",
 ]
 
@@ -184,21 +185,34 @@ def resolve_image(ref: str, base_dir: str | Path = ".") -> Path:
     ConfigError
         Unknown bundled name or missing file.
     """
+    return resolve_bundled(
+        ref, base_dir, key="images", what="image", bundled=BUNDLED_IMAGES, folder=_DATA
+    )
+
+
+def resolve_bundled(
+    ref: str, base_dir: str | Path, *, key: str, what: str, bundled: dict[str, str], folder: Path
+) -> Path:
+    """The file behind ``bundled:NAME`` (``folder / bundled[NAME]``) or a path (relative ones
+    taken against ``base_dir``), for the config key ``key`` naming a ``what``.
+
+    Raises
+    ------
+    ConfigError
+        Unknown bundled name or missing file, naming ``key`` and what to write instead.
+    """
+    names = ", ".join(f"bundled:{k}" for k in bundled)
     if ref.startswith("bundled:"):
         name = ref.removeprefix("bundled:")
-        if name not in BUNDLED_IMAGES:
-            raise ConfigError(
-                f"images: unknown bundled image {ref!r}; use one of "
-                + ", ".join(f"bundled:{k}" for k in BUNDLED_IMAGES)
-            )
-        return _DATA / BUNDLED_IMAGES[name]
+        if name not in bundled:
+            raise ConfigError(f"{key}: unknown bundled {what} {ref!r}; use one of {names}")
+        return folder / bundled[name]
     path = Path(ref).expanduser()
     if not path.is_absolute():
         path = Path(base_dir) / path
     if not path.is_file():
         raise ConfigError(
-            f"images: file {path} not found; give a path relative to the config file or use "
-            "`bundled:tyrol`"
+            f"{key}: file {path} not found; give a path relative to the config file or use {names}"
         )
     return path
 

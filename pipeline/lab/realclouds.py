@@ -24,7 +24,6 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,11 @@ from pipeline.lab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
 from pipeline.lab.realpaste import BASELINES, choose_pairs, cloudy_fraction, paste_clouds
 from pipeline.lab.realreport import summary_json, write_real_report
 from pipeline.lab.realscores import agreement_per_date, relative_error
+from pipeline.solve import resolve_lambda
 
 __all__ = [
     "MASK_CLASSES",
     "RealCloudsResult",
-    "predicted_codes",
     "run_real_clouds",
     "solve",
 ]
@@ -89,13 +88,7 @@ def solve(
     -------
     cloudcore.Decomposition
     """
-    d, n = D.shape
-    if entry.lam == "star":
-        lam = cloudcore.lambda_star(d, n)
-    elif entry.lam == "auto":
-        lam = cloudcore.lambda_default(d)
-    else:
-        lam = float(entry.lam)
+    lam = resolve_lambda(entry.lam, *D.shape)
     data = np.where(observed, D, 0.0).astype(cfg.solver.dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)  # recorded in the rows
@@ -111,55 +104,6 @@ def solve(
         )
 
 
-def predicted_codes(
-    results: Sequence[cloudcore.Decomposition],
-    frame: tuple[int, int],
-    observed: np.ndarray,
-    overrides: dict[str, Any],
-) -> np.ndarray:
-    """:func:`cloudcore.classify` of one series' decompositions, one per band.
-
-    Parameters
-    ----------
-    results
-        The decomposition of each band, pixels in row-major order of ``frame``.
-    frame
-        (rows, cols).
-    observed
-        ``(pixels, dates)`` booleans.
-    overrides
-        :class:`cloudcore.MaskRule` fields to change.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(dates, rows, cols)`` uint8 codes.
-    """
-    n = observed.shape[1]
-
-    def frames(x: np.ndarray) -> np.ndarray:
-        return np.where(observed, x, np.nan).T.reshape(n, *frame)
-
-    bright = np.stack([frames(r.C + r.N) for r in results])
-    shadows: list[np.ndarray | None] = [getattr(r, "S", None) for r in results]
-    layers = [s for s in shadows if s is not None]
-    dark = np.stack([frames(s) for s in layers]) if len(layers) == len(shadows) else None
-    scales = np.array(
-        [
-            cloudcore.anomaly_scale(r.C + r.N - (s if s is not None else 0.0), observed)
-            for r, s in zip(results, shadows, strict=True)
-        ]
-    )
-    rule = cloudcore.MaskRule(**overrides)
-    return cloudcore.classify(bright, dark, scales, observed.T.reshape(n, *frame), rule)
-
-
-def _mask_support() -> str:
-    """Empty when cloudcore can classify; otherwise why mask agreement is skipped."""
-    missing = [n for n in ("classify", "anomaly_scale", "MaskRule") if not hasattr(cloudcore, n)]
-    return f"cloudcore has no {', '.join(missing)}: mask agreement skipped" if missing else ""
-
-
 def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:
     if cfg.bands is None:
         return list(range(len(series.bands)))
@@ -172,7 +116,7 @@ def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:
 
 
 def _series_rows(
-    cfg: RealCloudsConfig, name: str, series: RealSeries, bands: list[int], mask_note: str
+    cfg: RealCloudsConfig, name: str, series: RealSeries, bands: list[int]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Prediction, fidelity, mask and pair rows of one series."""
     n = series.dates.size
@@ -223,10 +167,10 @@ def _series_rows(
                     "seconds": time.perf_counter() - started,
                 }
             )
-        if cfg.mask.enabled and not mask_note:
-            codes = predicted_codes(
-                results, series.frame, series.observed.reshape(n, -1).T, cfg.mask.overrides()
-            )
+        if cfg.mask.enabled:
+            rule = cloudcore.MaskRule(**cfg.mask.overrides())
+            observed_all = series.observed.reshape(n, -1).T  # one for all bands
+            codes = cloudcore.classify_result(results, series.frame, rule, observed_all)
             masks += _mask_rows(name, entry.label, series, codes)
     for base in cfg.baselines:
         for b in bands:
@@ -335,7 +279,7 @@ def run_real_clouds(
     if cfg.crop is not None:
         data = data.crop(*cfg.crop)
     bands = _band_indices(cfg, data)
-    mask_note = _mask_support() if cfg.mask.enabled else "mask agreement disabled"
+    mask_note = "" if cfg.mask.enabled else "mask agreement disabled"
     started = time.perf_counter()
     tables: dict[str, list[dict[str, Any]]] = {"prediction": [], "fidelity": [], "mask": []}
     tables["pairs"] = []
@@ -347,7 +291,7 @@ def run_real_clouds(
         if series.dates.size < 2:
             log.warning("series %s: %d date(s), skipped", window.name, series.dates.size)
             continue
-        rows = _series_rows(cfg, window.name, series, bands, mask_note)
+        rows = _series_rows(cfg, window.name, series, bands)
         for key, part in zip(("prediction", "fidelity", "mask", "pairs"), rows, strict=True):
             tables[key] += part
     seconds = time.perf_counter() - started

@@ -20,8 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import ConfigError
-
 __all__ = [
     "BUNDLED_SERIES",
     "CLEAR",
@@ -198,20 +196,11 @@ def resolve_series(ref: str, base_dir: str | Path = ".") -> Path:
     ConfigError
         Unknown bundled name or missing file.
     """
-    if ref.startswith("bundled:"):
-        name = ref.removeprefix("bundled:")
-        if name not in BUNDLED_SERIES:
-            raise ConfigError(
-                f"data: unknown bundled series {ref!r}; use one of "
-                + ", ".join(f"bundled:{k}" for k in BUNDLED_SERIES)
-            )
-        return _DATA / BUNDLED_SERIES[name]
-    path = Path(ref).expanduser()
-    if not path.is_absolute():
-        path = Path(base_dir) / path
-    if not path.is_file():
-        raise ConfigError(f"data: file {path} not found; use `bundled:p035r032` or a path")
-    return path
+    from pipeline.lab.config import resolve_bundled
+
+    return resolve_bundled(
+        ref, base_dir, key="data", what="series", bundled=BUNDLED_SERIES, folder=_DATA
+    )
 
 
 def load_real_series(path: str | Path | None = None) -> RealSeries:

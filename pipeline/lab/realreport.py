@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from pipeline.lab.realconfig import RealCloudsConfig
+from pipeline.lab.tables import fmt, md_table
 
 __all__ = ["markdown_table", "summary_json", "write_real_report"]
 
@@ -29,15 +29,11 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
     """
 
     def cell(value: Any) -> str:
-        if isinstance(value, float):
-            return "–" if math.isnan(value) else f"{value:.{digits}f}"
-        return str(value)
+        return fmt(value, digits) if isinstance(value, float) else str(value)
 
     head = [str(frame.index.name or ""), *map(str, frame.columns)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for key, row in frame.iterrows():
-        lines.append("| " + " | ".join([str(key), *(cell(v) for v in row.tolist())]) + " |")
-    return "\n".join(lines)
+    rows = [[str(key), *(cell(v) for v in row.tolist())] for key, row in frame.iterrows()]
+    return md_table(head, rows)
 
 
 def _order(cfg: RealCloudsConfig) -> list[str]:

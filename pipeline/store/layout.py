@@ -36,6 +36,8 @@ MASK, PROVENANCE = "mask", "provenance"
 def components(method: str) -> tuple[str, ...]:
     """The solved layers a run of ``method`` writes: :data:`COMPONENTS`, plus ``shadow`` for
     the shadow model."""
+    # cloudcore.SHADOW_METHODS, spelt out: this module is read where numba is not imported
+    # (a test holds the two equal).
     return _ALL_SOLVED if method == "aatm-shadow" else COMPONENTS
 
 

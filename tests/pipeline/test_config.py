@@ -133,3 +133,8 @@ def test_mask_and_shadow_defaults_are_cloudcores() -> None:
 
     assert MaskConfig().rule() == cloudcore.MaskRule()
     assert SolverConfig().shadow_weight == SHADOW_WEIGHT
+    from pipeline.store.layout import components
+
+    assert all(
+        len(components(m)) == (4 if m in cloudcore.SHADOW_METHODS else 3) for m in cloudcore.METHODS
+    )
