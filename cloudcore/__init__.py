@@ -1,8 +1,9 @@
 """Cloud and haze removal numerics: NumPy (pixels × dates) matrices in, NumPy out.
 
 Public API: :func:`decompose` (aATM, ATM, RPCA, non-negative RPCA), :func:`complete` (the MC
-post-step), the λ rules, the matrix layout (:func:`stack_frames`), the cloud simulator
-(:mod:`cloudcore.simulate`) and :func:`recovery_error`. :mod:`cloudcore.reference` holds the
+post-step), :func:`refine` (the masked re-solve), the λ rules, the matrix layout
+(:func:`stack_frames`), the cloud simulator (:mod:`cloudcore.simulate`) and
+:func:`recovery_error`. :mod:`cloudcore.reference` holds the
 literal NumPy port of the reference solvers, the oracle of the tests. Nothing here imports
 rasterio, zarr or dask, and solving does not import scikit-image: the simulator's names
 (:func:`paper_case`, :func:`simulate_series`, …) are attributes of this package that import
@@ -22,6 +23,7 @@ from cloudcore.frames import stack_frames, unstack_frames
 from cloudcore.lam import LambdaBounds, lambda_bounds, lambda_default, lambda_star
 from cloudcore.masks import MaskRule, anomaly_scale, classify, classify_result
 from cloudcore.metrics import recovery_error
+from cloudcore.refine import RefineRule, refine
 from cloudcore.result import ConvergenceWarning, Decomposition
 from cloudcore.solvers import METHODS, SHADOW_METHODS, decompose
 
@@ -49,6 +51,7 @@ __all__ = [
     "Decomposition",
     "LambdaBounds",
     "MaskRule",
+    "RefineRule",
     "SimulatedSeries",
     "__version__",
     "anomaly_scale",
@@ -67,6 +70,7 @@ __all__ = [
     "perlin_noise",
     "recovery_error",
     "reference_clouds",
+    "refine",
     "simulate",
     "simulate_series",
     "stack_frames",

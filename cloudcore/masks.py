@@ -60,9 +60,9 @@ class MaskRule:
     configs/real-clouds.yaml``).
     """
 
-    cloud: float = 10.0
+    cloud: float = 6.0
     haze: float = 4.0
-    shadow: float = 10.0
+    shadow: float = 3.0
     radius: int = 1
 
 

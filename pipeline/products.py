@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.store.durable import atomic_write, gdal_storage_error, storage_error
+from pipeline.store.layout import MASK
 
 __all__ = ["write_cogs", "write_diagnostics", "write_mask_cogs", "write_quicklooks"]
 
@@ -119,7 +121,7 @@ def write_mask_cogs(cube: Path, dsts: Sequence[Path], *, grid: Any, block: int) 
     """
     import zarr
 
-    src = zarr.open_array(store=str(cube), path="mask", mode="r")
+    src = zarr.open_array(store=str(cube), path=MASK, mode="r")
     profile = _profile(grid, "uint8", 255)
 
     def read(rows: slice, cols: slice) -> np.ndarray:
@@ -258,11 +260,13 @@ def write_quicklooks(
     bands: Sequence[int],
     size: int = 1024,
 ) -> list[str]:
-    """Write one PNG per date with the observed (left) and the clear (right) image.
+    """Write one PNG per date: the observed image, its mask over it, and the clear image.
 
     ``dsts`` are the destinations in the cube's time order; ``bands`` are one (grey) or three
-    (RGB) band indices. Both halves of a date share one 2–98 % stretch taken from its clear
-    image, so haze and cloud show as brightening.
+    (RGB) band indices. The panels of a date share one 2–98 % stretch taken from its clear
+    image, so haze and cloud show as brightening. The middle panel tints the observed image
+    where the cube's ``mask`` layer says haze (yellow), cloud (red) or shadow (blue): see
+    :data:`MASK_COLOURS`.
 
     Each store is read once for all dates, every ``step``-th pixel (step = longest side /
     ``size``): their chunks hold all dates, so reading date by date would decompress the scene's
@@ -277,31 +281,44 @@ def write_quicklooks(
 
     before = zarr.open_array(store=str(input_store), path="observed", mode="r")
     after = zarr.open_array(store=str(cube), path="clear", mode="r")
+    codes = zarr.open_array(store=str(cube), path=MASK, mode="r")
     height, width = after.shape[-2:]
     step = max(1, -(-max(height, width) // size))
     every = slice(None, None, step)
     # Strided reads keep memory at the quicklooks' size even for 10k-pixel scenes.
     lefts = np.stack([np.asarray(before[:, b, every, every]) for b in bands], axis=-1)
     rights = np.stack([np.asarray(after[:, b, every, every]) for b in bands], axis=-1)
+    masks = np.asarray(codes[:, every, every])
     return [
-        _save_quicklook(left, right, dst)
-        for left, right, dst in zip(lefts, rights, dsts, strict=True)
+        _save_quicklook(left, right, mask, dst)
+        for left, right, mask, dst in zip(lefts, rights, masks, dsts, strict=True)
     ]
 
 
-def _save_quicklook(left: np.ndarray, right: np.ndarray, dst: Path) -> str:
-    """Observed | clear side by side, stretched together and labelled, written atomically as PNG."""
+#: Quicklook tints of the mask codes (RGB in [0, 1]), blended half and half with the image.
+MASK_COLOURS = {HAZE: (1.0, 1.0, 0.0), CLOUD: (1.0, 0.0, 0.0), SHADOW: (0.0, 0.3, 1.0)}
+
+
+def _save_quicklook(left: np.ndarray, right: np.ndarray, mask: np.ndarray, dst: Path) -> str:
+    """Observed | mask over observed | clear, stretched together and labelled, written
+    atomically as PNG."""
     finite = right[np.isfinite(right)]
     lo, hi = np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)
     scale = max(hi - lo, 1e-6)
-    gap = np.ones((left.shape[0], max(left.shape[1] // 50, 2), left.shape[2]))
-    image = np.concatenate([left, gap * hi, right], axis=1)
-    image = np.nan_to_num(np.clip((image - lo) / scale, 0, 1), nan=0.0)
-    if image.shape[-1] == 1:
-        image = np.repeat(image, 3, axis=-1)
-    labelled = _labelled(
-        image, [f"observed {dst.stem}", "cloud-free"], left.shape[1] + gap.shape[1]
-    )
+
+    def stretched(x: np.ndarray) -> np.ndarray:
+        rgb = np.nan_to_num(np.clip((x - lo) / scale, 0, 1), nan=0.0)
+        return np.repeat(rgb, 3, axis=-1) if rgb.shape[-1] == 1 else rgb
+
+    observed = stretched(left)
+    tinted = observed.copy()
+    for code, colour in MASK_COLOURS.items():
+        where = mask == code
+        tinted[where] = 0.5 * tinted[where] + 0.5 * np.asarray(colour)
+    gap = np.ones((left.shape[0], max(left.shape[1] // 50, 2), 3))
+    image = np.concatenate([observed, gap, tinted, gap, stretched(right)], axis=1)
+    step = left.shape[1] + gap.shape[1]
+    labelled = _labelled(image, [f"observed {dst.stem}", "mask", "cloud-free"], [0, step, 2 * step])
     dst.parent.mkdir(parents=True, exist_ok=True)
     partial = dst.with_name(f".{dst.stem}.{uuid.uuid4().hex[:8]}.png")
     try:
@@ -316,8 +333,9 @@ def _save_quicklook(left: np.ndarray, right: np.ndarray, dst: Path) -> str:
     return str(dst)
 
 
-def _labelled(image: np.ndarray, labels: Sequence[str], right_start: int) -> Any:
-    """The RGB image in [0, 1] under a black title bar naming its left and right halves."""
+def _labelled(image: np.ndarray, labels: Sequence[str], starts: Sequence[int]) -> Any:
+    """The RGB image in [0, 1] under a black title bar naming its panels (which start at the
+    columns ``starts``)."""
     from PIL import Image, ImageDraw, ImageFont
 
     height, width = image.shape[:2]
@@ -330,6 +348,6 @@ def _labelled(image: np.ndarray, labels: Sequence[str], right_start: int) -> Any
         font: Any = ImageFont.load_default(size=size)
     except (ImportError, OSError):  # a Pillow built without FreeType has only the bitmap font
         font = ImageFont.load_default()
-    for x, text in zip((0, right_start), labels, strict=True):
+    for x, text in zip(starts, labels, strict=True):
         draw.text((x + size // 2, size // 4), text, fill=(255, 255, 255), font=font)
     return canvas

@@ -339,7 +339,7 @@ def _mask(
 
     config, tiles = plan.config, plan.tiles
     scales = band_scales(records, plan.bands)
-    layers = components(config.solver.method)
+    layers = components(config.solver.method, config.solver.refines)
     jobs = [
         Task(job.tile_id, mask_tile, (job,))
         for job in (
@@ -457,7 +457,7 @@ def _open_cube(plan: RunPlan) -> Path:
         plan.grid,
         times=[a.time for a in acqs],
         bands=plan.bands,
-        variables=components(plan.config.solver.method),
+        variables=components(plan.config.solver.method, plan.config.solver.refines),
         codes=(PROVENANCE,),
         date_codes=(MASK,),
         tile_size=tiles.tile_size,

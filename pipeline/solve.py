@@ -138,13 +138,13 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         "col": job.tile.col,
         "d": d,
         "n": n,
-        "method": job.solver.method,
+        "method": job.solver.method + ("+refine" if job.solver.refines else ""),
         "lam": lam,
         "dates_left_out": left_out,
     }
     started = time.perf_counter()
     frames = (n, halo.height, halo.width)
-    count = len(components(job.solver.method))
+    count = len(components(job.solver.method, job.solver.refines))
     if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
         layers = [np.full(frames, np.nan, np.float32) for _ in range(count)]
         record.update(iterations=0, converged=True, residual=0.0, anomaly_scale=0.0)
@@ -165,6 +165,16 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
                 threads=job.threads,
                 shadow_weight=job.solver.shadow_weight,
             )
+            if job.solver.refines:
+                result = cloudcore.refine(
+                    D,
+                    result,
+                    (halo.height, halo.width),
+                    mask=mask,
+                    tol=job.solver.tol,
+                    max_iter=job.solver.max_iter,
+                    threads=job.threads,
+                )
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
     # ``ground`` is L clipped to [0, 1], always safe for the user (docs/CONVENTIONS.md §2). The
@@ -183,6 +193,8 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
             full = np.full(frames, np.nan, np.float32)
             full[kept] = x.T.reshape((kept.size, halo.height, halo.width))
             layers.append(full)
+    if job.solver.refines:
+        record["refine_lam"] = float(result.lam)
     record.update(
         iterations=int(result.iterations),
         converged=bool(result.converged),

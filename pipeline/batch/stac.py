@@ -24,6 +24,7 @@ from pystac.extensions.projection import ProjectionExtension
 from rasterio.warp import transform as transform_points
 
 from pipeline.batch.manifest import MANIFEST_NAME
+from pipeline.config.run import SolverConfig
 from pipeline.geom import densify
 from pipeline.store.durable import publish_dir
 from pipeline.store.layout import Layout
@@ -106,6 +107,7 @@ def _properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "cloudremoval:config_hash": manifest["config_hash"],
         "cloudremoval:solver": solver["method"],
         "cloudremoval:lambda_rule": _lam_rule(solver["lam"]),
+        "cloudremoval:refined": SolverConfig.model_validate(solver).refines,
         "cloudremoval:dates": len(manifest["dates"]),
         "cloudremoval:products": [pid for pid, _ in manifest["products"]],
     }
@@ -207,8 +209,8 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
         ``end_datetime``: the first and last acquisition; assets: each COG (role ``data``), the
         cube (``data``), quicklooks (``overview``), diagnostics and the manifest
         (``metadata``); ``cloudremoval:*`` properties: code version, configuration hash,
-        solver, λ rule, products; the projection extension from the grid CRS; per COG a
-        ``bands`` entry: the band's name, the raster extension's fields read from the band's
+        solver, λ rule, refinement, products; the projection extension from the grid CRS; per
+        COG a ``bands`` entry: the band's name, the raster extension's fields read from the band's
         files and, for GF-4 bands, the EO extension's spectral range. Asset hrefs are absolute
         here; :func:`publish_catalog` makes them relative.
 

@@ -34,7 +34,13 @@ import pandas as pd
 import cloudcore
 from pipeline.lab.realconfig import RealCloudsConfig, SolverEntry
 from pipeline.lab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
-from pipeline.lab.realpaste import BASELINES, choose_pairs, cloudy_fraction, paste_clouds
+from pipeline.lab.realpaste import (
+    BASELINES,
+    choose_pairs,
+    cloudy_fraction,
+    paste_clouds,
+    without_source,
+)
 from pipeline.lab.realreport import summary_json, write_real_report
 from pipeline.lab.realscores import agreement_per_date, relative_error
 from pipeline.solve import resolve_lambda
@@ -42,6 +48,8 @@ from pipeline.solve import resolve_lambda
 __all__ = [
     "MASK_CLASSES",
     "RealCloudsResult",
+    "config_pairs",
+    "keep_clear",
     "run_real_clouds",
     "solve",
 ]
@@ -69,9 +77,14 @@ class RealCloudsResult:
 
 
 def solve(
-    D: np.ndarray, observed: np.ndarray, entry: SolverEntry, cfg: RealCloudsConfig
+    D: np.ndarray,
+    observed: np.ndarray,
+    entry: SolverEntry,
+    cfg: RealCloudsConfig,
+    frame: tuple[int, int],
 ) -> cloudcore.Decomposition:
-    """One :func:`cloudcore.decompose` of a series matrix with the entry's method and λ rule.
+    """One :func:`cloudcore.decompose` of a series matrix with the entry's method and λ rule,
+    then :func:`cloudcore.refine` if the entry says so.
 
     Parameters
     ----------
@@ -80,9 +93,11 @@ def solve(
     observed
         Boolean mask of the observed entries.
     entry
-        Method and λ rule (``star``: λ̂*(d, n), ``auto``: 1/√d, or the number).
+        Method, λ rule (``star``: λ̂*(d, n), ``auto``: 1/√d, or the number) and refinement.
     cfg
         The experiment (its ``solver`` settings).
+    frame
+        (rows, cols) of one image (the refinement cleans its flags per image).
 
     Returns
     -------
@@ -90,18 +105,44 @@ def solve(
     """
     lam = resolve_lambda(entry.lam, *D.shape)
     data = np.where(observed, D, 0.0).astype(cfg.solver.dtype)
+    tol, max_iter = cfg.solver.tol, cfg.solver.max_iter
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)  # recorded in the rows
-        return cloudcore.decompose(
+        result = cloudcore.decompose(
             data,
             entry.method,
             lam=lam,
             beta=cfg.solver.beta,
-            tol=cfg.solver.tol,
-            max_iter=cfg.solver.max_iter,
+            tol=tol,
+            max_iter=max_iter,
             mask=observed,
             threads=1,
         )
+        if entry.refine:
+            result = cloudcore.refine(
+                data, result, frame, mask=observed, tol=tol, max_iter=max_iter, threads=1
+            )
+    return result
+
+
+def keep_clear(ground: np.ndarray, D: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``output.keep_clear`` of the pipeline: the observation where the mask says clear.
+
+    Parameters
+    ----------
+    ground
+        ``(pixels, dates)`` estimate.
+    D
+        ``(pixels, dates)`` observations (NaN where not observed).
+    codes
+        ``(dates, rows, cols)`` mask codes of :func:`cloudcore.classify`.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    clear = codes.reshape(codes.shape[0], -1).T == cloudcore.masks.CLEAR
+    return np.where(clear & np.isfinite(D), D, ground)
 
 
 def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:
@@ -115,14 +156,10 @@ def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:
     return [series.bands.index(b) for b in cfg.bands]
 
 
-def _series_rows(
-    cfg: RealCloudsConfig, name: str, series: RealSeries, bands: list[int]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Prediction, fidelity, mask and pair rows of one series."""
-    n = series.dates.size
-    days = series.dates.astype(np.int64)
-    reference = series.reference.reshape(n, -1).T
-    pairs = choose_pairs(
+def config_pairs(cfg: RealCloudsConfig, reference: np.ndarray) -> list[tuple[int, int]]:
+    """The (target, source) date pairs of one series by the config's ``pairs`` settings and
+    seed (:func:`~pipeline.lab.realpaste.choose_pairs`); ``reference`` is (pixels, dates)."""
+    return choose_pairs(
         reference,
         clear_max=cfg.pairs.clear_max,
         min_observed=cfg.pairs.min_observed,
@@ -131,6 +168,16 @@ def _series_rows(
         count=cfg.pairs.per_series,
         seed=cfg.seed,
     )
+
+
+def _series_rows(
+    cfg: RealCloudsConfig, name: str, series: RealSeries, bands: list[int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Prediction, fidelity, mask and pair rows of one series."""
+    n = series.dates.size
+    days = series.dates.astype(np.int64)
+    reference = series.reference.reshape(n, -1).T
+    pairs = config_pairs(cfg, reference)
     cloudy, _ = cloudy_fraction(reference)
     log.info("series %s: %d dates, %d pairs", name, n, len(pairs))
     pair_rows = [
@@ -148,12 +195,13 @@ def _series_rows(
     fid: list[dict[str, Any]] = []
     masks: list[dict[str, Any]] = []
     clear = reference == 0
+    rule = cloudcore.MaskRule(**cfg.mask.overrides())
     for entry in cfg.solvers:
         results = []
         for b in bands:
             D, observed = series.matrix(b)
             started = time.perf_counter()
-            res = solve(D, observed, entry, cfg)
+            res = solve(D, observed, entry, cfg, series.frame)
             results.append(res)
             fid.append(
                 {
@@ -168,10 +216,13 @@ def _series_rows(
                 }
             )
         if cfg.mask.enabled:
-            rule = cloudcore.MaskRule(**cfg.mask.overrides())
             observed_all = series.observed.reshape(n, -1).T  # one for all bands
             codes = cloudcore.classify_result(results, series.frame, rule, observed_all)
             masks += _mask_rows(name, entry.label, series, codes)
+            for row, b, res in zip(fid[-len(bands) :], bands, results, strict=True):
+                D, observed = series.matrix(b)
+                kept = keep_clear(res.ground, D, codes)
+                row["r_clear_keep"] = relative_error(kept, D, clear & observed)
     for base in cfg.baselines:
         for b in bands:
             D, observed = series.matrix(b)
@@ -185,44 +236,87 @@ def _series_rows(
                 }
             )
     for t, s in pairs:
-        for b in bands:
-            D, _ = series.matrix(b)
-            pasted = paste_clouds(D, reference, t, s)
-            common = {
-                "series": name,
-                "band": series.bands[b],
-                "target": str(series.dates[t]),
-                "source": str(series.dates[s]),
-                "dates": n,
-                "pixels": int(pasted.scored.sum()),
-                "cloud_pixels": int((pasted.scored & (reference[:, s] == CLOUD)).sum()),
-                "shadow_pixels": int((pasted.scored & (reference[:, s] == SHADOW)).sum()),
-            }
-            for entry in cfg.solvers:
-                started = time.perf_counter()
-                res = solve(pasted.D, pasted.observed, entry, cfg)
-                row = _scored(common, entry.label, res.ground[:, t], pasted, reference[:, s])
-                row.update(
-                    lam=res.lam,
-                    iterations=res.iterations,
-                    converged=res.converged,
-                    seconds=time.perf_counter() - started,
-                )
-                pred.append(row)
-            for base in cfg.baselines:
-                est = BASELINES[base](pasted.D, pasted.reference, days)[:, t]
-                pred.append(_scored(common, base, est, pasted, reference[:, s]))
+        for protocol in cfg.pairs.protocols:
+            pred += _pair_rows(cfg, name, series, bands, (t, s), protocol, rule)
     return pred, fid, masks, pair_rows
+
+
+def _pair_rows(
+    cfg: RealCloudsConfig,
+    name: str,
+    series: RealSeries,
+    bands: list[int],
+    pair: tuple[int, int],
+    protocol: str,
+    rule: cloudcore.MaskRule,
+) -> list[dict[str, Any]]:
+    """Prediction rows of one (target, source) pair under one protocol: every solver (and, with
+    the mask on, every solver with ``keep_clear``), then every baseline, per band."""
+    t, s = pair
+    n = series.dates.size
+    reference = series.reference.reshape(n, -1).T
+    source_ref = reference[:, s]
+    pasted = []
+    for b in bands:
+        one = paste_clouds(series.matrix(b)[0], reference, t, s)
+        keep = np.arange(n)
+        if protocol == "drop-source":
+            one, keep = without_source(one)
+        pasted.append(one)
+    days = series.dates.astype(np.int64)[keep]
+    frame = series.frame
+    common = [
+        {
+            "series": name,
+            "protocol": protocol,
+            "band": series.bands[b],
+            "target": str(series.dates[t]),
+            "source": str(series.dates[s]),
+            "dates": int(keep.size),
+            "pixels": int(p.scored.sum()),
+            "cloud_pixels": int((p.scored & (source_ref == CLOUD)).sum()),
+            "shadow_pixels": int((p.scored & (source_ref == SHADOW)).sum()),
+        }
+        for b, p in zip(bands, pasted, strict=True)
+    ]
+    target = pasted[0].target
+    rows: list[dict[str, Any]] = []
+    for entry in cfg.solvers:
+        results, seconds = [], []
+        for p in pasted:
+            started = time.perf_counter()
+            results.append(solve(p.D, p.observed, entry, cfg, frame))
+            seconds.append(time.perf_counter() - started)
+        codes = (
+            cloudcore.classify_result(results, frame, rule, pasted[0].observed)
+            if cfg.mask.enabled
+            else None
+        )
+        for c, p, res, sec in zip(common, pasted, results, seconds, strict=True):
+            row = _scored(c, entry.label, res.ground[:, target], p, source_ref)
+            row.update(lam=res.lam, iterations=res.iterations, converged=res.converged, seconds=sec)
+            rows.append(row)
+            if codes is not None:
+                kept = keep_clear(res.ground, p.D, codes)[:, target]
+                rows.append(_scored(c, entry.label + " keep-clear", kept, p, source_ref))
+    for base in cfg.baselines:
+        for c, p in zip(common, pasted, strict=True):
+            est = BASELINES[base](p.D, p.reference, days)[:, target]
+            rows.append(_scored(c, base, est, p, source_ref))
+    return rows
 
 
 def _scored(
     common: dict[str, Any], label: str, estimate: np.ndarray, pasted: Any, source_ref: np.ndarray
 ) -> dict[str, Any]:
-    """A prediction row: r on the pasted pixels, on their cloud part and their shadow part."""
+    """A prediction row: r on the pasted pixels, on their cloud part and their shadow part, and
+    the bias: mean estimate / mean truth − 1 on the pasted pixels."""
+    scored = pasted.scored
     return {
         **common,
         "estimator": label,
-        "r": relative_error(estimate, pasted.truth, pasted.scored),
+        "r": relative_error(estimate, pasted.truth, scored),
+        "bias": float(np.nanmean(estimate[scored]) / np.mean(pasted.truth[scored]) - 1.0),
         "r_cloud": relative_error(estimate, pasted.truth, pasted.scored & (source_ref == CLOUD)),
         "r_shadow": relative_error(estimate, pasted.truth, pasted.scored & (source_ref == SHADOW)),
     }

@@ -48,10 +48,12 @@ class SeriesWindow(ConfigSection):
 
 class SolverEntry(ConfigSection):
     """A method of :func:`cloudcore.decompose` and its λ rule (as the pipeline's ``solver.lam``:
-    ``star`` λ̂*, ``auto`` 1/√d, or a number; d is the pixels of the series' D)."""
+    ``star`` λ̂*, ``auto`` 1/√d, or a number; d is the pixels of the series' D), and whether its
+    decomposition is refined (:func:`cloudcore.refine`, as the pipeline's ``solver.refine``)."""
 
     method: str
     lam: Literal["star", "auto"] | float = "star"
+    refine: bool = False
 
     @field_validator("method")
     @classmethod
@@ -73,8 +75,9 @@ class SolverEntry(ConfigSection):
 
     @property
     def label(self) -> str:
-        """``method/lam``, e.g. ``aatm/star``: the name in the tables."""
-        return f"{self.method}/{self.lam}"
+        """``method/lam``, e.g. ``aatm/star``, with ``+refine`` when refined: the name in the
+        tables."""
+        return f"{self.method}/{self.lam}" + ("+refine" if self.refine else "")
 
 
 class PairSettings(ConfigSection):
@@ -85,6 +88,18 @@ class PairSettings(ConfigSection):
     cloudy_min: float = Field(default=0.05, ge=0, le=1)
     cloudy_max: float = Field(default=0.7, ge=0, le=1)
     per_series: int = Field(default=3, ge=1)
+    #: How the source date is treated: ``drop-source`` leaves it out of the pasted series (its
+    #: clouds then occur once, as real clouds do), ``keep-source`` keeps it (the same cloud at
+    #: the same pixels on two dates). Each protocol is scored (docs/REAL-CLOUDS.md).
+    protocols: tuple[Literal["drop-source", "keep-source"], ...] = ("drop-source", "keep-source")
+
+    @field_validator("protocols")
+    @classmethod
+    def _some_protocol(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """At least one, none twice."""
+        if not value or len(set(value)) != len(value):
+            raise ValueError("expected 'drop-source', 'keep-source' or both, once each")
+        return value
 
 
 class MaskSettings(ConfigSection):
@@ -133,6 +148,7 @@ class RealCloudsConfig(ConfigSection):
         SolverEntry(method="rpca", lam="star"),
         SolverEntry(method="rpca", lam="auto"),
         SolverEntry(method="nnrpca", lam="auto"),
+        SolverEntry(method="rpca", lam="auto", refine=True),
     )
     baselines: tuple[Baseline, ...] = ("temporal-median", "nearest-clear", "clear-median")
     pairs: PairSettings = PairSettings()
@@ -159,7 +175,7 @@ class RealCloudsConfig(ConfigSection):
         if len(set(names)) != len(names):
             raise ValueError("`series`: names must be distinct")
         if len(set(labels)) != len(labels):
-            raise ValueError("`solvers`: the same method and λ twice")
+            raise ValueError("`solvers`: the same method, λ and refine twice")
         return self
 
     @property

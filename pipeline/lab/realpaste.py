@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,6 +25,7 @@ __all__ = [
     "nearest_clear",
     "paste_clouds",
     "temporal_median",
+    "without_source",
 ]
 
 
@@ -94,6 +95,39 @@ def paste_clouds(D: np.ndarray, reference: np.ndarray, target: int, source: int)
         pasted=pasted,
         scored=scored,
         truth=D[:, target].copy(),
+    )
+
+
+def without_source(pasted: Pasted) -> tuple[Pasted, np.ndarray]:
+    """The pasted series with its source date left out (the ``drop-source`` protocol).
+
+    Pasting copies the source's clouds onto the target, so with the source kept the same cloud
+    sits on the same pixels on two dates: a repeated pattern that a low-rank model may take
+    for ground, and that real clouds, which move, do not make.
+
+    Parameters
+    ----------
+    pasted
+        A series from :func:`paste_clouds`.
+
+    Returns
+    -------
+    tuple
+        The series without the source's column (``target`` renumbered, ``source`` -1), and the
+        indices of the dates kept.
+    """
+    keep = np.flatnonzero(np.arange(pasted.D.shape[1]) != pasted.source)
+    target = pasted.target - int(pasted.source < pasted.target)
+    return (
+        replace(
+            pasted,
+            D=pasted.D[:, keep],
+            observed=pasted.observed[:, keep],
+            reference=pasted.reference[:, keep],
+            target=target,
+            source=-1,
+        ),
+        keep,
     )
 
 

@@ -36,58 +36,77 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
     return md_table(head, rows)
 
 
-def _order(cfg: RealCloudsConfig) -> list[str]:
-    """Estimators in the config's order: solvers, then baselines."""
-    return [s.label for s in cfg.solvers] + list(cfg.baselines)
+def _order(cfg: RealCloudsConfig, keep_clear: bool = False) -> list[str]:
+    """Estimators in the config's order: solvers (each followed by its ``keep-clear`` variant
+    if asked), then baselines."""
+    solvers = [s.label for s in cfg.solvers]
+    if keep_clear:
+        solvers = [label for s in solvers for label in (s, s + " keep-clear")]
+    return solvers + list(cfg.baselines)
+
+
+#: The keys of one prediction case.
+_CASE = ["series", "band", "target", "source"]
 
 
 def _prediction_tables(pred: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
-    order = [e for e in _order(cfg) if e in set(pred["estimator"])]
-    overall = pred.groupby("estimator")[["r", "r_cloud", "r_shadow"]].mean()
-    per_band = pred.pivot_table(index="estimator", columns="band", values="r", aggfunc="mean")
-    overall = overall.join(per_band.add_prefix("r "))
-    median = pred[pred["estimator"] == "temporal-median"].set_index(
-        ["series", "band", "target", "source"]
-    )["r"]
-    if len(median):
-        keyed = pred.set_index(["series", "band", "target", "source"])
-        better = (keyed["r"] < median.reindex(keyed.index)).groupby(keyed["estimator"]).mean()
-        overall["beats median"] = better
-    overall = overall.reindex(order)
-    overall.index.name = "estimator"
-    cells = pred.pivot_table(
-        index="estimator", columns=["series", "band"], values="r", aggfunc="mean"
-    ).reindex(order)
-    cells.columns = [f"{s} {b}" for s, b in cells.columns]
-    cells.index.name = "estimator"
-    return [
+    order = [e for e in _order(cfg, keep_clear=True) if e in set(pred["estimator"])]
+    lines = [
         "## Prediction under real clouds",
         "",
         "r = ‖out − truth‖_F / ‖truth‖_F of the target date on the pasted pixels, mean over "
-        f"{len(pred.drop_duplicates(['series', 'band', 'target', 'source']))} (pair, band) "
-        "cases; `r_cloud`, `r_shadow`: on the pasted cloud / shadow pixels alone; `beats "
-        "median`: share of cases with r below the temporal median's.",
-        "",
-        markdown_table(overall),
-        "",
-        "Per series and band (mean r over the series' pairs):",
-        "",
-        markdown_table(cells),
+        f"{len(pred.drop_duplicates(_CASE))} (pair, band) cases; `r_cloud`, `r_shadow`: on the "
+        "pasted cloud / shadow pixels alone; `bias`: mean estimate / mean truth − 1 on the pasted "
+        "pixels; `beats median`, `beats nearest`: share of cases "
+        "with r below the temporal median's / the nearest clear date's. `keep-clear`: the "
+        "estimate with the observation kept where the estimator's own mask says clear.",
         "",
     ]
+    for protocol, part in pred.groupby("protocol", sort=False):
+        overall = part.groupby("estimator")[["r", "r_cloud", "r_shadow", "bias"]].mean()
+        per_band = part.pivot_table(index="estimator", columns="band", values="r", aggfunc="mean")
+        overall = overall.join(per_band.add_prefix("r "))
+        keyed = part.set_index(_CASE)
+        beats = {"temporal-median": "beats median", "nearest-clear": "beats nearest"}
+        for base, column in beats.items():
+            ref = keyed[keyed["estimator"] == base]["r"]
+            if len(ref):
+                better = keyed["r"] < ref.reindex(keyed.index)
+                overall[column] = better.groupby(keyed["estimator"]).mean()
+        overall = overall.reindex(order)
+        overall.index.name = "estimator"
+        cells = part.pivot_table(
+            index="estimator", columns=["series", "band"], values="r", aggfunc="mean"
+        ).reindex(order)
+        cells.columns = [f"{s} {b}" for s, b in cells.columns]
+        cells.index.name = "estimator"
+        lines += [
+            f"### Protocol `{protocol}`",
+            "",
+            markdown_table(overall),
+            "",
+            "Per series and band (mean r over the series' pairs):",
+            "",
+            markdown_table(cells),
+            "",
+        ]
+    return lines
 
 
 def _fidelity_table(fid: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
     order = [e for e in _order(cfg) if e in set(fid["estimator"])]
     table = fid.pivot_table(index="estimator", columns="band", values="r_clear", aggfunc="mean")
     table["mean"] = fid.groupby("estimator")["r_clear"].mean()
+    if "r_clear_keep" in fid:
+        table["mean, keep-clear"] = fid.groupby("estimator")["r_clear_keep"].mean()
     table = table.reindex(order)
     table.index.name = "estimator"
     return [
         "## Fidelity on reference-clear entries",
         "",
         "r between each estimate of the unmodified series and the observation, on the entries "
-        "the reference calls clear (all dates), mean over series. `nearest-clear` returns a "
+        "the reference calls clear (all dates), mean over series; `keep-clear`: with the "
+        "observation kept where the solver's own mask says clear. `nearest-clear` returns a "
         "clear entry itself (0 by construction).",
         "",
         markdown_table(table),
@@ -156,7 +175,10 @@ def summary_json(
     }
     out["pairs"] = frames["pairs"].to_dict(orient="records")
     if len(pred):
-        out["prediction_r_mean"] = pred.groupby("estimator")["r"].mean().to_dict()
+        means = pred.groupby(["protocol", "estimator"])["r"].mean()
+        out["prediction_r_mean"] = {
+            protocol: means[protocol].to_dict() for protocol in dict.fromkeys(pred["protocol"])
+        }
     if len(fid):
         out["fidelity_r_mean"] = fid.groupby("estimator")["r_clear"].mean().to_dict()
     if len(masks):

@@ -25,7 +25,8 @@ from pathlib import Path
 __all__ = ["COMPONENTS", "MASK", "PROVENANCE", "Layout", "components", "solved_layers"]
 
 #: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
-#: cloud, haze, and with the shadow model (``solver.method: aatm-shadow``) shadow.
+#: cloud, haze, and with the shadow model (``solver.method: aatm-shadow``) or the refinement
+#: (``solver.refine``) shadow.
 COMPONENTS = ("clear", "cloud", "haze")
 _ALL_SOLVED = (*COMPONENTS, "shadow")
 #: The per-acquisition mask (time, y, x) uint8 and the per-band provenance (time, band, y, x)
@@ -33,12 +34,13 @@ _ALL_SOLVED = (*COMPONENTS, "shadow")
 MASK, PROVENANCE = "mask", "provenance"
 
 
-def components(method: str) -> tuple[str, ...]:
+def components(method: str, refine: bool = False) -> tuple[str, ...]:
     """The solved layers a run of ``method`` writes: :data:`COMPONENTS`, plus ``shadow`` for
-    the shadow model."""
+    the shadow model and for a refined solve (:func:`cloudcore.refine` splits its residual into
+    cloud above the ground and shadow below it)."""
     # cloudcore.SHADOW_METHODS, spelt out: this module is read where numba is not imported
     # (a test holds the two equal).
-    return _ALL_SOLVED if method == "aatm-shadow" else COMPONENTS
+    return _ALL_SOLVED if refine or method == "aatm-shadow" else COMPONENTS
 
 
 def solved_layers(count: int) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import rasterio
 import yaml
+import zarr
 from PIL import Image
 
 from pipeline.cli import main
@@ -134,4 +135,16 @@ def test_products_of_a_run_are_labelled_quicklooks(
     # A black title bar above the two halves, with the white label text in it.
     bar = image[:12]
     assert (bar == 0).mean() > 0.5 and bar.max() == 255
-    assert image.shape[0] > image.shape[1] // 2  # the bar sits above two side-by-side halves
+    # Three panels side by side: observed, the mask over it, cloud-free.
+    codes = zarr.open_array(store=str(tmp_path / "out" / "cube.zarr"), path="mask", mode="r")
+    mask = np.asarray(codes[0])
+    height, width = mask.shape
+    assert image.shape[1] == 3 * width + 2 * max(width // 50, 2)
+    top = image.shape[0] - height  # the title bar's height
+    left = image[top:, :width].astype(int)
+    middle = image[top:, width + max(width // 50, 2) :][:, :width].astype(int)
+    cloud, clear = mask == 2, mask == 0
+    assert cloud.any() and clear.any()
+    # cloud is tinted red; clear pixels are the observed image as it is
+    assert (middle[cloud, 0] - middle[cloud, 1]).mean() > 60
+    np.testing.assert_array_equal(middle[clear], left[clear])

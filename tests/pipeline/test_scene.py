@@ -63,7 +63,8 @@ def _config(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
         "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths]},
         "output": {"path": str(out), "quicklooks": False},
         "tiling": {"tile_size": TILE, "overlap": 8},
-        "solver": {"scope": "scene"},
+        # aATM with λ̂* (the paper's solver), compared below with decompose of the whole band
+        "solver": {"scope": "scene", "method": "aatm", "lam": "star"},
         "cluster": {"dashboard": False, "n_workers": 2, "threads_per_worker": 1, **cluster},
     }
 
@@ -91,6 +92,10 @@ def test_scope_is_tile_by_default_and_checked(tmp_path: Path) -> None:
     assert "solver.scope" in message and "'tile' or 'scene'" in message
     with pytest.raises(ConfigError, match="scope 'scene' solves aatm, rpca or nnrpca, not atm"):
         parse({**base, "solver": {"scope": "scene", "method": "atm"}}, Config)
+    with pytest.raises(ConfigError, match=r"solver\.refine is done per tile"):
+        parse({**base, "solver": {"scope": "scene", "refine": True}}, Config)
+    scene = parse({**base, "solver": {"scope": "scene"}}, Config).solver
+    assert scene.refine is None and not scene.refines  # left out: off in scene scope
 
 
 def test_partition_is_contiguous_and_balanced() -> None:

@@ -88,8 +88,9 @@ def test_one_item_per_series_with_assets(published: tuple[Path, BatchSummary]) -
         assert item.datetime is None
         assert props["cloudremoval:config_hash"] == manifest["config_hash"]
         assert props["cloudremoval:code_version"] == manifest["code_version"]
-        assert props["cloudremoval:solver"] == "aatm"
+        assert props["cloudremoval:solver"] == "rpca"  # the default method, λ̂* set above
         assert props["cloudremoval:lambda_rule"] == "fitted lambda* per tile"
+        assert props["cloudremoval:refined"] is True
         assert props["cloudremoval:products"] == [pid for pid, _ in manifest["products"]]
 
 

@@ -36,6 +36,7 @@ from pipeline.lab.realpaste import (
     nearest_clear,
     paste_clouds,
     temporal_median,
+    without_source,
 )
 from pipeline.lab.realscores import Agreement, agreement, agreement_per_date, relative_error
 
@@ -138,6 +139,20 @@ def test_paste_copies_cloud_and_shadow_pixels_only() -> None:
         paste_clouds(D, ref, 1, 1)
 
 
+def test_without_source_leaves_the_source_date_out() -> None:
+    D, ref = _tiny()
+    for target, source, new_target in ((2, 0, 1), (0, 2, 0)):
+        p = paste_clouds(D, ref, target, source)
+        q, keep = without_source(p)
+        assert keep.tolist() == [d for d in range(3) if d != source]
+        assert q.target == new_target and q.source == -1
+        assert np.array_equal(q.D, p.D[:, keep], equal_nan=True)
+        assert np.array_equal(q.D[:, q.target], p.D[:, target], equal_nan=True)
+        assert np.array_equal(q.reference, p.reference[:, keep])
+        assert np.array_equal(q.scored, p.scored)
+        assert np.array_equal(q.truth, p.truth, equal_nan=True)
+
+
 def test_cloudy_fraction_and_pairs() -> None:
     ref = np.zeros((10, 5), dtype=np.uint8)
     ref[:3, 1] = CLOUD  # 30 % cloudy
@@ -220,7 +235,11 @@ SMALL: dict[str, Any] = {
     "series": [{"name": "2011", "start": "2011-05-01", "end": "2011-10-31"}],
     "crop": [20, 20, 16, 16],
     "bands": ["red", "nir"],
-    "solvers": [{"method": "aatm", "lam": "star"}, {"method": "rpca", "lam": "auto"}],
+    "solvers": [
+        {"method": "aatm", "lam": "star"},
+        {"method": "rpca", "lam": "auto"},
+        {"method": "rpca", "lam": "auto", "refine": True},
+    ],
     "pairs": {"per_series": 2},
     "solver": {"max_iter": 300},
 }
@@ -236,7 +255,10 @@ def test_config_kind_and_validation(tmp_path: Path) -> None:
     path = _write(tmp_path, SMALL)
     assert experiment_kind(path) == "real-clouds"
     cfg = load_real_clouds_config(path)
-    assert [s.label for s in cfg.solvers] == ["aatm/star", "rpca/auto"]
+    assert [s.label for s in cfg.solvers] == ["aatm/star", "rpca/auto", "rpca/auto+refine"]
+    assert cfg.pairs.protocols == ("drop-source", "keep-source")
+    with pytest.raises(ConfigError, match="protocols"):
+        load_real_clouds_config(_write(tmp_path, {**SMALL, "pairs": {"protocols": []}}))
     assert experiment_kind(tmp_path / "missing.yaml") == "simulation"
     with pytest.raises(ConfigError, match="kind"):
         experiment_kind(_write(tmp_path, {**SMALL, "kind": "real-cloud"}))
@@ -261,20 +283,32 @@ def test_experiment_end_to_end_on_a_crop(tmp_path: Path) -> None:
     pairs = pd.read_csv(out / "pairs.csv")
     assert len(pairs) == 2
     pred = pd.read_csv(out / "prediction.csv")
-    estimators = {"aatm/star", "rpca/auto", "temporal-median", "nearest-clear", "clear-median"}
-    assert set(pred["estimator"]) == estimators
-    assert len(pred) == 2 * 2 * len(estimators)  # pairs × bands × estimators
-    assert (pred["pixels"] > 0).all() and pred["r"].between(0, 50).all()
-    fid = pd.read_csv(out / "fidelity.csv")
-    assert len(fid) == 2 * len(estimators)
-    assert (fid.loc[fid["estimator"] == "nearest-clear", "r_clear"] == 0).all()
+    solvers = ["aatm/star", "rpca/auto", "rpca/auto+refine"]
+    baselines = ["temporal-median", "nearest-clear", "clear-median"]
     summary = json.loads((out / "scores.json").read_text(encoding="utf-8"))
-    assert set(summary["prediction_r_mean"]) == estimators
+    with_mask = "mask_note" not in summary
+    kept = {f"{s} keep-clear" for s in solvers} if with_mask else set()
+    estimators = {*solvers, *baselines} | kept
+    assert set(pred["estimator"]) == estimators
+    assert len(pred) == 2 * 2 * 2 * len(estimators)  # pairs × protocols × bands × estimators
+    assert (pred["pixels"] > 0).all() and pred["r"].between(0, 50).all()
+    # drop-source solves one date fewer; the pasted pixels scored are the same
+    dates = pred.groupby("protocol")["dates"].first()
+    assert dates["drop-source"] == dates["keep-source"] - 1
+    assert pred.groupby("protocol")["pixels"].sum().nunique() == 1
+    fid = pd.read_csv(out / "fidelity.csv")
+    assert len(fid) == 2 * (len(solvers) + len(baselines))
+    assert (fid.loc[fid["estimator"] == "nearest-clear", "r_clear"] == 0).all()
+    if with_mask:  # keeping what the mask calls clear can only bring the clear entries closer
+        refined = fid[fid["estimator"] == "rpca/auto+refine"]
+        assert (refined["r_clear_keep"] <= refined["r_clear"] + 1e-12).all()
+    assert set(summary["prediction_r_mean"]) == {"drop-source", "keep-source"}
+    assert set(summary["prediction_r_mean"]["drop-source"]) == estimators
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Prediction under real clouds" in report and "aatm/star" in report
     if "mask_note" not in summary:  # cloudcore.classify is there
         masks = pd.read_csv(out / "mask.csv")
         overall = masks[masks["date"] == "all"]
         assert set(overall["class"]) == {"cloud", "cloud+haze", "shadow"}
-        assert len(overall) == 2 * 3
+        assert len(overall) == len(solvers) * 3
         assert ((masks["tp"] + masks["fn"]) >= 0).all()

@@ -1,0 +1,223 @@
+"""Masked re-solve: flag the entries far from a first decomposition's ground, solve again
+without them.
+
+Why (issue #16): on real cloudy series (docs/REAL-CLOUDS.md) one decomposition has to do two
+jobs at once, and no single λ does both well. To *find* clouds and shadows the ground must stay
+clean, which wants a small λ (anomalies go to the sparse part cheaply); to *fill* them from the
+clear entries the fit must hug those entries, which wants a larger λ (real ground departs from
+a low-rank model by more than the paper's static simulated ground: phenology, sun angle,
+registration). Measured on the bundled Landsat series with the reference masks as an oracle,
+RPCA at λ = 3/√d on the clear entries alone predicts the pasted pixels with r = 0.075, while
+any single solve of the whole series stays above 0.18.
+
+So the refinement splits the jobs:
+
+1. a first decomposition (any method, λ ≈ 1/√d) gives the ground L₀;
+2. per entry, the residual R = D − L₀ in units of the band's robust scale
+   σ = 1.4826 · MAD(R) over the observed entries; entries with |R| ≥ ``threshold``·σ are flagged
+   (bright: cloud or haze; dark: shadow), the flags of each date are opened with a 3 × 3 square
+   (specks go) and dilated by ``radius`` pixels (cloud edges and thin rims go too);
+3. RPCA with λ = ``lam_scale``/√d on the observed, unflagged entries gives the ground; the
+   flagged entries are filled from the low-rank model (with the debiased refit of
+   :mod:`cloudcore.refit`, since every date is now partly observed).
+
+``rounds`` > 1 repeats 2–3 with the new ground (σ from the unflagged entries). The defaults were
+chosen on the real-cloud experiment (docs/REAL-CLOUDS.md "Choosing the refinement"). The result
+keeps D = L + C − S on the observed entries: C = max(R, 0) and S = max(−R, 0) of the final
+residual, N = 0, so :func:`cloudcore.classify_result` reads clouds from C and shadows from S.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from cloudcore.result import ConvergenceWarning, Decomposition
+
+__all__ = ["RefineRule", "flag_outliers", "refine", "robust_scale"]
+
+#: Residual entries sampled (evenly strided) for the robust scale of a large tile.
+SCALE_SAMPLE = 1 << 20
+
+
+@dataclass(frozen=True)
+class RefineRule:
+    """Settings of :func:`refine` (defaults measured, docs/REAL-CLOUDS.md).
+
+    Attributes
+    ----------
+    threshold
+        Flag an entry where |D − L| ≥ ``threshold`` · σ.
+    radius
+        Dilation of each date's flags, in pixels (after a 3 × 3 opening); 0: neither.
+    rounds
+        Flag-and-re-solve rounds.
+    lam_scale
+        λ of the re-solve = ``lam_scale`` / √d.
+    """
+
+    threshold: float = 3.0
+    radius: int = 1
+    rounds: int = 1
+    lam_scale: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not (self.threshold > 0 and self.lam_scale > 0):
+            raise ValueError("refine: threshold and lam_scale must be > 0")
+        if self.radius < 0 or self.rounds < 1:
+            raise ValueError("refine: radius must be >= 0 and rounds >= 1")
+
+
+def robust_scale(residual: np.ndarray, keep: np.ndarray) -> float:
+    """σ = 1.4826 × the median absolute deviation of ``residual`` over the ``keep`` entries.
+
+    An evenly strided sample of at most about :data:`SCALE_SAMPLE` entries is used (a tile holds
+    ~10⁷); 0 when no entry is kept.
+    """
+    r = np.asarray(residual).ravel()
+    stride = max(1, r.size // SCALE_SAMPLE)
+    values = r[::stride][np.asarray(keep).ravel()[::stride]]
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(values - np.median(values))))
+
+
+def flag_outliers(
+    residual: np.ndarray,
+    observed: np.ndarray,
+    image_shape: tuple[int, int],
+    rule: RefineRule = RefineRule(),
+    previous: np.ndarray | None = None,
+) -> np.ndarray:
+    """The entries whose residual is an outlier, cleaned per date.
+
+    Parameters
+    ----------
+    residual
+        D − L, shape (d, n) with d = h·w in row-major order of ``image_shape``.
+    observed
+        Boolean (d, n), True where observed.
+    image_shape
+        (h, w) of one date.
+    rule
+        Threshold and radius.
+    previous
+        Flags of the previous round: σ is measured on the entries outside them.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean (d, n), True where flagged (never where not observed).
+    """
+    from scipy import ndimage
+
+    h, w = image_shape
+    d, n = residual.shape
+    if d != h * w:
+        raise ValueError(f"refine: {d} rows do not hold images of shape {image_shape}")
+    keep = observed if previous is None else observed & ~previous
+    sigma = robust_scale(residual, keep)
+    if sigma == 0.0:
+        return np.zeros((d, n), dtype=bool)
+    # (n, h, w) views of the (d, n) arrays: cloudcore's matrices are transposed views of
+    # dates × pixels, so .T is C-ordered and the reshape copies nothing.
+    big = np.abs(np.where(observed, residual, 0.0)) >= rule.threshold * sigma
+    frames = big.T.reshape(n, h, w)
+    if rule.radius > 0:
+        square = np.zeros((3, 3, 3), dtype=bool)
+        square[1] = True  # within a date only
+        frames = ndimage.binary_opening(frames, structure=square)
+        size = 2 * rule.radius + 1
+        grow = np.zeros((3, size, size), dtype=bool)
+        grow[1] = True
+        frames = ndimage.binary_dilation(frames, structure=grow)
+    return frames.reshape(n, d).T & observed
+
+
+def refine(
+    D: ArrayLike,
+    first: Decomposition,
+    image_shape: tuple[int, int],
+    *,
+    rule: RefineRule = RefineRule(),
+    mask: ArrayLike | None = None,
+    tol: float = 1e-7,
+    max_iter: int = 1000,
+    threads: int | None = None,
+) -> Decomposition:
+    """Re-solve a decomposition with its outlying entries left out (see the module docstring).
+
+    Parameters
+    ----------
+    D
+        The matrix (d, n) that ``first`` decomposed, values in [0, 1]; float32 stays float32.
+    first
+        Its decomposition, by any method.
+    image_shape
+        (h, w) of one date; d must equal h·w.
+    rule
+        Threshold, radius, rounds and the re-solve's λ scale.
+    mask
+        Boolean (d, n), True where observed (None: every entry).
+    tol, max_iter, threads
+        As in :func:`cloudcore.decompose`, for the re-solves.
+
+    Returns
+    -------
+    Decomposition
+        ``L`` the re-solved ground; ``C`` = max(D − L, 0) and ``S`` = max(L − D, 0) on the
+        observed entries (0 elsewhere), ``N`` zeros; ``iterations`` counts every solve,
+        ``converged`` and ``residual`` are the last re-solve's, ``lam`` its λ, ``method``
+        ``"<first method>+refine"``. Where the re-solve has nothing left to pin (a pixel or a
+        date flagged on every observed entry) the first ground is kept.
+    """
+    from cloudcore.solvers import decompose
+
+    data = np.asarray(D)
+    dtype = np.float32 if data.dtype == np.float32 else np.float64
+    observed = np.isfinite(data) if mask is None else np.asarray(mask, dtype=bool)
+    if first.L.shape != data.shape or observed.shape != data.shape:
+        raise ValueError(f"refine: D {data.shape}, L {first.L.shape} and mask differ in shape")
+    lam = rule.lam_scale / math.sqrt(data.shape[0])
+    ground = first.L
+    flags: np.ndarray | None = None
+    iterations, last = first.iterations, first
+    for _ in range(rule.rounds):
+        residual = np.where(observed, data - ground, np.nan)
+        flags = flag_outliers(residual, observed, image_shape, rule, flags)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # reported once, below
+            last = decompose(
+                data,
+                "rpca",
+                lam=lam,
+                tol=tol,
+                max_iter=max_iter,
+                mask=observed & ~flags,
+                threads=threads,
+            )
+        iterations += last.iterations
+        # Nothing left to pin a row or a date: keep the previous ground there.
+        ground = np.where(np.isfinite(last.L), last.L, ground).astype(dtype, copy=False)
+    if not last.converged:
+        warnings.warn(
+            f"refine: the re-solve stopped at max_iter={max_iter} (residual {last.residual:.2e})",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    resid: np.ndarray = np.where(observed, data - ground, 0.0).astype(dtype, copy=False)
+    return replace(
+        last,
+        L=ground,
+        C=np.maximum(resid, 0),
+        N=np.zeros_like(resid),
+        S=np.maximum(np.negative(resid), 0),
+        iterations=iterations,
+        lam=lam,
+        method=f"{first.method}+refine",
+    )
