@@ -2,10 +2,11 @@
 
 GF-4 has no official cloud mask; the decomposition already holds one. Per entry (pixel, date),
 the *anomaly* is how far the observation departs from the low-rank ground: A = C + N above it
-(cloud and haze brighten) and S below it (shadows darken, :data:`cloudcore.SHADOW_METHODS`).
-With β = 1 and the λ of the pipeline (~1e-3), aATM's N is bounded by λ/β (at the optimum an
-entry's residual r splits as C = shrink(r, λ/β), N = r − C), so N alone is not haze: the
-brightening is C + N, and its size tells thick cloud from thin haze.
+(cloud and haze brighten) and S below it (shadows darken: the layer of
+:data:`cloudcore.SHADOW_METHODS` and of :func:`cloudcore.refine`). With β = 1 and a tile's λ
+(~1e-3), aATM's N is bounded by λ/β (at the optimum an entry's residual r splits as
+C = shrink(r, λ/β), N = r − C), so N alone is not haze: the brightening is C + N, and its size
+tells thick cloud from thin haze.
 
 The thresholds are relative to the scene, not absolute reflectances: in units of the *anomaly
 scale* σ, 1.4826 × the median of |D − L| over the scene's observed entries where D < L. Clouds
@@ -44,6 +45,7 @@ __all__ = [
     "anomaly_scale",
     "classify",
     "classify_result",
+    "sample_entries",
 ]
 
 CLEAR, HAZE, CLOUD, SHADOW, NODATA = 0, 1, 2, 3, 255
@@ -66,6 +68,27 @@ class MaskRule:
     radius: int = 1
 
 
+def sample_entries(
+    values: np.ndarray, keep: np.ndarray | None = None, limit: int = SCALE_SAMPLE
+) -> np.ndarray:
+    """The kept, finite entries of an evenly strided sample of at most about ``limit`` entries.
+
+    A 2-D (pixels, dates) array is sampled by whole rows (every date of each sampled pixel):
+    striding its flattened entries would, whenever the stride shares a factor with the number
+    of dates, keep only some dates. ``keep`` (same shape, None: all) is applied after sampling,
+    which costs one pass over the sample rather than over the whole tile.
+    """
+    x = np.asarray(values)
+    rows = x if x.ndim == 2 else x.reshape(-1, 1)
+    step = max(1, rows.size // limit)
+    sample = rows[::step]
+    chosen = np.isfinite(sample)
+    if keep is not None:
+        mask = np.asarray(keep)
+        chosen &= (mask if mask.ndim == 2 else mask.reshape(-1, 1))[::step]
+    return sample[chosen]
+
+
 def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> float:
     """σ = 1.4826 × median |D − L| over the observed entries with D < L, of an evenly strided
     sample of at most about :data:`SCALE_SAMPLE` entries; 0 when there are none.
@@ -77,14 +100,9 @@ def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> f
     observed
         Boolean of the same shape, True where observed (None: every finite entry).
     """
-    r = np.asarray(residual).ravel()
     # Sampled before it is filtered: a tile's halo is ~10M entries, and this runs once per tile.
-    stride = max(1, r.size // SCALE_SAMPLE)
-    r = r[::stride]
-    keep = r < 0  # False for NaN
-    if observed is not None:
-        keep &= np.asarray(observed).ravel()[::stride]
-    values = r[keep]
+    values = sample_entries(residual, observed)
+    values = values[values < 0]
     if values.size == 0:
         return 0.0
     return float(1.4826 * np.median(np.abs(values)))

@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="python -m pipeline",
-        description="Remove clouds and haze from GF-4 image time series (aATM) on Dask.",
+        description="Remove clouds and haze from GF-4 image time series on Dask.",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -149,9 +149,12 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         "dem": str(config.inputs.dem) if config.inputs.dem else None,
     }
     solver = config.solver.model_dump(mode="json")
+    # The refinement as it takes effect: `refine` left out and `true` are the same tile-scope
+    # work, left out and `false` the same scene-scope work.
+    solver["refine"] = config.solver.refines
     if solver["scope"] == "tile":
-        # The default scope is left out, so the ids of tile-scope runs are those of before
-        # scopes existed (their resume state stays valid).
+        # The default scope is left out of the ids (tile scope's ids did not change when the
+        # scene scope came).
         del solver["scope"]
     solve_settings = {**scene, "solver": solver}
 

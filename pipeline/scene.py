@@ -1,4 +1,5 @@
-"""Scene scope (``solver.scope: scene``): one exact aATM per band over the whole scene.
+"""Scene scope (``solver.scope: scene``): one exact solve (aATM, RPCA, NNRPCA) per band over the
+whole scene.
 
 The band is never gathered. Its tiles' *cores* (no halo: nothing is blended) are shared out
 among the workers, one :class:`SceneShard` Dask actor per worker, which reads its tiles from

@@ -1,6 +1,6 @@
 """Scene tiling: cores that partition the scene, halos that overlap, feather weights.
 
-aATM fits one low-rank model per tile, so results depend on where tiles end.
+Each tile gets its own low-rank model, so results depend on where tiles end.
 Every tile is solved on its *halo* (core ± overlap, clipped to the scene) and the overlapping
 halos are blended with :func:`feather_weights`, which form a partition of unity across tiles.
 All window arithmetic lives here, in :class:`TileGrid`, and nowhere else.

@@ -107,7 +107,8 @@ def _properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "cloudremoval:config_hash": manifest["config_hash"],
         "cloudremoval:solver": solver["method"],
         "cloudremoval:lambda_rule": _lam_rule(solver["lam"]),
-        "cloudremoval:refined": SolverConfig.model_validate(solver).refines,
+        # A manifest from before `solver.refine` existed: that run did not refine.
+        "cloudremoval:refined": "refine" in solver and SolverConfig.model_validate(solver).refines,
         "cloudremoval:dates": len(manifest["dates"]),
         "cloudremoval:products": [pid for pid, _ in manifest["products"]],
     }

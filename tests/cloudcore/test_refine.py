@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cloudcore
+from cloudcore.masks import SCALE_SAMPLE, sample_entries
 from cloudcore.refine import RefineRule, flag_outliers, robust_scale
 
 H = W = 40
@@ -82,6 +83,23 @@ def test_unobserved_entries_and_unpinned_pixels() -> None:
     assert (refined.C[~mask] == 0).all() and (refined.S[~mask] == 0).all()
     refined32 = cloudcore.refine(D.astype(np.float32), first, (H, W), mask=mask)
     assert refined32.L.dtype == np.float32 and refined32.C.dtype == np.float32
+    # A pixel observed on no date is NaN in every layer, as decompose leaves it.
+    mask[7] = False
+    D3 = np.where(mask, D, np.nan)
+    refined = cloudcore.refine(D3, cloudcore.decompose(D3, "rpca", mask=mask), (H, W), mask=mask)
+    for layer in (refined.L, refined.C, refined.N, refined.S):
+        assert np.isnan(layer[7]).all() and np.isfinite(np.delete(layer, 7, axis=0)).all()
+
+
+def test_scale_samples_every_date_of_a_large_tile() -> None:
+    # 2¹⁹ pixels × 8 dates: a stride of 4 over the flattened entries would keep dates 0 and 4
+    # only, which are 0 here.
+    d, n = 1 << 19, 8
+    residual = np.random.default_rng(0).normal(0, 1, (d, n)).astype(np.float32)
+    residual[:, [0, 4]] = 0.0
+    sample = sample_entries(residual)
+    assert sample.size <= 2 * SCALE_SAMPLE and (sample != 0).mean() > 0.7
+    assert robust_scale(residual, np.ones((d, n), bool)) > 0
 
 
 def test_robust_scale_ignores_outliers() -> None:

@@ -139,3 +139,6 @@ def test_mask_and_shadow_defaults_are_cloudcores() -> None:
     assert all(
         len(components(m)) == (4 if m in cloudcore.SHADOW_METHODS else 3) for m in cloudcore.METHODS
     )
+    # A refined solve writes its residual below the ground as the shadow layer, whatever first.
+    assert all(components(m, True)[-1] == "shadow" for m in cloudcore.METHODS)
+    assert components("rpca", False) == ("clear", "cloud", "haze")

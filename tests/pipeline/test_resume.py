@@ -181,3 +181,17 @@ def test_a_dem_invalidates_the_staged_tiles(
     with_dem = {**base, "inputs": {**base["inputs"], "dem": str(tmp_path / "dem.tif")}}
     plain, dem = make_plan(parse(base, Config)), make_plan(parse(with_dem, Config))
     assert set(plain.stage_ids.values()).isdisjoint(dem.stage_ids.values())
+
+
+def test_the_refinement_as_it_takes_effect_keys_the_tiles(
+    geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    base = config_dict(tmp_path / "out", list(geotiff_series.paths))
+
+    def solve_ids(**solver: object) -> set[str]:
+        plan = make_plan(parse({**base, "solver": solver}, Config))
+        return {i for ids in plan.solve_ids.values() for i in ids.values()}
+
+    default = solve_ids()
+    assert solve_ids(refine=True) == default  # left out = on in tile scope: the same work
+    assert solve_ids(refine=False).isdisjoint(default)

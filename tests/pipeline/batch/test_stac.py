@@ -234,3 +234,26 @@ def test_self_contained_and_atomic_rewrite(published: tuple[Path, BatchSummary])
     assert len(list(pystac.Catalog.from_file(str(stac / "catalog.json")).get_items())) == 1
     assert len([p for p in stac.iterdir() if p.is_dir()]) == 1
     publish_catalog(out, manifests)
+
+
+def test_refined_property_reads_the_manifest_solver() -> None:
+    from pipeline.batch.stac import _properties
+
+    manifest = {
+        "start": "2020-06-01T00:00:00Z",
+        "end": "2020-06-02T00:00:00Z",
+        "sensor": "PMS",
+        "series_id": "s",
+        "code_version": "v",
+        "config_hash": "h",
+        "dates": [],
+        "products": [],
+    }
+
+    def refined(solver: dict[str, object]) -> object:
+        return _properties({**manifest, "run": {"solver": solver}})["cloudremoval:refined"]
+
+    assert refined({"method": "rpca", "lam": "auto", "refine": None}) is True  # tile scope
+    assert refined({"method": "rpca", "lam": "auto", "refine": None, "scope": "scene"}) is False
+    assert refined({"method": "rpca", "lam": "auto", "refine": False}) is False
+    assert refined({"method": "aatm", "lam": "star"}) is False  # written before `refine` existed
