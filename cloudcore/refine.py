@@ -170,8 +170,8 @@ def refine(
         observed entries (0 elsewhere), ``N`` zeros; all four NaN on pixels observed on no
         date; ``iterations`` counts every solve, ``converged`` whether the first solve and the
         last re-solve both converged, ``residual`` the last re-solve's, ``lam`` its λ,
-        ``method`` ``"<first method>+refine"``. Where the re-solve has nothing left to pin (a pixel or a
-        date flagged on every observed entry) the first ground is kept.
+        ``method`` ``"<first method>+refine"``. Where the re-solve has nothing left to pin (a
+        pixel or a date flagged on every observed entry) the first ground is kept.
     """
     from cloudcore.solvers import decompose
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.cluster import Task, connect, run_tasks, solver_threads
+from pipeline.cluster.warmup import KernelWarmup
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.ids import ALL_BANDS
@@ -196,6 +197,11 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     )
     progress = _Progress(plan, started)
     with connect(config.cluster) as client:
+        # Workers load the solver's kernels while they stage (pipeline.cluster.warmup).
+        methods = (
+            (config.solver.method, "rpca") if config.solver.refines else (config.solver.method,)
+        )
+        client.register_plugin(KernelWarmup(config.solver.dtype, methods))
         progress.lap("setup")
         unstaged = _stage(client, plan, progress)
         progress.lap("stage")
