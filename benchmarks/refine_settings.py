@@ -31,8 +31,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 import cloudcore  # noqa: E402
-from pipeline.lab.realclouds import MASK_CLASSES, config_pairs  # noqa: E402
-from pipeline.lab.realconfig import RealCloudsConfig  # noqa: E402
+from pipeline.lab.realclouds import MASK_CLASSES, config_pairs, solve  # noqa: E402
+from pipeline.lab.realconfig import RealCloudsConfig, SolverEntry  # noqa: E402
 from pipeline.lab.realdata import RealSeries, load_real_series  # noqa: E402
 from pipeline.lab.realpaste import paste_clouds, without_source  # noqa: E402
 from pipeline.lab.realscores import agreement_per_date, relative_error  # noqa: E402
@@ -51,9 +51,9 @@ VARIANTS = {
 }
 
 
-def _first(D: np.ndarray, observed: np.ndarray) -> cloudcore.Decomposition:
-    lam = cloudcore.lambda_default(D.shape[0])
-    return cloudcore.decompose(np.where(observed, D, 0.0), "rpca", lam=lam, mask=observed)
+#: The first solve of the default solver, and the default solver (the experiment's entries).
+FIRST = SolverEntry(method="rpca", lam="auto")
+REFINED = SolverEntry(method="rpca", lam="auto", refine=True)
 
 
 def _seasons(cfg: RealCloudsConfig) -> list[RealSeries]:
@@ -73,7 +73,7 @@ def refine_table(cfg: RealCloudsConfig) -> None:
             if protocol == "drop-source":
                 pasted, _ = without_source(pasted)
             D, observed = np.where(pasted.observed, pasted.D, 0.0), pasted.observed
-            first = _first(D, observed)
+            first = solve(D, observed, FIRST, cfg, series.frame)
             runs = {"first solve alone": first}
             for name, rule in VARIANTS.items():
                 runs[name] = cloudcore.refine(D, first, series.frame, rule=rule, mask=observed)
@@ -93,10 +93,10 @@ def mask_table(cfg: RealCloudsConfig) -> None:
     for series in _seasons(cfg):
         n = series.dates.size
         observed = series.observed.reshape(n, -1).T
-        results = []
-        for band in range(len(series.bands)):
-            D = np.where(observed, series.matrix(band)[0], 0.0)
-            results.append(cloudcore.refine(D, _first(D, observed), series.frame, mask=observed))
+        results = [
+            solve(series.matrix(band)[0], observed, REFINED, cfg, series.frame)
+            for band in range(len(series.bands))
+        ]
         solved.append((series, results, observed))
     print("| cloud | haze | shadow | " + " | ".join(f"{c} F1" for c in MASK_CLASSES) + " |")
     print("|---" * (3 + len(MASK_CLASSES)) + "|")

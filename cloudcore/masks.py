@@ -45,6 +45,7 @@ __all__ = [
     "anomaly_scale",
     "classify",
     "classify_result",
+    "keep_clear",
     "sample_entries",
 ]
 
@@ -215,3 +216,27 @@ def classify_result(
         ]
     )
     return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule)
+
+
+def keep_clear(
+    estimate: np.ndarray, observation: np.ndarray, clear: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The observation where the mask says clear and it exists, the estimate elsewhere (the
+    pipeline's ``output.keep_clear``).
+
+    Parameters
+    ----------
+    estimate
+        The modelled values.
+    observation
+        The observed values, NaN where not observed; same shape.
+    clear
+        Booleans (broadcast to that shape): the mask says clear (code :data:`CLEAR`).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The values, and where the observation was kept.
+    """
+    kept = clear & np.isfinite(observation)
+    return np.where(kept, observation, estimate), kept

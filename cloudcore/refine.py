@@ -122,7 +122,8 @@ def flag_outliers(
         return np.zeros((d, n), dtype=bool)
     # (n, h, w) views of the (d, n) arrays: cloudcore's matrices are transposed views of
     # dates × pixels, so .T is C-ordered and the reshape copies nothing.
-    big = np.abs(np.where(observed, residual, 0.0)) >= rule.threshold * sigma
+    big = np.abs(residual) >= rule.threshold * sigma  # NaN compares False
+    big &= observed  # before the opening: unobserved entries must not seed or grow flags
     frames = big.T.reshape(n, h, w)
     if rule.radius > 0:
         square = np.zeros((3, 3, 3), dtype=bool)

@@ -82,7 +82,7 @@ def mask_tile(job: MaskJob) -> dict[str, Any]:
     """
     import zarr
 
-    from cloudcore.masks import classify
+    from cloudcore.masks import classify, keep_clear
 
     started = time.perf_counter()
     core = job.tile.core
@@ -107,11 +107,11 @@ def mask_tile(job: MaskJob) -> dict[str, Any]:
         group[MASK][:, rows, cols] = codes
         obs_core = observed[(slice(None), slice(None), *inner)]
         clear = np.asarray(group["clear"][:, :, rows, cols])
-        keep = (codes == CLEAR)[:, None] & np.isfinite(obs_core) & job.keep_clear
-        provenance = np.where(keep, OBSERVED, FILLED).astype(np.uint8)
+        kept = np.zeros(clear.shape, dtype=bool)
         if job.keep_clear:
-            clear = np.where(keep, obs_core, clear)
+            clear, kept = keep_clear(clear, obs_core, (codes == CLEAR)[:, None])
             group["clear"][:, :, rows, cols] = clear
+        provenance = np.where(kept, OBSERVED, FILLED).astype(np.uint8)
         provenance[~np.isfinite(clear)] = NODATA
         group[PROVENANCE][:, :, rows, cols] = provenance
         fsync_paths(_chunk_files(cube, job))

@@ -198,10 +198,8 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     progress = _Progress(plan, started)
     with connect(config.cluster) as client:
         # Workers load the solver's kernels while they stage (pipeline.cluster.warmup).
-        methods = (
-            (config.solver.method, "rpca") if config.solver.refines else (config.solver.method,)
-        )
-        client.register_plugin(KernelWarmup(config.solver.dtype, methods))
+        solver = config.solver
+        client.register_plugin(KernelWarmup(solver.dtype, solver.method, solver.refines))
         progress.lap("setup")
         unstaged = _stage(client, plan, progress)
         progress.lap("stage")

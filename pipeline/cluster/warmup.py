@@ -52,10 +52,10 @@ def _machine_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def warm_kernels(dtype: str = "float32", methods: tuple[str, ...] = ("aatm",)) -> float:
-    """Run one tiny masked solve per method in ``dtype`` on one thread, so that every kernel a
-    tile or scene solve calls is loaded (compiled if numba's cache lacks it); returns the
-    seconds.
+def warm_kernels(dtype: str = "float32", method: str = "aatm", refine: bool = False) -> float:
+    """Run one tiny masked solve in ``dtype`` on one thread, as a tile is solved (``method``,
+    then :func:`cloudcore.refine` if ``refine``), so that every kernel a tile or scene solve
+    calls is loaded (compiled if numba's cache lacks it); returns the seconds.
 
     The matrix has a partly observed date, so the masked path and the refit are taken; the
     unmasked path calls the same kernels with the same argument types.
@@ -71,8 +71,9 @@ def warm_kernels(dtype: str = "float32", methods: tuple[str, ...] = ("aatm",)) -
     mask[:1024, 1] = False
     with _machine_lock(LOCK_PATH), warnings.catch_warnings():
         warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)  # 3 iterations, by design
-        for method in methods:
-            cloudcore.decompose(D, method, mask=mask, max_iter=3, threads=1)
+        result = cloudcore.decompose(D, method, mask=mask, max_iter=3, threads=1)
+        if refine:
+            cloudcore.refine(D, result, (64, 64), mask=mask, max_iter=3, threads=1)
     return time.perf_counter() - started
 
 
@@ -83,15 +84,16 @@ class KernelWarmup(WorkerPlugin):
     ----------
     dtype
         The solver's precision (``solver.dtype``): kernels are compiled per argument type.
-    methods
-        The methods the run solves with (``solver.method``, and ``rpca`` when it refines).
+    method, refine
+        The run's ``solver.method``, and whether it refines (``SolverConfig.refines``).
     """
 
     name = "cloudremoval-kernel-warmup"
 
-    def __init__(self, dtype: str = "float32", methods: tuple[str, ...] = ("aatm",)) -> None:
+    def __init__(self, dtype: str = "float32", method: str = "aatm", refine: bool = False) -> None:
         self.dtype = dtype
-        self.methods = methods
+        self.method = method
+        self.refine = refine
 
     def setup(self, worker: Any) -> None:
         # In a thread: the worker takes tasks (staging) meanwhile; a solve that comes first
@@ -100,7 +102,7 @@ class KernelWarmup(WorkerPlugin):
 
     def _warm(self) -> None:
         try:
-            seconds = warm_kernels(self.dtype, self.methods)
+            seconds = warm_kernels(self.dtype, self.method, self.refine)
             log.debug("solver kernels ready in %.1f s", seconds)
         except Exception as exc:  # a failed warm-up costs only time: the solve compiles
             log.warning("warming up the solver kernels failed: %s", exc)

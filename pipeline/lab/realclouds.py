@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 import cloudcore
+from cloudcore.masks import keep_clear
 from pipeline.lab.realconfig import RealCloudsConfig, SolverEntry
 from pipeline.lab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
 from pipeline.lab.realpaste import (
@@ -49,7 +50,6 @@ __all__ = [
     "MASK_CLASSES",
     "RealCloudsResult",
     "config_pairs",
-    "keep_clear",
     "run_real_clouds",
     "solve",
 ]
@@ -125,26 +125,6 @@ def solve(
     return result
 
 
-def keep_clear(ground: np.ndarray, D: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """``output.keep_clear`` of the pipeline: the observation where the mask says clear.
-
-    Parameters
-    ----------
-    ground
-        ``(pixels, dates)`` estimate.
-    D
-        ``(pixels, dates)`` observations (NaN where not observed).
-    codes
-        ``(dates, rows, cols)`` mask codes of :func:`cloudcore.classify`.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    clear = codes.reshape(codes.shape[0], -1).T == cloudcore.masks.CLEAR
-    return np.where(clear & np.isfinite(D), D, ground)
-
-
 def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:
     if cfg.bands is None:
         return list(range(len(series.bands)))
@@ -196,10 +176,10 @@ def _series_rows(
     masks: list[dict[str, Any]] = []
     clear = reference == 0
     rule = cloudcore.MaskRule(**cfg.mask.overrides())
+    matrices = [series.matrix(b) for b in bands]  # (D, observed) of each band
     for entry in cfg.solvers:
         results = []
-        for b in bands:
-            D, observed = series.matrix(b)
+        for b, (D, observed) in zip(bands, matrices, strict=True):
             started = time.perf_counter()
             res = solve(D, observed, entry, cfg, series.frame)
             results.append(res)
@@ -219,13 +199,12 @@ def _series_rows(
             observed_all = series.observed.reshape(n, -1).T  # one for all bands
             codes = cloudcore.classify_result(results, series.frame, rule, observed_all)
             masks += _mask_rows(name, entry.label, series, codes)
-            for row, b, res in zip(fid[-len(bands) :], bands, results, strict=True):
-                D, observed = series.matrix(b)
-                kept = keep_clear(res.ground, D, codes)
+            said_clear = _said_clear(codes)
+            for row, (D, observed), res in zip(fid[-len(bands) :], matrices, results, strict=True):
+                kept, _ = keep_clear(res.ground, D, said_clear)
                 row["r_clear_keep"] = relative_error(kept, D, clear & observed)
     for base in cfg.baselines:
-        for b in bands:
-            D, observed = series.matrix(b)
+        for b, (D, observed) in zip(bands, matrices, strict=True):
             est = BASELINES[base](D, reference, days)
             fid.append(
                 {
@@ -237,8 +216,13 @@ def _series_rows(
             )
     for t, s in pairs:
         for protocol in cfg.pairs.protocols:
-            pred += _pair_rows(cfg, name, series, bands, (t, s), protocol, rule)
+            pred += _pair_rows(cfg, name, series, bands, matrices, (t, s), protocol, rule)
     return pred, fid, masks, pair_rows
+
+
+def _said_clear(codes: np.ndarray) -> np.ndarray:
+    """``(pixels, dates)``: where the ``(dates, rows, cols)`` mask codes say clear."""
+    return codes.reshape(codes.shape[0], -1).T == cloudcore.masks.CLEAR
 
 
 def _pair_rows(
@@ -246,19 +230,21 @@ def _pair_rows(
     name: str,
     series: RealSeries,
     bands: list[int],
+    matrices: list[tuple[np.ndarray, np.ndarray]],
     pair: tuple[int, int],
     protocol: str,
     rule: cloudcore.MaskRule,
 ) -> list[dict[str, Any]]:
     """Prediction rows of one (target, source) pair under one protocol: every solver (and, with
-    the mask on, every solver with ``keep_clear``), then every baseline, per band."""
+    the mask on, every solver with ``keep_clear``), then every baseline, per band.
+    ``matrices`` are the bands' (D, observed)."""
     t, s = pair
     n = series.dates.size
     reference = series.reference.reshape(n, -1).T
     source_ref = reference[:, s]
     pasted = []
-    for b in bands:
-        one = paste_clouds(series.matrix(b)[0], reference, t, s)
+    for D, _ in matrices:
+        one = paste_clouds(D, reference, t, s)
         keep = np.arange(n)
         if protocol == "drop-source":
             one, keep = without_source(one)
@@ -292,13 +278,14 @@ def _pair_rows(
             if cfg.mask.enabled
             else None
         )
+        said_clear = _said_clear(codes) if codes is not None else None
         for c, p, res, sec in zip(common, pasted, results, seconds, strict=True):
             row = _scored(c, entry.label, res.ground[:, target], p, source_ref)
             row.update(lam=res.lam, iterations=res.iterations, converged=res.converged, seconds=sec)
             rows.append(row)
-            if codes is not None:
-                kept = keep_clear(res.ground, p.D, codes)[:, target]
-                rows.append(_scored(c, entry.label + " keep-clear", kept, p, source_ref))
+            if said_clear is not None:
+                kept, _ = keep_clear(res.ground, p.D, said_clear)
+                rows.append(_scored(c, entry.label + " keep-clear", kept[:, target], p, source_ref))
     for base in cfg.baselines:
         for c, p in zip(common, pasted, strict=True):
             est = BASELINES[base](p.D, p.reference, days)[:, target]

@@ -114,13 +114,19 @@ def _fidelity_table(fid: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
     ]
 
 
-def _mask_tables(masks: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
-    order = [s.label for s in cfg.solvers if s.label in set(masks["estimator"])]
+def _pooled(masks: pd.DataFrame) -> pd.DataFrame:
+    """Agreement counts summed over every date and series, per (estimator, class), with their
+    precision, recall and F1."""
     pooled = masks[masks["date"] == "all"].groupby(["estimator", "class"])[["tp", "fp", "fn"]].sum()
     pooled["precision"] = pooled["tp"] / (pooled["tp"] + pooled["fp"])
     pooled["recall"] = pooled["tp"] / (pooled["tp"] + pooled["fn"])
     pooled["f1"] = 2 * pooled["tp"] / (2 * pooled["tp"] + pooled["fp"] + pooled["fn"])
-    wide = pooled[["precision", "recall", "f1"]].unstack("class")
+    return pooled
+
+
+def _mask_tables(masks: pd.DataFrame, cfg: RealCloudsConfig) -> list[str]:
+    order = [s.label for s in cfg.solvers if s.label in set(masks["estimator"])]
+    wide = _pooled(masks)[["precision", "recall", "f1"]].unstack("class")
     wide.columns = [f"{c} {m}" for m, c in wide.columns]
     classes = list(dict.fromkeys(masks["class"]))
     wide = wide[[f"{c} {m}" for c in classes for m in ("precision", "recall", "f1")]]
@@ -182,10 +188,7 @@ def summary_json(
     if len(fid):
         out["fidelity_r_mean"] = fid.groupby("estimator")["r_clear"].mean().to_dict()
     if len(masks):
-        pooled = masks[masks["date"] == "all"].groupby(["estimator", "class"])[["tp", "fp", "fn"]]
-        sums = pooled.sum()
-        f1 = 2 * sums["tp"] / (2 * sums["tp"] + sums["fp"] + sums["fn"])
-        out["mask_f1"] = {f"{e} {c}": float(v) for (e, c), v in f1.items()}
+        out["mask_f1"] = {f"{e} {c}": float(v) for (e, c), v in _pooled(masks)["f1"].items()}
     if mask_note:
         out["mask_note"] = mask_note
     return out

@@ -10,7 +10,7 @@ from pipeline.cluster import warmup
 def test_warm_kernels_solves_and_takes_the_machine_lock(tmp_path, monkeypatch):
     lock = tmp_path / "kernels.lock"
     monkeypatch.setattr(warmup, "LOCK_PATH", lock)
-    assert warmup.warm_kernels("float32", ("aatm", "rpca")) > 0.0
+    assert warmup.warm_kernels("float32", "rpca", refine=True) > 0.0
     assert lock.exists()
 
 
@@ -36,7 +36,7 @@ def test_the_lock_makes_warmups_take_turns(tmp_path):
 
 
 def test_a_failed_warmup_only_logs(monkeypatch, caplog):
-    def broken(dtype: str, methods: tuple[str, ...]) -> float:
+    def broken(dtype: str, method: str, refine: bool) -> float:
         raise RuntimeError("no kernels here")
 
     monkeypatch.setattr(warmup, "warm_kernels", broken)
