@@ -1,48 +1,84 @@
-"""Pipeline benchmark: GF-4-like scene series end to end on a LocalCluster.
+"""Pipeline benchmark: GF-4-like scene series end to end on a LocalCluster, against its bare solver.
 
 For each scene size (default ¼, ½ and full GF-4 PMS size, 2560², 5120² and 10240² px; 7 dates ×
-5 bands) it simulates the L1A products once (cached under ``--data``), then runs
-``python -m pipeline run`` machinery on them and reports wall time, the split by phase (stage =
-read + RPC warp, solve = solve and blend, products = COGs + quicklooks), the task seconds of
-the solve phase summed over its tasks (reading halos, solving, and the rest of the row and
-seam tasks: blending and writing), peak memory of the driver plus all worker processes (RSS
-sampled every 0.2 s), and solver throughput.
+5 bands) it simulates the L1A products once (cached under ``--data``), then, for each solver
+scope (``--scopes tile scene``), runs the pipeline on them (:func:`pipeline.run.run`, a local
+cluster of ``--workers`` single-threaded workers) and reports
+
+* wall time, the split by phase (setup, stage = read + RPC warp, solve = solve and blend,
+  mask = mask and provenance layers, products = COGs + quicklooks, publish), peak memory of the
+  driver plus all worker processes (RSS sampled every 0.2 s);
+* the seconds and CPU seconds inside each stage's tasks summed over the workers (the run
+  summary's ``task_seconds``), and of the row tasks: reading halos, solving, blending and
+  writing (their completion markers);
+* the **bare reference**, measured in this process right after the run, on the run's own
+  staged ``input.zarr``: the run's own solver (:func:`pipeline.solve.solve_matrix`, i.e.
+  :func:`cloudcore.decompose` and, for the default, :func:`cloudcore.refine`) on each tile's
+  halo matrix (tile scope: the same d × n and data as the pipeline's tiles, so the same
+  iterations), one at a time on one thread, no I/O; in scene scope
+  :func:`cloudcore.scene.solve_blocks` of each band's cores in this process on one thread (as
+  ``benchmarks/scene_scope.py``). Tiles beyond
+  ``--bare-tiles`` are not all solved again: the bare time of the others is the sample's
+  seconds per iteration and pixel × their d × iterations;
+* the two ratios of issue #17, side by side from this one run:
+  *per iteration* = in-pipeline seconds per iteration and pixel / bare (tile scope: over the
+  tiles solved bare; scene scope: the band's wall per iteration × workers / bare), and
+  *wall* = wall time / (bare solve time of all tiles (bands) / workers);
+* with ``--contention``, how much of the per-iteration ratio is two solves sharing the memory
+  bandwidth: the first band's tiles solved bare in one worker-like process alone, then in two
+  at once (both with the workers' environment).
 
 Usage::
 
-    python benchmarks/pipeline.py --sizes 2560 5120          # the ¼ and ½ runs
-    python benchmarks/pipeline.py --sizes 10240               # full size (needs ~8 GB of disk)
+    python benchmarks/pipeline.py --sizes 2560 --data /work/bench-data   # ¼ size, both scopes
+    python benchmarks/pipeline.py --sizes 10240 --scopes tile --bare-tiles 40   # full size
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
-import shutil
-import sys
-import threading
-import time
-from pathlib import Path
+import os
+
+# The bare reference runs in this process: one BLAS thread, as in the Dask workers (the
+# nanny sets the same), or the refit's small least-squares spin on a busy 2-core machine.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the
 # ``pipeline`` package: drop the folder before importing it.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from pipeline.config import Config, parse  # noqa: E402
+from pipeline.config import Config, SolverConfig, parse  # noqa: E402
 from pipeline.inputs.synthetic import make_gf4_series  # noqa: E402
 from pipeline.run import run  # noqa: E402
 
 
 class PeakMemory:
-    """Peak summed RSS of this process and its children (the LocalCluster workers)."""
+    """Peak summed RSS of this process and its children (the LocalCluster workers), and the CPU
+    seconds they used (children as last sampled: a worker's last 0.2 s may be missed)."""
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peak = 0
+        self.cpu: dict[int, float] = {}  # pid → CPU seconds (user + system) at the last sample
+        self._cpu_before = 0.0
         self.peak_at = 0.0  # seconds after the start
+        self.at_peak: dict[int, int] = {}  # pid → RSS at the peak
         self._started = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -50,24 +86,43 @@ class PeakMemory:
     def _sample(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
+            rss: dict[int, int] = {}
             for proc in [me, *me.children(recursive=True)]:
                 try:
-                    total += proc.memory_info().rss
+                    rss[proc.pid] = proc.memory_info().rss
+                    times = proc.cpu_times()
+                    self.cpu[proc.pid] = times.user + times.system
                 except psutil.Error:
                     pass  # a process ended between listing and reading
+            total = sum(rss.values())
             if total > self.peak:
                 self.peak, self.peak_at = total, time.perf_counter() - self._started
+                self.at_peak = rss
             self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakMemory:
         self._started = time.perf_counter()
+        times = psutil.Process().cpu_times()
+        self._cpu_before = times.user + times.system
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+    def split(self) -> str:
+        """The peak's RSS by process: this one (client and scheduler), then the others."""
+        mine = self.at_peak.get(os.getpid(), 0)
+        others = sorted((v for k, v in self.at_peak.items() if k != os.getpid()), reverse=True)
+        return f"driver {mine / 2**30:.2f}, others " + " + ".join(
+            f"{v / 2**30:.2f}" for v in others
+        )
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds of this process (since entering) and of its children."""
+        return sum(self.cpu.values()) - self._cpu_before
 
 
 def products(data: Path, size: int, dates: int) -> list[Path]:
@@ -83,13 +138,300 @@ def products(data: Path, size: int, dates: int) -> list[Path]:
     return [Path(p) for p in done.read_text().split()]
 
 
+# --- the bare reference ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TileCase:
+    """One (band, tile) solve of the run: where its halo is, and what the pipeline measured."""
+
+    band_index: int
+    rows: tuple[int, int]  # halo rows [start, stop)
+    cols: tuple[int, int]
+    d: int
+    iterations: int
+    seconds: float  # in the pipeline (the tile record's ``seconds``)
+    cpu_seconds: float  # in the pipeline: the solving thread's CPU time (``cpu_seconds``)
+
+
+def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """D (d × n kept dates, a transposed view), its mask and n, as the run's tile solve builds
+    them (:func:`pipeline.solve.tile_matrix`)."""
+    import zarr
+
+    from pipeline.solve import tile_matrix
+
+    source = zarr.open_array(store=store, path="observed", mode="r")
+    (r0, r1), (c0, c1) = case.rows, case.cols
+    stack = np.asarray(source[:, case.band_index, r0:r1, c0:c1])
+    D, mask, kept = tile_matrix(stack, dtype)
+    return D, mask, max(kept.size, 2)
+
+
+def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, float, int]:
+    """Seconds, CPU seconds and iterations of the run's solve (:func:`pipeline.solve.
+    solve_matrix`: decompose, then refine when the solver refines) of the tile's halo matrix,
+    on one thread, without reading or writing."""
+    from pipeline.solve import resolve_lambda, solve_matrix
+
+    D, mask, n = halo_matrix(store, case, solver.dtype)
+    lam = resolve_lambda(solver.lam, case.d, n)
+    shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
+    started, cpu = time.perf_counter(), time.thread_time()
+    result = solve_matrix(D, mask, solver, shape, lam, threads=1)
+    return time.perf_counter() - started, time.thread_time() - cpu, int(result.iterations)
+
+
+def bare_tiles(
+    store: str, cases: list[TileCase], solver: SolverConfig
+) -> list[tuple[float, float, int]]:
+    """:func:`bare_tile` of each case, after one untimed warm-up solve (numba's cache)."""
+    bare_tile(store, cases[0], solver)
+    return [bare_tile(store, c, solver) for c in cases]
+
+
+def _worker_like_pool(processes: int) -> ProcessPoolExecutor:
+    """Fresh processes with the Dask workers' environment (glibc malloc, GDAL cache)."""
+    from pipeline.cluster.backends import WORKER_ENV
+
+    saved = {k: os.environ.get(k) for k in WORKER_ENV}
+    os.environ.update(WORKER_ENV)  # read by glibc at process start: set while spawning
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(processes, mp_context=ctx)
+        list(pool.map(time.sleep, [0.0] * processes))  # start them now
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return pool
+
+
+def contention(
+    store: str, cases: list[TileCase], solver: SolverConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """Summed bare (seconds, CPU seconds) of ``cases`` in one worker-like process alone, and
+    the mean of two such processes solving them at the same time."""
+
+    def summed(results: list[tuple[float, float, int]]) -> np.ndarray:
+        return np.array([sum(r[0] for r in results), sum(r[1] for r in results)])
+
+    with _worker_like_pool(2) as pool:
+        alone = summed(pool.submit(bare_tiles, store, cases, solver).result())
+        both = [pool.submit(bare_tiles, store, cases, solver) for _ in range(2)]
+        first, second = (summed(f.result()) for f in both)
+        together = (first + second) / 2
+    return alone, together
+
+
+def tile_cases(out: Path, plan_bands: list[str]) -> list[TileCase]:
+    """Every (band, tile) of a tile-scope run, from its diagnostics and its tiling."""
+    from pipeline.tiling import TileGrid
+
+    attrs = json.loads((out / "cube.zarr" / "zarr.json").read_text())["attributes"]
+    tiling = attrs["tiling"]
+    source = json.loads((out / "work" / "input.zarr" / "observed" / "zarr.json").read_text())
+    height, width = source["shape"][-2:]
+    grid = TileGrid(height, width, tiling["tile_size"], tiling["overlap"])
+    halos = {(t.row, t.col): t.halo for t in grid}
+    with open(out / "diagnostics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    cpu = {  # the CPU seconds are in the row markers, not in diagnostics.csv
+        t["tile_id"]: float(t.get("cpu_seconds", "nan"))
+        for marker in (out / "work" / "done").glob("*.json")
+        for t in json.loads(marker.read_text()).get("tiles", [])
+    }
+    cases = []
+    for r in rows:
+        halo = halos[int(r["row"]), int(r["col"])]
+        cases.append(
+            TileCase(
+                band_index=plan_bands.index(r["band"]),
+                rows=(halo.row_off, halo.row_end),
+                cols=(halo.col_off, halo.col_end),
+                d=int(r["d"]),
+                iterations=int(r["iterations"]),
+                seconds=float(r["seconds"]),
+                cpu_seconds=cpu[r["tile_id"]],
+            )
+        )
+    return cases
+
+
+def sample(cases: list[TileCase], count: int) -> list[TileCase]:
+    """All cases, or ``count`` of them evenly strided (every band and tile row represented)."""
+    if len(cases) <= count:
+        return cases
+    picks = np.linspace(0, len(cases) - 1, count).round().astype(int)
+    return [cases[i] for i in sorted(set(picks))]
+
+
+@dataclass
+class Ratios:
+    """The bare reference of one run and the two ratios of issue #17, in wall seconds; and the
+    same in CPU seconds, which other processes on a shared machine do not inflate."""
+
+    bare_seconds: float  # bare solve time of every tile (band), summed
+    per_iteration: float
+    wall: float
+    bare_cpu: float = float("nan")  # bare CPU seconds of every tile, summed
+    per_iteration_cpu: float = float("nan")  # in-pipeline / bare CPU seconds, same tiles
+    notes: list[str] = field(default_factory=list)
+
+
+def tile_ratios(
+    out: Path, bands: list[str], wall: float, solver: SolverConfig, workers: int, count: int
+) -> Ratios:
+    """Bare reference and ratios of a tile-scope run (see the module docstring)."""
+    store = str(out / "work" / "input.zarr")
+    cases = tile_cases(out, bands)
+    solved = [c for c in cases if c.iterations > 0]
+    picked = sample(solved, count)
+    bare = bare_tiles(store, picked, solver)
+    for case, (_, _, it) in zip(picked, bare, strict=True):
+        if it != case.iterations:
+            print(f"  note: bare solve took {it} iterations, the pipeline {case.iterations}")
+    work = sum(c.d * c.iterations for c in picked)  # pixel-iterations of the sample
+    # Tiles not solved bare: the sample's seconds per pixel-iteration × their own work.
+    rest = sum(c.d * c.iterations for c in solved if c not in set(picked)) / work
+    bare_wall, bare_cpu = (sum(b[k] for b in bare) for k in (0, 1))
+    return Ratios(
+        bare_seconds=bare_wall * (1 + rest),
+        per_iteration=sum(c.seconds for c in picked) / bare_wall,
+        wall=wall / (bare_wall * (1 + rest) / workers),
+        bare_cpu=bare_cpu * (1 + rest),
+        per_iteration_cpu=sum(c.cpu_seconds for c in picked) / bare_cpu,
+        notes=[f"bare: {len(picked)} of {len(solved)} tile solves measured"],
+    )
+
+
+def scene_ratios(
+    out: Path, bands: list[str], wall: float, solver: SolverConfig, workers: int
+) -> Ratios:
+    """Bare reference and ratios of a scene-scope run: each band's cores solved block-wise in
+    this process on one thread (``benchmarks/scene_scope.py``'s reference)."""
+    import zarr
+
+    from cloudcore.scene import Block, BlockGroup, LocalShards
+    from pipeline.scene import solve_shards
+    from pipeline.tiling import TileGrid
+
+    attrs = json.loads((out / "cube.zarr" / "zarr.json").read_text())["attributes"]
+    source = zarr.open_array(store=str(out / "work" / "input.zarr"), path="observed", mode="r")
+    n, _, height, width = source.shape
+    grid = TileGrid(height, width, attrs["tiling"]["tile_size"], 0)
+    bare_total, bare_cpu, pipe_iter, bare_iter = 0.0, 0.0, 0.0, 0.0
+    for b, band in enumerate(bands):
+        marker = next((out / "work" / "done").glob(f"blended-{band}-*.json"), None)
+        record = json.loads(marker.read_text()) if marker else None
+        blocks = [
+            Block(np.asarray(source[:, b, t.core.row_off : t.core.row_end,
+                                    t.core.col_off : t.core.col_end]),
+                  solver.dtype, origin=(t.core.row_off, t.core.col_off))
+            for t in grid
+        ]  # fmt: skip
+        group = LocalShards([BlockGroup(blocks, threads=1)])
+        started, cpu = time.perf_counter(), time.thread_time()
+        outcome = solve_shards(group, height * width, n, solver)
+        bare_total += time.perf_counter() - started
+        bare_cpu += time.thread_time() - cpu
+        bare_iter += outcome.seconds_per_iteration
+        if record is not None:
+            pipe_iter += record["seconds_per_iteration"]
+        del blocks, group
+    return Ratios(
+        bare_seconds=bare_total,
+        per_iteration=pipe_iter * workers / bare_iter,
+        wall=wall / (bare_total / workers),
+        bare_cpu=bare_cpu,
+        notes=["per iteration: band wall per iteration × workers / bare per iteration"],
+    )
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run the pipeline once and measure it; returns the row of the summary table."""
+    shutil.rmtree(out, ignore_errors=True)
+    config = parse(
+        {
+            "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
+            "output": {"path": str(out)},
+            "tiling": {"tile_size": args.tile_size, "overlap": args.overlap},
+            "solver": {"scope": scope},
+            "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
+        },
+        Config,
+    )
+    with PeakMemory() as memory:
+        t0 = time.perf_counter()
+        summary = run(config, overwrite=True)
+        wall = time.perf_counter() - t0
+    assert summary.ok, summary.describe()
+    phases = dict(summary.phase_seconds)
+    by_stage = _stages(summary)
+    rows_split = _solve_task_seconds(out / "work" / "done")
+    driver = memory.cpu.get(os.getpid(), 0.0) - memory._cpu_before  # client + scheduler
+    in_tasks = sum(c for _, _, c in by_stage)
+    print(
+        f"  {scope} scope: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
+        f"(in {_phase_at(memory.peak_at, summary.phase_seconds)}: {memory.split()} GiB); "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
+        + "\n  task seconds (CPU seconds) summed over workers, by stage: "
+        + ", ".join(f"{k} {w:.1f} ({c:.1f})" for k, w, c in by_stage)
+        + "; of the row tasks: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in rows_split.items() if v)
+        + f"\n  CPU outside tasks: driver (client, scheduler) {driver:.1f} s, worker and nanny "
+        f"processes {memory.cpu_seconds - driver - in_tasks:.1f} s"
+    )
+    bands = list(json.loads((out / "COMPLETE.json").read_text())["bands"])
+    if scope == "tile":
+        ratios = tile_ratios(out, bands, wall, config.solver, args.workers, args.bare_tiles)
+    else:
+        ratios = scene_ratios(out, bands, wall, config.solver, args.workers)
+    print(
+        f"  bare solve time {ratios.bare_seconds:.1f} s (ideal wall "
+        f"{ratios.bare_seconds / args.workers:.1f} s on {args.workers} workers); "
+        f"per-iteration ratio {ratios.per_iteration:.2f}, wall ratio {ratios.wall:.2f} "
+        f"({'; '.join(ratios.notes)})\n"
+        f"  in CPU seconds: bare {ratios.bare_cpu:.1f}, per-iteration ratio "
+        f"{ratios.per_iteration_cpu:.2f}; the run's processes used {memory.cpu_seconds:.1f} CPU s "
+        f"({memory.cpu_seconds / wall:.2f} cores on average of {os.cpu_count()}): work ratio "
+        f"{memory.cpu_seconds / ratios.bare_cpu:.2f} (= the wall ratio on a quiet machine "
+        f"with the workers always busy)"
+    )
+    if args.contention and scope == "tile":
+        cases = [c for c in tile_cases(out, bands) if c.band_index == 0 and c.iterations]
+        alone, together = contention(str(out / "work" / "input.zarr"), cases, config.solver)
+        slower = together / alone
+        print(
+            f"  memory bandwidth: band {bands[0]}'s {len(cases)} tiles bare in one worker-like "
+            f"process {alone[0]:.1f} s ({alone[1]:.1f} CPU s), two at once {together[0]:.1f} s "
+            f"({together[1]:.1f} CPU s) each: {slower[0]:.2f}× the wall, {slower[1]:.2f}× the CPU"
+        )
+    return {
+        "wall": wall,
+        "phases": phases,
+        "peak": memory.peak,
+        "tiles": summary.tiles * summary.bands,
+        "ratios": ratios,
+        "work": memory.cpu_seconds / ratios.bare_cpu,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2560, 5120, 10240])
+    parser.add_argument("--scopes", nargs="+", default=["tile", "scene"], choices=["tile", "scene"])
     parser.add_argument("--dates", type=int, default=7)
     parser.add_argument("--tile-size", type=int, default=1024)
     parser.add_argument("--overlap", type=int, default=128)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--bare-tiles", type=int, default=64, help="tile solves redone bare")
+    parser.add_argument("--contention", action="store_true", help="one vs two bare solves")
     parser.add_argument("--data", type=Path, default=Path("bench-output/data"))
     parser.add_argument("--out", type=Path, default=Path("bench-output/runs"))
     args = parser.parse_args()
@@ -97,49 +439,27 @@ def main() -> None:
     rows = []
     for size in args.sizes:
         paths = products(args.data, size, args.dates)
-        out = args.out / f"gf4-{size}"
-        shutil.rmtree(out, ignore_errors=True)
-        config = parse(
-            {
-                "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
-                "output": {"path": str(out)},
-                "tiling": {"tile_size": args.tile_size, "overlap": args.overlap},
-                "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
-            },
-            Config,
-        )
-        with PeakMemory() as memory:
-            t0 = time.perf_counter()
-            summary = run(config, overwrite=True)
-            wall = time.perf_counter() - t0
-        assert summary.ok, summary.describe()
-        with open(out / "diagnostics.csv") as fh:
-            diag = list(csv.DictReader(fh))
-        solve_cpu = sum(float(r["seconds"]) for r in diag)
-        pixel_dates = sum(int(r["d"]) * int(r["n"]) for r in diag)
-        phases = dict(summary.phase_seconds)
-        rows.append((size, summary, wall, phases, memory.peak, solve_cpu, pixel_dates))
-        tasks = _task_seconds(out / "work" / "done")
-        print(
-            f"  {size}²: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
-            f"(in {_phase_at(memory.peak_at, summary.phase_seconds)}); "
-            + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
-            + "\n  task seconds summed over workers: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in tasks.items())
-        )
+        for scope in args.scopes:
+            print(f"{size}², {scope} scope:")
+            rows.append(
+                (size, scope, run_once(paths, args.out / f"gf4-{size}-{scope}", scope, args))
+            )
 
     print(
-        f"\n{'scene':>8}{'tiles':>7}{'wall s':>9}{'stage':>8}{'solve+blend':>12}"
-        f"{'products':>9}{'peak GiB':>10}{'solver Mpx·date/s':>19}"
+        f"\n{'scene':>8}{'scope':>7}{'tiles':>7}{'wall s':>8}{'setup':>7}{'stage':>7}"
+        f"{'solve':>7}{'mask':>7}{'products':>9}{'peak GiB':>9}{'bare s':>8}{'it. ratio':>10}"
+        f"{'wall ratio':>11}{'it. CPU':>8}{'work':>6}"
     )
-    for size, summary, wall, phases, peak, solve_cpu, pixel_dates in rows:
+    for size, scope, r in rows:
+        p = r["phases"]
         print(
-            f"{size:>7}²{summary.tiles * summary.bands:>7}{wall:>9.1f}"
-            f"{phases.get('stage', 0):>8.1f}{phases.get('solve', 0):>12.1f}"
-            f"{phases.get('products', 0):>9.1f}"
-            f"{peak / 2**30:>10.2f}{pixel_dates / solve_cpu / 1e6:>19.1f}"
+            f"{size:>7}²{scope:>7}{r['tiles']:>7}{r['wall']:>8.1f}{p.get('setup', 0):>7.1f}"
+            f"{p.get('stage', 0):>7.1f}{p.get('solve', 0):>7.1f}{p.get('mask', 0):>7.1f}"
+            f"{p.get('products', 0):>9.1f}"
+            f"{r['peak'] / 2**30:>9.2f}{r['ratios'].bare_seconds:>8.1f}"
+            f"{r['ratios'].per_iteration:>10.2f}{r['ratios'].wall:>11.2f}"
+            f"{r['ratios'].per_iteration_cpu:>8.2f}{r['work']:>6.2f}"
         )
-    print("\nsolver throughput = pixel·dates of all halos / summed in-task solver seconds")
 
 
 def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
@@ -152,19 +472,24 @@ def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
     return "the end"
 
 
-def _task_seconds(done: Path) -> dict[str, float]:
-    """Seconds inside the row and seam tasks, summed, from their completion markers."""
-    totals = {"read halos": 0.0, "solve": 0.0, "blend+write rows": 0.0, "seams": 0.0}
+def _stages(summary: Any) -> list[tuple[str, float, float]]:
+    """(stage, task seconds, task CPU seconds) of a run summary."""
+    return list(summary.task_seconds)
+
+
+def _solve_task_seconds(done: Path) -> dict[str, float]:
+    """Seconds inside the row tasks split into reading, solving and the rest, from their
+    completion markers (tile scope)."""
+    totals = dict.fromkeys(("read halos", "solve tiles", "blend+write rows", "solve CPU"), 0.0)
     for marker in done.glob("*.json"):
         record = json.loads(marker.read_text())
-        if "tiles" in record:  # a row task
+        if "tiles" in record and "scope" not in record:  # a row task
             read = sum(float(t["read_seconds"]) for t in record["tiles"])
             solve = sum(float(t["seconds"]) for t in record["tiles"])
             totals["read halos"] += read
-            totals["solve"] += solve
+            totals["solve tiles"] += solve
             totals["blend+write rows"] += float(record["seconds"]) - read - solve
-        elif "seam" in record:
-            totals["seams"] += float(record["seconds"])
+            totals["solve CPU"] += sum(float(t.get("cpu_seconds", 0.0)) for t in record["tiles"])
     return totals
 
 

@@ -41,10 +41,12 @@ __all__ = [
     "HAZE",
     "NODATA",
     "SHADOW",
+    "BandMean",
     "MaskRule",
     "anomaly_scale",
     "classify",
     "classify_result",
+    "classify_scores",
     "keep_clear",
     "sample_entries",
 ]
@@ -136,11 +138,36 @@ def classify(
     numpy.ndarray
         ``(dates, rows, cols)`` uint8: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no data.
     """
+    bright = _band_mean(brightening, scales)
+    dark = _band_mean(darkening, scales) if darkening is not None else None
+    return classify_scores(bright, dark, observed, rule)
+
+
+def classify_scores(
+    bright: np.ndarray,
+    dark: np.ndarray | None,
+    observed: np.ndarray,
+    rule: MaskRule = MaskRule(),
+) -> np.ndarray:
+    """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`).
+
+    Parameters
+    ----------
+    bright, dark
+        ``(dates, rows, cols)`` mean of A/σ and of S/σ over the bands (``dark`` None: no shadow
+        class).
+    observed
+        ``(dates, rows, cols)`` booleans: the date observed the pixel (in some band).
+    rule
+        Thresholds and opening radius.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dates, rows, cols)`` uint8 codes.
+    """
     from scipy import ndimage
 
-    sigma = np.maximum(np.asarray(scales, dtype=np.float64), np.finfo(np.float32).tiny)
-    bright = _band_mean(brightening, sigma)
-    dark = _band_mean(darkening, sigma) if darkening is not None else None
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
     codes[bright >= rule.haze] = HAZE
     cloud = bright >= rule.cloud
@@ -159,16 +186,40 @@ def classify(
     return codes
 
 
-def _band_mean(x: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Mean over bands (the first axis) of the finite x[b] / σ[b]; 0 where none is finite.
-    One band at a time, in float32: a full core of five bands stays a few hundred MB."""
-    total = np.zeros(x.shape[1:], np.float32)
-    count = np.zeros(x.shape[1:], np.uint8)
-    for band, s in zip(x, sigma, strict=True):
-        finite = np.isfinite(band)
-        total += np.where(finite, band, 0.0).astype(np.float32) / np.float32(s)
-        count += finite
-    return total / np.maximum(count, 1)
+class BandMean:
+    """The mean over bands of each band's anomaly in units of its σ, summed one band at a time
+    (a mask over many bands holds one band's arrays at once), in float32; 0 where no band has a
+    finite value.
+
+    Parameters
+    ----------
+    shape
+        The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.total = np.zeros(shape, np.float32)
+        self.count = np.zeros(shape, np.uint8)
+
+    def add(self, anomaly: np.ndarray, sigma: float) -> None:
+        """Add one band: its anomaly (NaN where not observed) and its σ (floored at the smallest
+        float32 so that a σ of 0 cannot divide by zero)."""
+        finite = np.isfinite(anomaly)
+        scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
+        self.total += np.where(finite, anomaly, 0.0).astype(np.float32) / scale
+        self.count += finite
+
+    def mean(self) -> np.ndarray:
+        """The mean over the bands added."""
+        return self.total / np.maximum(self.count, 1)
+
+
+def _band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Mean over bands (the first axis) of the finite x[b] / σ[b] (:class:`BandMean`)."""
+    mean = BandMean(x.shape[1:])
+    for band, sigma in zip(x, np.asarray(scales, dtype=np.float64), strict=True):
+        mean.add(band, float(sigma))
+    return mean.mean()
 
 
 def classify_result(

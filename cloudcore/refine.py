@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -184,10 +184,13 @@ def refine(
     lam = rule.lam_scale / math.sqrt(data.shape[0])
     ground = first.L
     flags: np.ndarray | None = None
-    iterations, last = first.iterations, first
+    iterations = first.iterations
+    converged, residual = first.converged, first.residual  # of the last solve
+    # The re-solve's memory is a tile's peak in the pipeline: arrays are let go once used.
     for _ in range(rule.rounds):
-        residual = np.where(observed, data - ground, np.nan)
-        flags = flag_outliers(residual, observed, image_shape, rule, flags)
+        flags = flag_outliers(
+            np.where(observed, data - ground, np.nan), observed, image_shape, rule, flags
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # reported once, below
             last = decompose(
@@ -200,11 +203,13 @@ def refine(
                 threads=threads,
             )
         iterations += last.iterations
+        converged, residual = last.converged, last.residual
         # Nothing left to pin a row or a date: keep the previous ground there.
         ground = np.where(np.isfinite(last.L), last.L, ground).astype(dtype, copy=False)
-    if not last.converged:
+        del last  # its C and N are not used
+    if not converged:
         warnings.warn(
-            f"refine: the re-solve stopped at max_iter={max_iter} (residual {last.residual:.2e})",
+            f"refine: the re-solve stopped at max_iter={max_iter} (residual {residual:.2e})",
             ConvergenceWarning,
             stacklevel=2,
         )
@@ -212,14 +217,16 @@ def refine(
     # Pixels observed on no date stay NaN in every layer, as decompose leaves them.
     nothing = np.isnan(ground)
     resid[nothing] = np.nan
-    return replace(
-        last,
+    cloud = np.maximum(resid, 0)
+    shadow = np.maximum(np.negative(resid, out=resid), 0, out=resid)
+    return Decomposition(
         L=ground,
-        C=np.maximum(resid, 0),
+        C=cloud,
         N=np.where(nothing, np.nan, 0.0).astype(dtype),
-        S=np.maximum(np.negative(resid), 0),
+        S=shadow,
         iterations=iterations,
-        converged=first.converged and last.converged,
+        residual=residual,
+        converged=first.converged and converged,
         lam=lam,
         method=f"{first.method}+refine",
     )

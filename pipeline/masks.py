@@ -1,6 +1,7 @@
 """The cube's mask and provenance layers, and the observations kept where the sky was clear.
 
-After every band is solved (and blended), one task per tile core, all bands at once:
+After every band is solved (and blended), one task per tile core, all bands (read one band at
+a time: a task holds one band's layers, not all of them):
 
 * ``mask`` (time, y, x) uint8 per acquisition: 0 clear, 1 haze, 2 cloud, 3 shadow (shadow
   model only), 255 no data, by :func:`cloudcore.classify` from the bands' cloud, haze (and
@@ -31,9 +32,10 @@ import numpy as np
 
 from cloudcore.masks import CLEAR, NODATA, MaskRule
 from pipeline.errors import TileError
+from pipeline.previews import PreviewSpec, Samples
 from pipeline.store.durable import fsync_paths, storage_error
 from pipeline.store.layout import MASK, PROVENANCE
-from pipeline.tiling import Tile
+from pipeline.tiling import Tile, Window
 
 __all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_tile"]
 
@@ -55,6 +57,7 @@ class MaskJob:
     scales: tuple[float, ...]  # σ per band
     rule: MaskRule
     keep_clear: bool
+    preview: PreviewSpec | None = None  # the quicklooks' samples to keep (pipeline.previews)
 
 
 def band_scales(records: Sequence[dict[str, Any]], bands: Sequence[str]) -> tuple[float, ...]:
@@ -82,8 +85,6 @@ def mask_tile(job: MaskJob) -> dict[str, Any]:
     """
     import zarr
 
-    from cloudcore.masks import classify, keep_clear
-
     started = time.perf_counter()
     core = job.tile.core
     pad = job.rule.radius
@@ -97,24 +98,17 @@ def mask_tile(job: MaskJob) -> dict[str, Any]:
     try:
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         source = zarr.open_array(store=job.input_store, path="observed", mode="r")
-        observed = np.asarray(source[:, :, r0:r1, c0:c1])  # (time, band, rows, cols)
-        seen = np.isfinite(observed)
-        bright, dark = _anomalies(group, job, (slice(r0, r1), slice(c0, c1)), seen)
-        sigma = np.array(job.scales, dtype=np.float64)
-        codes = classify(bright, dark, sigma, seen.any(axis=1), job.rule)
-        codes = codes[(slice(None), *inner)]
+        samples = Samples(job.preview, job.tile) if job.preview else None
+        window = Window(r0, c0, r1 - r0, c1 - c0)
+        codes = _codes(group, source, job, window, samples)[(slice(None), *inner)]
         rows, cols = core.slices
         group[MASK][:, rows, cols] = codes
-        obs_core = observed[(slice(None), slice(None), *inner)]
-        clear = np.asarray(group["clear"][:, :, rows, cols])
-        kept = np.zeros(clear.shape, dtype=bool)
-        if job.keep_clear:
-            clear, kept = keep_clear(clear, obs_core, (codes == CLEAR)[:, None])
-            group["clear"][:, :, rows, cols] = clear
-        provenance = np.where(kept, OBSERVED, FILLED).astype(np.uint8)
-        provenance[~np.isfinite(clear)] = NODATA
-        group[PROVENANCE][:, :, rows, cols] = provenance
+        for b in range(len(job.scales)):
+            provenance = _provenance(group, source, job, b, codes, samples)
+            group[PROVENANCE][:, b, rows, cols] = provenance
         fsync_paths(_chunk_files(cube, job))
+        if samples is not None:
+            samples.save(codes)
     except OSError as exc:
         raise storage_error(exc, cube) or TileError(
             job.tile_id, f"writing the mask: {type(exc).__name__}: {exc}"
@@ -129,23 +123,62 @@ def mask_tile(job: MaskJob) -> dict[str, Any]:
     }
 
 
-def _anomalies(
-    group: Any, job: MaskJob, window: tuple[slice, slice], seen: np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """C + N and S of every band over ``window``, (band, time, rows, cols) float32, NaN where
-    the band did not observe the pixel (the solver's C, N, S are 0 there, not evidence)."""
-    rows, cols = window
-    has_shadow = "shadow" in job.layers
-    bright = np.empty((len(job.scales), *seen[:, 0].shape), np.float32)
-    dark = np.empty_like(bright) if has_shadow else None
-    for b in range(len(job.scales)):
-        cloud = np.asarray(group["cloud"][:, b, rows, cols])
-        cloud += np.asarray(group["haze"][:, b, rows, cols])
-        bright[b] = np.where(seen[:, b], cloud, np.nan)
+def _codes(
+    group: Any, source: Any, job: MaskJob, window: Window, samples: Samples | None
+) -> np.ndarray:
+    """:func:`cloudcore.classify` over ``window`` (time, rows, cols), one band at a time: each
+    band's C + N and S, NaN where the band did not observe the pixel (the solver's C, N, S are 0
+    there, not evidence), are added to the bands' means (:class:`cloudcore.masks.BandMean`), so
+    the task holds one band's layers at once. ``samples`` keeps the quicklooks' observations."""
+    from cloudcore.masks import BandMean, classify_scores
+
+    rows, cols = window.slices
+    shape = (source.shape[0], window.height, window.width)
+    bright = BandMean(shape)
+    dark = BandMean(shape) if "shadow" in job.layers else None
+    observed = np.zeros(shape, dtype=bool)  # in some band
+    for b, sigma in enumerate(job.scales):
+        observation = np.asarray(source[:, b, rows, cols])
+        if samples is not None:
+            samples.take("observed", b, observation, window)
+        unseen = ~np.isfinite(observation)
+        observed |= ~unseen
+        anomaly = np.asarray(group["cloud"][:, b, rows, cols])
+        anomaly += np.asarray(group["haze"][:, b, rows, cols])
+        anomaly[unseen] = np.nan
+        bright.add(anomaly, sigma)
         if dark is not None:
             shadow = np.asarray(group["shadow"][:, b, rows, cols])
-            dark[b] = np.where(seen[:, b], shadow, np.nan)
-    return bright, dark
+            shadow[unseen] = np.nan
+            dark.add(shadow, sigma)
+    return classify_scores(bright.mean(), dark.mean() if dark else None, observed, job.rule)
+
+
+def _provenance(
+    group: Any,
+    source: Any,
+    job: MaskJob,
+    band: int,
+    codes: np.ndarray,
+    samples: Samples | None,
+) -> np.ndarray:
+    """One band's provenance over the core (time, rows, cols); with ``keep_clear`` it also
+    writes the observations kept into the band's ``clear``. ``samples`` keeps the quicklooks'
+    clear values (as written)."""
+    from cloudcore.masks import keep_clear
+
+    rows, cols = job.tile.core.slices
+    clear = np.asarray(group["clear"][:, band, rows, cols])
+    provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
+    if job.keep_clear:
+        observation = np.asarray(source[:, band, rows, cols])
+        clear, kept = keep_clear(clear, observation, codes == CLEAR)
+        group["clear"][:, band, rows, cols] = clear
+        provenance[kept] = OBSERVED
+    if samples is not None:
+        samples.take("clear", band, clear, job.tile.core)
+    provenance[~np.isfinite(clear)] = NODATA
+    return provenance
 
 
 def _chunk_files(cube: Path, job: MaskJob) -> list[Path]:

@@ -17,8 +17,10 @@ import pandas as pd
 import xarray as xr
 
 from cloudcore.masks import CLOUD, HAZE, SHADOW
+from pipeline.previews import PreviewSpec, assemble
 from pipeline.store.durable import atomic_write, gdal_storage_error, storage_error
 from pipeline.store.layout import MASK
+from pipeline.tiling import Tile
 
 __all__ = ["write_cogs", "write_diagnostics", "write_mask_cogs", "write_quicklooks"]
 
@@ -253,42 +255,28 @@ def _encode(clear: np.ndarray, dtype: str, max_dn: float) -> np.ndarray:
 
 
 def write_quicklooks(
-    input_store: Path,
-    cube: Path,
+    spec: PreviewSpec,
+    tiles: Sequence[Tile],
     dsts: Sequence[Path],
     *,
-    bands: Sequence[int],
-    size: int = 1024,
+    height: int,
+    width: int,
 ) -> list[str]:
     """Write one PNG per date: the observed image, its mask over it, and the clear image.
 
-    ``dsts`` are the destinations in the cube's time order; ``bands`` are one (grey) or three
-    (RGB) band indices. The panels of a date share one 2–98 % stretch taken from its clear
-    image, so haze and cloud show as brightening. The middle panel tints the observed image
-    where the cube's ``mask`` layer says haze (yellow), cloud (red) or shadow (blue): see
-    :data:`MASK_COLOURS`.
-
-    Each store is read once for all dates, every ``step``-th pixel (step = longest side /
-    ``size``): their chunks hold all dates, so reading date by date would decompress the scene's
-    bands once per date.
+    The images are every ``spec.step``-th pixel of the scene, taken by the mask pass
+    (:mod:`pipeline.previews`) from ``spec.bands``: one (grey) or three (RGB) band indices.
+    ``dsts`` are the destinations in the cube's time order. The panels of a date share one
+    2–98 % stretch taken from its clear image, so haze and cloud show as brightening. The middle
+    panel tints the observed image where the mask says haze (yellow), cloud (red) or shadow
+    (blue): see :data:`MASK_COLOURS`.
 
     Returns
     -------
     list of str
         The paths written.
     """
-    import zarr
-
-    before = zarr.open_array(store=str(input_store), path="observed", mode="r")
-    after = zarr.open_array(store=str(cube), path="clear", mode="r")
-    codes = zarr.open_array(store=str(cube), path=MASK, mode="r")
-    height, width = after.shape[-2:]
-    step = max(1, -(-max(height, width) // size))
-    every = slice(None, None, step)
-    # Strided reads keep memory at the quicklooks' size even for 10k-pixel scenes.
-    lefts = np.stack([np.asarray(before[:, b, every, every]) for b in bands], axis=-1)
-    rights = np.stack([np.asarray(after[:, b, every, every]) for b in bands], axis=-1)
-    masks = np.asarray(codes[:, every, every])
+    lefts, rights, masks = assemble(spec, tiles, len(dsts), height, width)
     return [
         _save_quicklook(left, right, mask, dst)
         for left, right, mask, dst in zip(lefts, rights, masks, dsts, strict=True)

@@ -31,6 +31,7 @@ from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan, make_plan
+from pipeline.previews import PreviewSpec, preview_step
 from pipeline.products import write_cogs, write_diagnostics, write_mask_cogs, write_quicklooks
 from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
 from pipeline.status import RunSummary, TileFailure, finish_run_record, write_run_record
@@ -147,6 +148,7 @@ class _Progress:
             ("staged", "stage_skipped", "solved", "solve_skipped", "blended"), 0
         )
         self.phases: dict[str, float] = {}  # wall seconds per phase, in run order
+        self.task_seconds: dict[str, list[float]] = {}  # stage → [seconds, CPU s] in its tasks
         self._mark = time.perf_counter()
 
     def lap(self, name: str) -> None:
@@ -176,6 +178,7 @@ class _Progress:
             failures=tuple(self.failures),
             products=products,
             phase_seconds=tuple(self.phases.items()),
+            task_seconds=tuple((k, s, c) for k, (s, c) in self.task_seconds.items()),
         )
         log.debug("%s", summary.describe())  # the CLI prints it; library callers get it
         return summary
@@ -241,7 +244,9 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
         )
         for t in todo
     ]
-    staged, failed = run_tasks(client, stage_jobs, stage="stage")
+    staged, failed = run_tasks(
+        client, stage_jobs, stage="stage", task_seconds=progress.task_seconds
+    )
     progress.check("stage", failed)
     progress.counts.update(staged=len(staged), stage_skipped=len(tiles) - len(todo))
     return set(failed)
@@ -277,7 +282,7 @@ def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: 
         if complete:  # every row and seam of the band is (or will be) run
             band_work[band] = [t.key for t in band_jobs]
     stages = {t.key: t.stage or "solve" for t in jobs}
-    done, failed = run_tasks(client, jobs, stage="solve")
+    done, failed = run_tasks(client, jobs, stage="solve", task_seconds=progress.task_seconds)
     for stage in ("solve", "blend"):
         progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
     counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
@@ -358,11 +363,12 @@ def _mask(
                 scales=scales,
                 rule=config.mask.rule(),
                 keep_clear=config.output.keep_clear,
+                preview=_preview_spec(plan),
             )
             for t in tiles
         )
     ]
-    _, failed = run_tasks(client, jobs, stage="mask")
+    _, failed = run_tasks(client, jobs, stage="mask", task_seconds=progress.task_seconds)
     progress.check("mask", failed)
 
 
@@ -396,7 +402,9 @@ def _products(
     for leftover in (cog_tmp, looks_tmp):
         shutil.rmtree(leftover, ignore_errors=True)  # from an interrupted earlier run
     product_jobs, finals = _product_tasks(plan, cube_tmp, cog_tmp, looks_tmp)
-    _, failed = run_tasks(client, product_jobs, stage="products", unit="tasks")
+    _, failed = run_tasks(
+        client, product_jobs, stage="products", unit="tasks", task_seconds=progress.task_seconds
+    )
     progress.check("products", failed)
     return finals
 
@@ -579,14 +587,27 @@ def _product_tasks(
     mask_args = (cube, [cog_dir / n for n in masks])
     tasks.append(Task("cog-mask", write_mask_cogs, mask_args, {"grid": plan.grid, "block": block}))
     finals += [layout.cog_dir / n for n in masks]
-    if plan.config.output.quicklooks:
-        # One task for all dates (it reads each store once); first, so it runs beside the COGs.
+    spec = _preview_spec(plan)
+    if spec is not None:
+        # One task for all dates, from the mask pass's samples (pipeline.previews).
         looks = [f"{label}.png" for label in labels]
-        args = (layout.input_store, cube, [looks_dir / name for name in looks])
-        kwargs = {"bands": _quicklook_bands(bands)}
-        tasks.insert(0, Task("quicklooks", write_quicklooks, args, kwargs))
+        args = (spec, list(plan.tiles), [looks_dir / name for name in looks])
+        kwargs = {"height": plan.grid.height, "width": plan.grid.width}
+        tasks.append(Task("quicklooks", write_quicklooks, args, kwargs))
         finals += [layout.quicklook_dir / name for name in looks]
     return tasks, finals
+
+
+#: Longest side of a quicklook panel, in pixels.
+QUICKLOOK_SIZE = 1024
+
+
+def _preview_spec(plan: RunPlan) -> PreviewSpec | None:
+    """What the mask pass keeps for the quicklooks (None: no quicklooks)."""
+    if not plan.config.output.quicklooks:
+        return None
+    step = preview_step(plan.grid.height, plan.grid.width, QUICKLOOK_SIZE)
+    return PreviewSpec(tuple(_quicklook_bands(plan.bands)), step, str(plan.layout.previews))
 
 
 def _report_empty_tiles(records: list[dict[str, Any]]) -> None:

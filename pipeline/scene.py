@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from cloudcore.masks import anomaly_scale
-from cloudcore.scene import Block, BlockGroup
+from cloudcore.scene import Block, BlockGroup, SceneOutcome
 from cloudcore.solvers import SparseRule
 from pipeline.blend import _chunk_range, _cube_arrays
 from pipeline.cluster import RETRIES
@@ -58,6 +58,7 @@ __all__ = [
     "ShardSpec",
     "partition",
     "solve_band",
+    "solve_shards",
     "start_shards",
 ]
 
@@ -265,9 +266,31 @@ def solve_band(client: Any, job: BandJob) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
-def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
+def solve_shards(shards: Any, d: int, n: int, solver: SolverConfig) -> SceneOutcome:
+    """One band's matrix (d pixels × n dates, held by ``shards``) solved as ``solver`` asks, by
+    :func:`cloudcore.scene.solve_blocks`; convergence warnings are silenced (the diagnostics
+    record it)."""
     import cloudcore
     from cloudcore.scene import solve_blocks
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
+        return solve_blocks(
+            shards,
+            d=d,
+            n=n,
+            dtype=solver.dtype,
+            method=solver.method,
+            lam=resolve_lambda(solver.lam, d, n),
+            beta=solver.beta,
+            tol=solver.tol,
+            max_iter=solver.max_iter,
+            shadow_weight=solver.shadow_weight,
+        )
+
+
+def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
+    import cloudcore
 
     started = time.perf_counter()
     grid, solver = job.grid, job.solver
@@ -285,23 +308,8 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
     try:
         shards = DaskShards([f.result() for f in futures])
         d = grid.height * grid.width
-        lam = resolve_lambda(solver.lam, d, job.n_dates)
         loaded = time.perf_counter()
-        with warnings.catch_warnings():
-            # Non-convergence is recorded in the diagnostics instead.
-            warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-            outcome = solve_blocks(
-                shards,
-                d=d,
-                n=job.n_dates,
-                dtype=solver.dtype,
-                method=solver.method,
-                lam=lam,
-                beta=solver.beta,
-                tol=solver.tol,
-                max_iter=solver.max_iter,
-                shadow_weight=solver.shadow_weight,
-            )
+        outcome = solve_shards(shards, d, job.n_dates, solver)
         solved = time.perf_counter()
         timings = shards.map("shard_timing")
         written = shards.map("write", job.cube, grid.cube_chunk_rows)

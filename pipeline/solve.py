@@ -23,7 +23,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,18 @@ from pipeline.errors import TileError
 from pipeline.store.layout import Layout, components
 from pipeline.tiling import Tile
 
-__all__ = ["MIN_DATE_FRACTION", "SolveJob", "dates_kept", "resolve_lambda", "solve_tile"]
+if TYPE_CHECKING:
+    from cloudcore import Decomposition
+
+__all__ = [
+    "MIN_DATE_FRACTION",
+    "SolveJob",
+    "dates_kept",
+    "resolve_lambda",
+    "solve_matrix",
+    "solve_tile",
+    "tile_matrix",
+]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +96,63 @@ def dates_kept(mask: np.ndarray) -> np.ndarray:
     return kept if kept.size >= 2 else kept[:0]
 
 
+def tile_matrix(stack: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The matrix of one (band, tile): D (pixels × dates kept, in ``dtype``), its mask of
+    observed entries, and the indices of the dates kept (:func:`dates_kept`).
+
+    ``stack`` is the (dates, rows, cols) halo, NaN where not observed. Row = pixel (C order over
+    the halo), column = date: D is a transposed view of the C-ordered (dates, pixels) stack,
+    since :func:`cloudcore.decompose` works dates × pixels internally (no transposing copies).
+    """
+    n = stack.shape[0]
+    flat = stack.reshape(n, -1)
+    mask = np.isfinite(flat).T
+    kept = dates_kept(mask)
+    if 0 < kept.size < n:
+        flat, mask = flat[kept], mask[:, kept]
+    return flat.astype(dtype, copy=False).T, mask, kept
+
+
+def solve_matrix(
+    D: np.ndarray,
+    mask: np.ndarray,
+    solver: SolverConfig,
+    image_shape: tuple[int, int],
+    lam: float,
+    threads: int,
+) -> Decomposition:
+    """The tile's decomposition as ``solver`` asks: :func:`cloudcore.decompose`, then
+    :func:`cloudcore.refine` when it refines (``solver.refines``); convergence warnings are
+    silenced (the diagnostics record it per tile). Returns the
+    :class:`cloudcore.Decomposition`; the solver's ``ValueError`` passes through."""
+    import cloudcore
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
+        result = cloudcore.decompose(
+            D,
+            solver.method,
+            lam=lam,
+            beta=solver.beta,
+            tol=solver.tol,
+            max_iter=solver.max_iter,
+            mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
+            threads=threads,
+            shadow_weight=solver.shadow_weight,
+        )
+        if solver.refines:
+            result = cloudcore.refine(
+                D,
+                result,
+                image_shape,
+                mask=mask,
+                tol=solver.tol,
+                max_iter=solver.max_iter,
+                threads=threads,
+            )
+    return result
+
+
 def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Solve one (band, tile) on its halo.
 
@@ -106,7 +174,6 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """
     import zarr
 
-    import cloudcore
     from cloudcore.masks import anomaly_scale
 
     halo = job.tile.halo
@@ -120,16 +187,8 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     read_seconds = time.perf_counter() - read_started
     n = stack.shape[0]
     d = halo.height * halo.width
-    # Row = pixel (C order over the halo), column = date.
-    # A transposed view of the C-ordered (n, d) stack: decompose works dates × pixels internally,
-    # so this avoids two transposing copies.
-    flat = stack.reshape(n, d)
-    mask = np.isfinite(flat).T
-    kept = dates_kept(mask)
+    D, mask, kept = tile_matrix(stack, job.solver.dtype)
     left_out = [int(t) for t in np.setdiff1d(np.arange(n), kept)]
-    if 0 < kept.size < n:
-        flat, mask = flat[kept], mask[:, kept]
-    D = flat.astype(job.solver.dtype, copy=False).T
     lam = resolve_lambda(job.solver.lam, d, max(kept.size, 2))
     record: dict[str, Any] = {
         "tile_id": job.tile_id,
@@ -142,39 +201,16 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         "lam": lam,
         "dates_left_out": left_out,
     }
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     frames = (n, halo.height, halo.width)
     count = len(components(job.solver.method, job.solver.refines))
     if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
         layers = [np.full(frames, np.nan, np.float32) for _ in range(count)]
         record.update(iterations=0, converged=True, residual=0.0, anomaly_scale=0.0)
-        record.update(read_seconds=round(read_seconds, 4), seconds=0.0)
+        record.update(read_seconds=round(read_seconds, 4), seconds=0.0, cpu_seconds=0.0)
         return layers, record
     try:
-        with warnings.catch_warnings():
-            # Non-convergence is recorded per tile in the diagnostics instead.
-            warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-            result = cloudcore.decompose(
-                D,
-                job.solver.method,
-                lam=lam,
-                beta=job.solver.beta,
-                tol=job.solver.tol,
-                max_iter=job.solver.max_iter,
-                mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
-                threads=job.threads,
-                shadow_weight=job.solver.shadow_weight,
-            )
-            if job.solver.refines:
-                result = cloudcore.refine(
-                    D,
-                    result,
-                    (halo.height, halo.width),
-                    mask=mask,
-                    tol=job.solver.tol,
-                    max_iter=job.solver.max_iter,
-                    threads=job.threads,
-                )
+        result = solve_matrix(D, mask, job.solver, (halo.height, halo.width), lam, job.threads)
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
     # ``ground`` is L clipped to [0, 1], always safe for the user (docs/CONVENTIONS.md §2). The
@@ -202,6 +238,9 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         anomaly_scale=scale,
         read_seconds=round(read_seconds, 4),
         seconds=round(time.perf_counter() - started, 4),
+        # The solving thread's CPU time (numba runs the kernels in it at threads=1): on a
+        # shared machine it tells the solver's own cost from the time other processes took.
+        cpu_seconds=round(time.thread_time() - cpu_started, 4),
     )
     if not mask.any():
         record["empty"] = True  # reported once for all such tiles by the run

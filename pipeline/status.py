@@ -136,6 +136,8 @@ class RunSummary:
     failures: tuple[TileFailure, ...] = ()
     products: tuple[str, ...] = field(default=())
     phase_seconds: tuple[tuple[str, float], ...] = ()  # (phase, wall seconds), in run order
+    #: (stage, seconds, CPU seconds) inside its tasks, summed over the workers, in run order
+    task_seconds: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -151,6 +153,11 @@ class RunSummary:
         ]
         if self.phase_seconds:
             lines.append("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds))
+        if self.task_seconds:
+            lines.append(
+                "in tasks (all workers; CPU s): "
+                + ", ".join(f"{k} {s:.1f} s ({c:.1f})" for k, s, c in self.task_seconds)
+            )
         lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
         if self.failures:
             lines.append("nothing was published; rerun the same command to retry the failed tiles")

@@ -44,10 +44,16 @@ CONNECT_TIMEOUT_S = 10
 RETRIES = 2
 
 
-def _call(stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run one task on a worker, after the test hooks."""
+def _call(
+    stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> tuple[Any, float, float]:
+    """Run one task on a worker, after the test hooks; returns its result, its seconds and the
+    worker process's CPU seconds meanwhile (a worker runs one task at a time, so that CPU is the
+    task's, the threads it starts included)."""
     inject_faults(stage, key)
-    return fn(*args, **kwargs)
+    started, cpu = time.perf_counter(), time.process_time()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - started, time.process_time() - cpu
 
 
 def solver_threads(cfg: ClusterSpec) -> int:
@@ -134,7 +140,12 @@ class Task:
 
 
 def run_tasks(
-    client: Client, tasks: Iterable[Task], *, stage: str, unit: str = "tiles"
+    client: Client,
+    tasks: Iterable[Task],
+    *,
+    stage: str,
+    unit: str = "tiles",
+    task_seconds: dict[str, list[float]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, BaseException]]:
     """Run tasks, one Dask task each, as their dependencies finish, showing a progress bar.
 
@@ -152,6 +163,9 @@ def run_tasks(
         Name shown on the progress bar and in the log.
     unit
         What the progress bar counts (the tasks' ``weight``): ``tiles``, ``products``, ...
+    task_seconds
+        If given, the seconds and CPU seconds inside the tasks that succeeded are added to it by
+        stage, ``{stage: [seconds, cpu_seconds]}``: the run's time budget.
 
     Returns
     -------
@@ -205,7 +219,11 @@ def run_tasks(
                 failures[task.key] = exc
                 log.error("%s %s failed: %s", task.stage or stage, task.key, exc)
             else:
-                results[task.key] = future.result()
+                results[task.key], seconds, cpu = future.result()
+                if task_seconds is not None:
+                    totals = task_seconds.setdefault(task.stage or stage, [0.0, 0.0])
+                    totals[0] += seconds
+                    totals[1] += cpu
                 bar.update(task.weight)
             future.release()
             waiting = _release_ready(waiting, keys, results, failures, dropped, submit)

@@ -11,10 +11,11 @@ Layout of ``output.path``::
     quicklooks/YYYYMMDD.png   before | after per date
     COMPLETE.json         written last: the run that produced everything above, and when
     work/                 input.zarr, strips/ (solved rows shared by two tile rows, until
-                          blended), done/ (markers), run.json (the ids of the current run, for
-                          ``status``); resumable. A finished run keeps it, so that a rerun with
-                          the same settings only rewrites the products; delete it once the
-                          products are what you want.
+                          blended), previews/ (the quicklooks' samples, from the mask pass
+                          to the quicklooks), done/ (markers), run.json (the ids of the
+                          current run, for ``status``); resumable. A finished run keeps it,
+                          so that a rerun with the same settings only rewrites the products;
+                          delete it once the products are what you want.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class Layout:
     @property
     def done(self) -> Path:
         return self.work / "done"
+
+    @property
+    def previews(self) -> Path:
+        return self.work / "previews"
 
     @property
     def products(self) -> Path:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 import cloudcore
-from cloudcore.masks import CLEAR, CLOUD, HAZE, NODATA, SHADOW, MaskRule, classify
+from cloudcore.masks import (
+    CLEAR,
+    CLOUD,
+    HAZE,
+    NODATA,
+    SHADOW,
+    BandMean,
+    MaskRule,
+    classify,
+    classify_scores,
+)
 
 
 def test_anomaly_scale_is_the_robust_spread_of_observed_entries() -> None:
@@ -42,6 +52,30 @@ def test_classes_by_threshold_with_bands_averaged_and_specks_opened() -> None:
     halved = classify(bright, None, np.array([2.0, 1.0]), observed, rule)
     assert (halved[0, 1:5, 1:5] == HAZE).all()  # (5 + 10) / 2 = 7.5 < 8
     assert (halved[0, 6:8, 0:3] == CLEAR).all()  # no shadow layer, no shadow class
+
+
+def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
+    """The pipeline's mask task adds one band at a time (BandMean) to hold one band's layers:
+    its codes must be the codes of classify on the stacked bands, bit for bit."""
+    rng = np.random.default_rng(3)
+    bright = rng.gamma(1.0, 0.03, (3, 4, 40, 50)).astype(np.float32)
+    dark = rng.gamma(1.0, 0.02, bright.shape).astype(np.float32)
+    bright[:, :, 5:15, 5:15] += 0.5  # a cloud and a shadow that survive the opening
+    dark[:, :, 20:30, 20:30] += 0.5
+    unseen = rng.random(bright.shape) < 0.2
+    bright[unseen] = np.nan
+    dark[unseen] = np.nan
+    scales = np.array([0.01, 0.03, 0.02])
+    observed = ~unseen.all(axis=0)
+    rule = MaskRule()
+    whole = classify(bright, dark, scales, observed, rule)
+    sums = [BandMean(bright.shape[1:]), BandMean(bright.shape[1:])]
+    for b, sigma in enumerate(scales):
+        sums[0].add(bright[b], sigma)
+        sums[1].add(dark[b], sigma)
+    streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule)
+    assert np.array_equal(streamed, whole)
+    assert len(np.unique(whole)) == 5  # every class occurs: the comparison means something
 
 
 def test_classify_result_finds_simulated_clouds(case_64x7: cloudcore.SimulatedSeries) -> None:

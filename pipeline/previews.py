@@ -1,0 +1,124 @@
+"""Quicklook samples taken by the mask pass, so that the quicklooks decode no store again.
+
+A date's quicklook shows every ``step``-th pixel (``step`` = longest side / quicklook size,
+rounded up) of the observed image, of the mask and of the clear image. Read from the stores,
+those samples cost a decode of every chunk of three bands of the input and of the cube (their
+chunks hold whole tiles): the slowest product task at full size. The mask task of each tile
+core (:mod:`pipeline.masks`) already holds those layers in memory, so it keeps the pixels of
+its core whose row and column are multiples of ``step`` and saves them as one ``.npz`` in
+``work/previews/``; :func:`assemble` puts the cores' samples together. The result is the
+strided read, value for value.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.store.durable import atomic_write
+from pipeline.tiling import Tile, Window
+
+__all__ = ["PreviewSpec", "Samples", "assemble", "preview_step", "save_samples"]
+
+
+def preview_step(height: int, width: int, size: int) -> int:
+    """The stride that brings the longer side of a ``height`` × ``width`` grid to ≤ ``size``."""
+    return max(1, -(-max(height, width) // size))
+
+
+@dataclass(frozen=True)
+class PreviewSpec:
+    """What the mask task of one core keeps for the quicklooks."""
+
+    bands: tuple[int, ...]  # band indices: red, green, blue (or one grey band)
+    step: int
+    folder: str  # work/previews of the run
+
+    def path(self, tile: Tile) -> Path:
+        """The samples file of ``tile``'s core."""
+        return Path(self.folder) / f"r{tile.row:03d}c{tile.col:03d}.npz"
+
+    def offsets(self, core: Window, window: Window) -> tuple[slice, slice]:
+        """The sampled pixels of ``core`` (row and column multiples of :attr:`step`), as
+        slices of an array over ``window`` (which contains the core)."""
+        first_row = -(-core.row_off // self.step) * self.step
+        first_col = -(-core.col_off // self.step) * self.step
+        return (
+            slice(first_row - window.row_off, core.row_end - window.row_off, self.step),
+            slice(first_col - window.col_off, core.col_end - window.col_off, self.step),
+        )
+
+
+class Samples:
+    """The samples of one core, filled band by band by the mask task.
+
+    Parameters
+    ----------
+    spec
+        What to keep.
+    tile
+        The tile whose core is sampled.
+    """
+
+    def __init__(self, spec: PreviewSpec, tile: Tile) -> None:
+        self.spec, self.tile = spec, tile
+        self.observed: dict[int, np.ndarray] = {}
+        self.clear: dict[int, np.ndarray] = {}
+
+    def take(self, name: str, band: int, values: np.ndarray, window: Window) -> None:
+        """Keep ``values`` (time, rows, cols over ``window``) of ``band`` if it is a preview
+        band; ``name`` is ``observed`` or ``clear``."""
+        if band in self.spec.bands:
+            rows, cols = self.spec.offsets(self.tile.core, window)
+            getattr(self, name)[band] = np.array(values[:, rows, cols], dtype=np.float32)
+
+    def save(self, codes: np.ndarray) -> None:
+        """Write the samples with the core's mask ``codes`` (time, rows, cols over the core)."""
+        rows, cols = self.spec.offsets(self.tile.core, self.tile.core)
+        save_samples(
+            self.spec.path(self.tile),
+            np.stack([self.observed[b] for b in self.spec.bands], axis=-1),
+            np.stack([self.clear[b] for b in self.spec.bands], axis=-1),
+            np.ascontiguousarray(codes[:, rows, cols]),
+        )
+
+
+def save_samples(path: Path, observed: np.ndarray, clear: np.ndarray, mask: np.ndarray) -> None:
+    """Write one core's samples atomically: (time, rows, cols, bands) observed and clear,
+    (time, rows, cols) mask."""
+    buffer = io.BytesIO()
+    np.savez(buffer, observed=observed, clear=clear, mask=mask)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, buffer.getvalue())
+
+
+def assemble(
+    spec: PreviewSpec, tiles: Sequence[Tile], n_dates: int, height: int, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The whole scene's samples from every core's file.
+
+    Returns
+    -------
+    observed, clear : numpy.ndarray
+        (time, rows, cols, bands) float32.
+    mask : numpy.ndarray
+        (time, rows, cols) uint8.
+    """
+    step, k = spec.step, len(spec.bands)
+    shape = (n_dates, -(-height // step), -(-width // step))
+    observed = np.full((*shape, k), np.nan, np.float32)
+    clear = np.full((*shape, k), np.nan, np.float32)
+    mask = np.full(shape, 255, np.uint8)
+    for tile in tiles:
+        core = tile.core
+        rows = slice(-(-core.row_off // step), -(-core.row_end // step))
+        cols = slice(-(-core.col_off // step), -(-core.col_end // step))
+        with np.load(spec.path(tile)) as saved:
+            observed[:, rows, cols] = saved["observed"]
+            clear[:, rows, cols] = saved["clear"]
+            mask[:, rows, cols] = saved["mask"]
+    return observed, clear, mask

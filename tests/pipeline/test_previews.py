@@ -1,0 +1,42 @@
+"""The quicklooks' samples kept by the mask pass are the strided read of the stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.previews import PreviewSpec, Samples, assemble, preview_step
+from pipeline.tiling import TileGrid, Window
+
+
+def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
+    # A stride (7) that divides neither the tile (64) nor the grid (300 × 250), and a mask
+    # window padded by one pixel as the mask task reads it.
+    height, width, n, bands = 300, 250, 3, (2, 0, 1)
+    step = preview_step(height, width, 43)
+    assert step == 7
+    rng = np.random.default_rng(0)
+    observed = rng.random((n, 3, height, width)).astype(np.float32)
+    clear = rng.random((n, 3, height, width)).astype(np.float32)
+    mask = rng.integers(0, 4, (n, height, width)).astype(np.uint8)
+    spec = PreviewSpec(bands, step, str(tmp_path / "previews"))
+    grid = TileGrid(height, width, 64, 16)
+    for tile in grid:
+        core = tile.core
+        r0, c0 = max(core.row_off - 1, 0), max(core.col_off - 1, 0)
+        window = Window(
+            r0, c0, min(core.row_end + 1, height) - r0, min(core.col_end + 1, width) - c0
+        )
+        samples = Samples(spec, tile)
+        for b in range(3):
+            samples.take("observed", b, observed[:, b, *window.slices], window)
+            samples.take("clear", b, clear[:, b, *core.slices], core)
+        samples.save(mask[:, *core.slices])
+    left, right, codes = assemble(spec, list(grid), n, height, width)
+    every = slice(None, None, step)
+    expected = np.stack([observed[:, b, every, every] for b in bands], axis=-1)
+    assert left.shape == expected.shape == (n, 43, 36, 3)
+    assert np.array_equal(left, expected)
+    assert np.array_equal(right, np.stack([clear[:, b, every, every] for b in bands], axis=-1))
+    assert np.array_equal(codes, mask[:, every, every])
