@@ -44,7 +44,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import shutil  # noqa: E402
@@ -120,6 +119,11 @@ class PeakMemory:
         )
 
     @property
+    def driver_cpu(self) -> float:
+        """CPU seconds of this process since entering (the client and the scheduler)."""
+        return self.cpu.get(os.getpid(), 0.0) - self._cpu_before
+
+    @property
     def cpu_seconds(self) -> float:
         """CPU seconds of this process (since entering) and of its children."""
         return sum(self.cpu.values()) - self._cpu_before
@@ -192,20 +196,12 @@ def bare_tiles(
 
 def _worker_like_pool(processes: int) -> ProcessPoolExecutor:
     """Fresh processes with the Dask workers' environment (glibc malloc, GDAL cache)."""
-    from pipeline.cluster.backends import WORKER_ENV
+    from pipeline.cluster.backends import WORKER_ENV, spawn_environment
 
-    saved = {k: os.environ.get(k) for k in WORKER_ENV}
-    os.environ.update(WORKER_ENV)  # read by glibc at process start: set while spawning
-    try:
+    with spawn_environment(WORKER_ENV):  # read by glibc at process start: set while spawning
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(processes, mp_context=ctx)
         list(pool.map(time.sleep, [0.0] * processes))  # start them now
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return pool
 
 
@@ -226,8 +222,14 @@ def contention(
     return alone, together
 
 
-def tile_cases(out: Path, plan_bands: list[str]) -> list[TileCase]:
-    """Every (band, tile) of a tile-scope run, from its diagnostics and its tiling."""
+def row_markers(out: Path) -> list[dict[str, Any]]:
+    """The completion records of a tile-scope run's row tasks (one read of ``work/done``)."""
+    records = (json.loads(m.read_text()) for m in (out / "work" / "done").glob("*.json"))
+    return [r for r in records if "tiles" in r and "scope" not in r]
+
+
+def tile_cases(out: Path, plan_bands: list[str], rows: list[dict[str, Any]]) -> list[TileCase]:
+    """Every (band, tile) of a tile-scope run, from its row markers ``rows`` and its tiling."""
     from pipeline.tiling import TileGrid
 
     attrs = json.loads((out / "cube.zarr" / "zarr.json").read_text())["attributes"]
@@ -236,25 +238,18 @@ def tile_cases(out: Path, plan_bands: list[str]) -> list[TileCase]:
     height, width = source["shape"][-2:]
     grid = TileGrid(height, width, tiling["tile_size"], tiling["overlap"])
     halos = {(t.row, t.col): t.halo for t in grid}
-    with open(out / "diagnostics.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    cpu = {  # the CPU seconds are in the row markers, not in diagnostics.csv
-        t["tile_id"]: float(t.get("cpu_seconds", "nan"))
-        for marker in (out / "work" / "done").glob("*.json")
-        for t in json.loads(marker.read_text()).get("tiles", [])
-    }
     cases = []
-    for r in rows:
-        halo = halos[int(r["row"]), int(r["col"])]
+    for record in (tile for row in rows for tile in row["tiles"]):
+        halo = halos[record["row"], record["col"]]
         cases.append(
             TileCase(
-                band_index=plan_bands.index(r["band"]),
+                band_index=plan_bands.index(record["band"]),
                 rows=(halo.row_off, halo.row_end),
                 cols=(halo.col_off, halo.col_end),
-                d=int(r["d"]),
-                iterations=int(r["iterations"]),
-                seconds=float(r["seconds"]),
-                cpu_seconds=cpu[r["tile_id"]],
+                d=int(record["d"]),
+                iterations=int(record["iterations"]),
+                seconds=float(record["seconds"]),
+                cpu_seconds=float(record["cpu_seconds"]),
             )
         )
     return cases
@@ -282,11 +277,10 @@ class Ratios:
 
 
 def tile_ratios(
-    out: Path, bands: list[str], wall: float, solver: SolverConfig, workers: int, count: int
+    out: Path, cases: list[TileCase], wall: float, solver: SolverConfig, workers: int, count: int
 ) -> Ratios:
     """Bare reference and ratios of a tile-scope run (see the module docstring)."""
     store = str(out / "work" / "input.zarr")
-    cases = tile_cases(out, bands)
     solved = [c for c in cases if c.iterations > 0]
     picked = sample(solved, count)
     bare = bare_tiles(store, picked, solver)
@@ -372,9 +366,10 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         wall = time.perf_counter() - t0
     assert summary.ok, summary.describe()
     phases = dict(summary.phase_seconds)
-    by_stage = _stages(summary)
-    rows_split = _solve_task_seconds(out / "work" / "done")
-    driver = memory.cpu.get(os.getpid(), 0.0) - memory._cpu_before  # client + scheduler
+    by_stage = summary.task_seconds
+    rows = row_markers(out)
+    rows_split = _solve_task_seconds(rows)
+    driver = memory.driver_cpu  # client + scheduler
     in_tasks = sum(c for _, _, c in by_stage)
     print(
         f"  {scope} scope: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
@@ -388,8 +383,9 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"processes {memory.cpu_seconds - driver - in_tasks:.1f} s"
     )
     bands = list(json.loads((out / "COMPLETE.json").read_text())["bands"])
+    cases = tile_cases(out, bands, rows) if scope == "tile" else []
     if scope == "tile":
-        ratios = tile_ratios(out, bands, wall, config.solver, args.workers, args.bare_tiles)
+        ratios = tile_ratios(out, cases, wall, config.solver, args.workers, args.bare_tiles)
     else:
         ratios = scene_ratios(out, bands, wall, config.solver, args.workers)
     print(
@@ -404,11 +400,11 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"with the workers always busy)"
     )
     if args.contention and scope == "tile":
-        cases = [c for c in tile_cases(out, bands) if c.band_index == 0 and c.iterations]
-        alone, together = contention(str(out / "work" / "input.zarr"), cases, config.solver)
+        first = [c for c in cases if c.band_index == 0 and c.iterations]
+        alone, together = contention(str(out / "work" / "input.zarr"), first, config.solver)
         slower = together / alone
         print(
-            f"  memory bandwidth: band {bands[0]}'s {len(cases)} tiles bare in one worker-like "
+            f"  memory bandwidth: band {bands[0]}'s {len(first)} tiles bare in one worker-like "
             f"process {alone[0]:.1f} s ({alone[1]:.1f} CPU s), two at once {together[0]:.1f} s "
             f"({together[1]:.1f} CPU s) each: {slower[0]:.2f}× the wall, {slower[1]:.2f}× the CPU"
         )
@@ -472,24 +468,17 @@ def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
     return "the end"
 
 
-def _stages(summary: Any) -> list[tuple[str, float, float]]:
-    """(stage, task seconds, task CPU seconds) of a run summary."""
-    return list(summary.task_seconds)
-
-
-def _solve_task_seconds(done: Path) -> dict[str, float]:
+def _solve_task_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Seconds inside the row tasks split into reading, solving and the rest, from their
-    completion markers (tile scope)."""
+    completion records ``rows`` (tile scope)."""
     totals = dict.fromkeys(("read halos", "solve tiles", "blend+write rows", "solve CPU"), 0.0)
-    for marker in done.glob("*.json"):
-        record = json.loads(marker.read_text())
-        if "tiles" in record and "scope" not in record:  # a row task
-            read = sum(float(t["read_seconds"]) for t in record["tiles"])
-            solve = sum(float(t["seconds"]) for t in record["tiles"])
-            totals["read halos"] += read
-            totals["solve tiles"] += solve
-            totals["blend+write rows"] += float(record["seconds"]) - read - solve
-            totals["solve CPU"] += sum(float(t.get("cpu_seconds", 0.0)) for t in record["tiles"])
+    for record in rows:
+        read = sum(float(t["read_seconds"]) for t in record["tiles"])
+        solve = sum(float(t["seconds"]) for t in record["tiles"])
+        totals["read halos"] += read
+        totals["solve tiles"] += solve
+        totals["blend+write rows"] += float(record["seconds"]) - read - solve
+        totals["solve CPU"] += sum(float(t["cpu_seconds"]) for t in record["tiles"])
     return totals
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "classify_result",
     "classify_scores",
     "keep_clear",
+    "result_scale",
     "sample_entries",
 ]
 
@@ -83,13 +84,18 @@ def sample_entries(
     """
     x = np.asarray(values)
     rows = x if x.ndim == 2 else x.reshape(-1, 1)
-    step = max(1, rows.size // limit)
+    step = _row_step(rows.size, limit)
     sample = rows[::step]
     chosen = np.isfinite(sample)
     if keep is not None:
         mask = np.asarray(keep)
         chosen &= (mask if mask.ndim == 2 else mask.reshape(-1, 1))[::step]
     return sample[chosen]
+
+
+def _row_step(size: int, limit: int = SCALE_SAMPLE) -> int:
+    """The row stride of :func:`sample_entries` for an array of ``size`` entries."""
+    return max(1, size // limit)
 
 
 def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> float:
@@ -104,7 +110,32 @@ def anomaly_scale(residual: np.ndarray, observed: np.ndarray | None = None) -> f
         Boolean of the same shape, True where observed (None: every finite entry).
     """
     # Sampled before it is filtered: a tile's halo is ~10M entries, and this runs once per tile.
-    values = sample_entries(residual, observed)
+    return _spread_below(sample_entries(residual, observed))
+
+
+def result_scale(result: Decomposition, observed: np.ndarray | None = None) -> float:
+    """:func:`anomaly_scale` of a decomposition's C + N − S, from the same sampled rows, without
+    summing the layers over the whole matrix (two full temporaries per tile otherwise).
+
+    Parameters
+    ----------
+    result
+        A decomposition of a (pixels, dates) matrix.
+    observed
+        Its (pixels, dates) observed entries (None: every finite entry).
+    """
+    rows = slice(None, None, _row_step(result.C.size))
+    residual = result.C[rows] + result.N[rows]
+    if result.S is not None:
+        residual -= result.S[rows]
+    keep = None if observed is None else np.asarray(observed)[rows]
+    # The rows are the sample already: take every entry of them.
+    return _spread_below(sample_entries(residual, keep, limit=residual.size))
+
+
+def _spread_below(values: np.ndarray) -> float:
+    """1.4826 × the median |value| of the negative ``values`` (entries below the ground); 0 when
+    there are none."""
     values = values[values < 0]
     if values.size == 0:
         return 0.0
@@ -149,23 +180,9 @@ def classify_scores(
     observed: np.ndarray,
     rule: MaskRule = MaskRule(),
 ) -> np.ndarray:
-    """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`).
-
-    Parameters
-    ----------
-    bright, dark
-        ``(dates, rows, cols)`` mean of A/σ and of S/σ over the bands (``dark`` None: no shadow
-        class).
-    observed
-        ``(dates, rows, cols)`` booleans: the date observed the pixel (in some band).
-    rule
-        Thresholds and opening radius.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(dates, rows, cols)`` uint8 codes.
-    """
+    """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`):
+    ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
+    no shadow class); ``observed``, ``rule`` and the codes returned are :func:`classify`'s."""
     from scipy import ndimage
 
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
@@ -230,7 +247,7 @@ def classify_result(
 ) -> np.ndarray:
     """:func:`classify` of the decompositions of one image's bands (or of one band).
 
-    Each band's σ is its own :func:`anomaly_scale`. The shadow class needs every band's ``S``.
+    Each band's σ is its own (:func:`result_scale`). The shadow class needs every band's ``S``.
 
     Parameters
     ----------
@@ -260,12 +277,7 @@ def classify_result(
     bright = np.stack([frames(r.C + r.N) for r in bands])
     has_dark = all(s is not None for s in shadows)
     dark = np.stack([frames(s) for s in shadows if s is not None]) if has_dark else None
-    scales = np.array(
-        [
-            anomaly_scale(r.C + r.N - (s if s is not None else 0.0), seen)
-            for r, s in zip(bands, shadows, strict=True)
-        ]
-    )
+    scales = np.array([result_scale(r, seen) for r in bands])
     return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule)
 
 

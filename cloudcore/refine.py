@@ -219,10 +219,12 @@ def refine(
     resid[nothing] = np.nan
     cloud = np.maximum(resid, 0)
     shadow = np.maximum(np.negative(resid, out=resid), 0, out=resid)
+    haze = np.zeros_like(resid)
+    haze[nothing] = np.nan
     return Decomposition(
         L=ground,
         C=cloud,
-        N=np.where(nothing, np.nan, 0.0).astype(dtype),
+        N=haze,
         S=shadow,
         iterations=iterations,
         residual=residual,

@@ -171,6 +171,8 @@ def _provenance(
     clear = np.asarray(group["clear"][:, band, rows, cols])
     provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
     if job.keep_clear:
+        # Read again rather than kept from _codes: keeping every band's observations would
+        # undo the one-band-at-a-time memory bound (and keep_clear is off by default).
         observation = np.asarray(source[:, band, rows, cols])
         clear, kept = keep_clear(clear, observation, codes == CLEAR)
         group["clear"][:, band, rows, cols] = clear

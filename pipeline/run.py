@@ -201,8 +201,7 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     progress = _Progress(plan, started)
     with connect(config.cluster) as client:
         # Workers load the solver's kernels while they stage (pipeline.cluster.warmup).
-        solver = config.solver
-        client.register_plugin(KernelWarmup(solver.dtype, solver.method, solver.refines))
+        client.register_plugin(KernelWarmup(config.solver))
         progress.lap("setup")
         unstaged = _stage(client, plan, progress)
         progress.lap("stage")
@@ -348,6 +347,7 @@ def _mask(
 
     config, tiles = plan.config, plan.tiles
     scales = band_scales(records, plan.bands)
+    preview = _preview_spec(plan)
     layers = components(config.solver.method, config.solver.refines)
     jobs = [
         Task(job.tile_id, mask_tile, (job,))
@@ -363,7 +363,7 @@ def _mask(
                 scales=scales,
                 rule=config.mask.rule(),
                 keep_clear=config.output.keep_clear,
-                preview=_preview_spec(plan),
+                preview=preview,
             )
             for t in tiles
         )

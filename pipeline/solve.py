@@ -165,7 +165,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     record : dict
         The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
         solving, the indices of the dates left out, and the tile's anomaly scale σ of
-        :func:`cloudcore.anomaly_scale`, from which the run's mask takes the band's).
+        :func:`cloudcore.masks.result_scale`, from which the run's mask takes the band's).
 
     Raises
     ------
@@ -174,7 +174,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """
     import zarr
 
-    from cloudcore.masks import anomaly_scale
+    from cloudcore.masks import result_scale
 
     halo = job.tile.halo
     rows, cols = halo.slices
@@ -220,7 +220,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     solved = [result.ground, result.C, result.N]  # COMPONENTS order: clear, cloud, haze
     if result.S is not None:
         solved.append(result.S)  # the shadow model's fourth layer
-    scale = anomaly_scale(result.C + result.N - (result.S if result.S is not None else 0), mask)
+    scale = result_scale(result, mask)
     if kept.size == n:  # a copy only if not float32/writable
         layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN

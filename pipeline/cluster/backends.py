@@ -186,7 +186,7 @@ def make_cluster(cfg: ClusterSpec | Mapping[str, Any], *, scale: bool = True) ->
         # in places and numba threads are per process.
         cores = os.cpu_count() or 1
         threads = spec.threads_per_worker or 1
-        with _spawn_environment(WORKER_ENV):
+        with spawn_environment(WORKER_ENV):
             return LocalCluster(
                 n_workers=spec.n_workers or max(cores // threads, 1),
                 threads_per_worker=threads,
@@ -221,7 +221,7 @@ def make_cluster(cfg: ClusterSpec | Mapping[str, Any], *, scale: bool = True) ->
 
 
 @contextmanager
-def _spawn_environment(env: dict[str, str]) -> Iterator[None]:
+def spawn_environment(env: dict[str, str]) -> Iterator[None]:
     """Set ``env`` in this process while local workers are spawned, then restore it.
 
     Nannies copy the spawning process's environment to their workers, and for variables that

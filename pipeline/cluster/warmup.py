@@ -20,12 +20,13 @@ import logging
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
+
+from pipeline.config import SolverConfig
 
 __all__ = ["KernelWarmup", "warm_kernels"]
 
@@ -52,28 +53,28 @@ def _machine_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def warm_kernels(dtype: str = "float32", method: str = "aatm", refine: bool = False) -> float:
-    """Run one tiny masked solve in ``dtype`` on one thread, as a tile is solved (``method``,
-    then :func:`cloudcore.refine` if ``refine``), so that every kernel a tile or scene solve
-    calls is loaded (compiled if numba's cache lacks it); returns the seconds.
+def warm_kernels(solver: SolverConfig) -> float:
+    """Solve one tiny masked matrix as a tile of ``solver`` is solved
+    (:func:`pipeline.solve.solve_matrix`: its method, then :func:`cloudcore.refine` if it
+    refines; its precision, since kernels are compiled per argument type), in 3 iterations on
+    one thread, so that every kernel a tile or scene solve calls is loaded (compiled if numba's
+    cache lacks it); returns the seconds.
 
     The matrix has a partly observed date, so the masked path and the refit are taken; the
     unmasked path calls the same kernels with the same argument types.
     """
     import numpy as np
 
-    import cloudcore
+    from pipeline.solve import resolve_lambda, solve_matrix
 
     started = time.perf_counter()
     rng = np.random.default_rng(0)
-    D = rng.random((4096, 4)).astype(dtype)
+    D = rng.random((4096, 4)).astype(solver.dtype)
     mask = np.ones(D.shape, dtype=bool)
     mask[:1024, 1] = False
-    with _machine_lock(LOCK_PATH), warnings.catch_warnings():
-        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)  # 3 iterations, by design
-        result = cloudcore.decompose(D, method, mask=mask, max_iter=3, threads=1)
-        if refine:
-            cloudcore.refine(D, result, (64, 64), mask=mask, max_iter=3, threads=1)
+    brief = solver.model_copy(update={"max_iter": 3})  # loading the kernels is all it is for
+    with _machine_lock(LOCK_PATH):
+        solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
     return time.perf_counter() - started
 
 
@@ -82,18 +83,14 @@ class KernelWarmup(WorkerPlugin):
 
     Parameters
     ----------
-    dtype
-        The solver's precision (``solver.dtype``): kernels are compiled per argument type.
-    method, refine
-        The run's ``solver.method``, and whether it refines (``SolverConfig.refines``).
+    solver
+        The run's ``solver`` section.
     """
 
     name = "cloudremoval-kernel-warmup"
 
-    def __init__(self, dtype: str = "float32", method: str = "aatm", refine: bool = False) -> None:
-        self.dtype = dtype
-        self.method = method
-        self.refine = refine
+    def __init__(self, solver: SolverConfig) -> None:
+        self.solver = solver
 
     def setup(self, worker: Any) -> None:
         # In a thread: the worker takes tasks (staging) meanwhile; a solve that comes first
@@ -102,7 +99,7 @@ class KernelWarmup(WorkerPlugin):
 
     def _warm(self) -> None:
         try:
-            seconds = warm_kernels(self.dtype, self.method, self.refine)
+            seconds = warm_kernels(self.solver)
             log.debug("solver kernels ready in %.1f s", seconds)
         except Exception as exc:  # a failed warm-up costs only time: the solve compiles
             log.warning("warming up the solver kernels failed: %s", exc)

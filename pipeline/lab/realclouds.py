@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import pandas as pd
 
 import cloudcore
 from cloudcore.masks import keep_clear
+from pipeline.config import SolverConfig
 from pipeline.lab.realconfig import RealCloudsConfig, SolverEntry
 from pipeline.lab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
 from pipeline.lab.realpaste import (
@@ -44,7 +44,7 @@ from pipeline.lab.realpaste import (
 )
 from pipeline.lab.realreport import summary_json, write_real_report
 from pipeline.lab.realscores import agreement_per_date, relative_error
-from pipeline.solve import resolve_lambda
+from pipeline.solve import resolve_lambda, solve_matrix
 
 __all__ = [
     "MASK_CLASSES",
@@ -83,8 +83,8 @@ def solve(
     cfg: RealCloudsConfig,
     frame: tuple[int, int],
 ) -> cloudcore.Decomposition:
-    """One :func:`cloudcore.decompose` of a series matrix with the entry's method and λ rule,
-    then :func:`cloudcore.refine` if the entry says so.
+    """A series matrix solved as the pipeline solves a tile (:func:`pipeline.solve.solve_matrix`)
+    with the entry's method, λ rule and refinement and the experiment's ``solver`` settings.
 
     Parameters
     ----------
@@ -103,26 +103,13 @@ def solve(
     -------
     cloudcore.Decomposition
     """
+    settings = cfg.solver
+    solver = SolverConfig.model_validate(
+        {**entry.model_dump(), **settings.model_dump()}  # method, λ, refine; beta, tol, ...
+    )
+    data = np.where(observed, D, 0.0).astype(settings.dtype)
     lam = resolve_lambda(entry.lam, *D.shape)
-    data = np.where(observed, D, 0.0).astype(cfg.solver.dtype)
-    tol, max_iter = cfg.solver.tol, cfg.solver.max_iter
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)  # recorded in the rows
-        result = cloudcore.decompose(
-            data,
-            entry.method,
-            lam=lam,
-            beta=cfg.solver.beta,
-            tol=tol,
-            max_iter=max_iter,
-            mask=observed,
-            threads=1,
-        )
-        if entry.refine:
-            result = cloudcore.refine(
-                data, result, frame, mask=observed, tol=tol, max_iter=max_iter, threads=1
-            )
-    return result
+    return solve_matrix(data, observed, solver, frame, lam, threads=1)
 
 
 def _band_indices(cfg: RealCloudsConfig, series: RealSeries) -> list[int]:

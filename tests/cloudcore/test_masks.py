@@ -15,6 +15,7 @@ from cloudcore.masks import (
     MaskRule,
     classify,
     classify_scores,
+    result_scale,
 )
 
 
@@ -76,6 +77,21 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
     streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule)
     assert np.array_equal(streamed, whole)
     assert len(np.unique(whole)) == 5  # every class occurs: the comparison means something
+
+
+def test_result_scale_is_the_anomaly_scale_of_c_plus_n_minus_s() -> None:
+    """The solve's σ samples the layers' rows before it sums them: the same σ as summing first,
+    for a matrix large enough to be sampled (2²¹ entries) and one that is not."""
+    rng = np.random.default_rng(4)
+    for d in (300_000, 20_000):
+        C, N, S = (rng.gamma(0.3, 0.02, (d, 7)).astype(np.float32) for _ in range(3))
+        observed = rng.random((d, 7)) < 0.9
+        result = cloudcore.Decomposition(
+            L=np.zeros_like(C), C=C, N=N, S=S, iterations=1, converged=True, residual=0.0,
+            lam=0.01, method="rpca",
+        )  # fmt: skip
+        assert result_scale(result, observed) == cloudcore.anomaly_scale(C + N - S, observed)
+        assert result_scale(result, observed) > 0
 
 
 def test_classify_result_finds_simulated_clouds(case_64x7: cloudcore.SimulatedSeries) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 
 from pipeline.cluster import warmup
+from pipeline.config import SolverConfig
 
 
 def test_warm_kernels_solves_and_takes_the_machine_lock(tmp_path, monkeypatch):
     lock = tmp_path / "kernels.lock"
     monkeypatch.setattr(warmup, "LOCK_PATH", lock)
-    assert warmup.warm_kernels("float32", "rpca", refine=True) > 0.0
+    assert warmup.warm_kernels(SolverConfig(method="rpca", refine=True)) > 0.0
     assert lock.exists()
 
 
@@ -36,9 +37,9 @@ def test_the_lock_makes_warmups_take_turns(tmp_path):
 
 
 def test_a_failed_warmup_only_logs(monkeypatch, caplog):
-    def broken(dtype: str, method: str, refine: bool) -> float:
+    def broken(solver: SolverConfig) -> float:
         raise RuntimeError("no kernels here")
 
     monkeypatch.setattr(warmup, "warm_kernels", broken)
-    warmup.KernelWarmup("float32")._warm()
+    warmup.KernelWarmup(SolverConfig())._warm()
     assert "no kernels here" in caplog.text
