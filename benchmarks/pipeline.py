@@ -5,8 +5,9 @@ For each scene size (default ¼, ½ and full GF-4 PMS size, 2560², 5120² and 1
 scope (``--scopes tile scene``), runs the pipeline on them (:func:`pipeline.run.run`, a local
 cluster of ``--workers`` single-threaded workers) and reports
 
-* wall time, the split by phase (setup, stage = read + RPC warp, solve = solve and blend,
-  mask = mask and provenance layers, products = COGs + quicklooks, publish), peak memory of the
+* wall time, the split by phase (setup, stage = read + RPC warp, solve = solve and blend and,
+  in tile scope, the bands' COGs; mask+products = mask and provenance layers, the mask COGs
+  and quicklooks (and scene scope's band COGs); publish), peak memory of the
   driver plus all worker processes (RSS sampled every 0.2 s);
 * the seconds and CPU seconds inside each stage's tasks summed over the workers (the run
   summary's ``task_seconds``), and of the row tasks: reading halos, solving, blending and
@@ -443,15 +444,14 @@ def main() -> None:
 
     print(
         f"\n{'scene':>8}{'scope':>7}{'tiles':>7}{'wall s':>8}{'setup':>7}{'stage':>7}"
-        f"{'solve':>7}{'mask':>7}{'products':>9}{'peak GiB':>9}{'bare s':>8}{'it. ratio':>10}"
+        f"{'solve':>7}{'mask+products':>14}{'peak GiB':>9}{'bare s':>8}{'it. ratio':>10}"
         f"{'wall ratio':>11}{'it. CPU':>8}{'work':>6}"
     )
     for size, scope, r in rows:
         p = r["phases"]
         print(
             f"{size:>7}²{scope:>7}{r['tiles']:>7}{r['wall']:>8.1f}{p.get('setup', 0):>7.1f}"
-            f"{p.get('stage', 0):>7.1f}{p.get('solve', 0):>7.1f}{p.get('mask', 0):>7.1f}"
-            f"{p.get('products', 0):>9.1f}"
+            f"{p.get('stage', 0):>7.1f}{p.get('solve', 0):>7.1f}{p.get('mask+products', 0):>14.1f}"
             f"{r['peak'] / 2**30:>9.2f}{r['ratios'].bare_seconds:>8.1f}"
             f"{r['ratios'].per_iteration:>10.2f}{r['ratios'].wall:>11.2f}"
             f"{r['ratios'].per_iteration_cpu:>8.2f}{r['work']:>6.2f}"

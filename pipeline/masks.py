@@ -1,6 +1,6 @@
 """The cube's mask and provenance layers, and the observations kept where the sky was clear.
 
-After every band is solved (and blended), one task per tile core, all bands (read one band at
+After every band is solved (and blended), one task per tile row, all bands (read one band at
 a time: a task holds one band's layers, not all of them):
 
 * ``mask`` (time, y, x) uint8 per acquisition: 0 clear, 1 haze, 2 cloud, 3 shadow (shadow
@@ -12,8 +12,17 @@ a time: a task holds one band's layers, not all of them):
 * with ``output.keep_clear`` the ``clear`` layer takes the observation wherever the mask says
   clear and the band observed the pixel (provenance 1); elsewhere it stays the modelled ground.
 
-A task reads its core plus ``radius`` pixels around it (the mask's opening looks that far) and
-writes only its core: cube chunks are never shared between tasks. The pass keeps no markers: it
+The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) makes a core's
+codes depend on the scores up to ``2·radius`` pixels beyond it; a task classifies each core
+over that margin, so the mask equals the classification of the whole scene at once, with no
+seam at core borders (tested; the earlier pass read only ``radius`` pixels around a core, and
+the opening at its window's edge could differ from the whole scene's there). A task sweeps its
+tile row left to right: it computes each core's per-pixel scores (the bands' mean anomalies,
+over the core's columns and the margin above and below) once, and classifies a core once the
+scores of the columns to its right are in, so every cube chunk of the row is decoded once (a
+task per core decoded its neighbours' whole 1024-column chunks for a few columns of them).
+A task writes only its own cores:
+cube chunks are never shared between tasks. The pass keeps no markers: it
 is idempotent (the mask depends only on the solved layers and the input, and the observations
 it copies are the input's), so a rerun simply does it again; the cube token includes the mask
 settings and ``keep_clear`` (:attr:`pipeline.plan.RunPlan.cube_token`), so changing them
@@ -23,21 +32,21 @@ re-solves rather than mixing two settings in one cube.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cloudcore.masks import CLEAR, NODATA, MaskRule
+from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
 from pipeline.errors import TileError
 from pipeline.previews import PreviewSpec, Samples
 from pipeline.store.durable import fsync_paths, storage_error
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import Tile, Window
 
-__all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_tile"]
+__all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_row"]
 
 #: Provenance codes: the output is the observation / is modelled (no data is 255).
 OBSERVED, FILLED = 1, 0
@@ -45,10 +54,10 @@ OBSERVED, FILLED = 1, 0
 
 @dataclass(frozen=True)
 class MaskJob:
-    """The mask, provenance and kept observations of one tile core, all bands."""
+    """The mask, provenance and kept observations of one tile row's cores, all bands."""
 
-    tile: Tile
-    tile_id: str
+    tiles: tuple[Tile, ...]  # one tile row, left to right
+    task_id: str
     height: int
     width: int
     input_store: str
@@ -73,64 +82,134 @@ def band_scales(records: Sequence[dict[str, Any]], bands: Sequence[str]) -> tupl
     return tuple(scales)
 
 
-def mask_tile(job: MaskJob) -> dict[str, Any]:
-    """Classify one core, write its mask and provenance (and kept observations), durably.
+def mask_row(job: MaskJob) -> dict[str, Any]:
+    """Classify the cores of one tile row, write their mask and provenance (and kept
+    observations), durably.
 
-    Runs on a worker. Returns the seconds spent and the share of each class.
+    Runs on a worker. Returns the seconds spent and the count of each class.
 
     Raises
     ------
     TileError
-        Reading or writing the stores failed.
+        Reading or writing the stores failed (the message names the core).
     """
     import zarr
 
     started = time.perf_counter()
-    core = job.tile.core
-    pad = job.rule.radius
-    r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
-    c0, c1 = max(core.col_off - pad, 0), min(core.col_end + pad, job.width)
-    inner = (
-        slice(core.row_off - r0, core.row_end - r0),
-        slice(core.col_off - c0, core.col_end - c0),
-    )
     cube = Path(job.cube)
+    counts = np.zeros(256, np.int64)
+    tile = job.tiles[0]
     try:
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         source = zarr.open_array(store=job.input_store, path="observed", mode="r")
-        samples = Samples(job.preview, job.tile) if job.preview else None
-        window = Window(r0, c0, r1 - r0, c1 - c0)
-        codes = _codes(group, source, job, window, samples)[(slice(None), *inner)]
-        rows, cols = core.slices
-        group[MASK][:, rows, cols] = codes
-        for b in range(len(job.scales)):
-            provenance = _provenance(group, source, job, b, codes, samples)
-            group[PROVENANCE][:, b, rows, cols] = provenance
-        fsync_paths(_chunk_files(cube, job))
-        if samples is not None:
-            samples.save(codes)
+        for tile, codes, samples in _row_codes(group, source, job):
+            rows, cols = tile.core.slices
+            group[MASK][:, rows, cols] = codes
+            for b in range(len(job.scales)):
+                provenance = _provenance(group, source, job, tile, b, codes, samples)
+                group[PROVENANCE][:, b, rows, cols] = provenance
+            fsync_paths(_chunk_files(cube, job, tile))
+            if samples is not None:
+                samples.save(codes)
+            counts += np.bincount(codes.ravel(), minlength=256)
     except OSError as exc:
         raise storage_error(exc, cube) or TileError(
-            job.tile_id, f"writing the mask: {type(exc).__name__}: {exc}"
+            _core_id(tile), f"writing the mask: {type(exc).__name__}: {exc}"
         ) from exc
     except Exception as exc:
-        raise TileError(job.tile_id, f"the mask: {type(exc).__name__}: {exc}") from exc
-    counts = np.bincount(codes.ravel(), minlength=256)
+        raise TileError(_core_id(tile), f"the mask: {type(exc).__name__}: {exc}") from exc
     return {
-        "tile_id": job.tile_id,
+        "task_id": job.task_id,
         "seconds": round(time.perf_counter() - started, 4),
         "classes": {int(k): int(counts[k]) for k in np.flatnonzero(counts)},
     }
 
 
-def _codes(
+def _core_id(tile: Tile) -> str:
+    return f"mask-r{tile.row:02d}c{tile.col:02d}"
+
+
+@dataclass
+class _Scores:
+    """The per-pixel inputs of :func:`cloudcore.masks.classify_scores` over scene columns
+    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and ``radius`` more above
+    and below): the bands' mean anomalies in units of σ and where some band observed."""
+
+    col_off: int
+    bright: np.ndarray
+    dark: np.ndarray | None
+    observed: np.ndarray
+
+    @property
+    def col_end(self) -> int:
+        return self.col_off + self.bright.shape[-1]
+
+
+def _row_codes(
+    group: Any, source: Any, job: MaskJob
+) -> Iterator[tuple[Tile, np.ndarray, Samples | None]]:
+    """Each core of the row with its codes (time, core rows, core cols) and its quicklook
+    samples so far, left to right.
+
+    A core is classified over its columns and ``2·radius`` more on each side (as far as the
+    scene goes: what its opening depends on), from the scores of the cores around it, each
+    computed once; only the columns the next core still needs are kept.
+    """
+    pad = 2 * job.rule.radius
+    core = job.tiles[0].core
+    r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
+    held: list[_Scores] = []  # consecutive columns, left to right
+    samples: dict[int, Samples | None] = {}
+    following = iter(job.tiles)
+    for tile in job.tiles:
+        c0, c1 = max(tile.core.col_off - pad, 0), min(tile.core.col_end + pad, job.width)
+        while not held or held[-1].col_end < c1:
+            nxt = next(following)
+            samples[nxt.col] = Samples(job.preview, nxt) if job.preview else None
+            window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
+            held.append(_scores(group, source, job, window, samples[nxt.col]))
+        held = [s for s in held if s.col_end > c0]
+        bright, dark, observed = _columns(held, c0, c1)
+        codes = classify_scores(bright, dark, observed, job.rule)
+        inner = (
+            slice(None),
+            slice(tile.core.row_off - r0, tile.core.row_end - r0),
+            slice(tile.core.col_off - c0, tile.core.col_end - c0),
+        )
+        yield tile, np.ascontiguousarray(codes[inner]), samples.pop(tile.col)
+
+
+def _columns(
+    held: Sequence[_Scores], start: int, stop: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """The scores over scene columns ``[start, stop)``, from consecutive held ones covering
+    them (a copy only where two join)."""
+
+    def cut(s: _Scores, x: np.ndarray) -> np.ndarray:
+        return x[..., max(start, s.col_off) - s.col_off : min(stop, s.col_end) - s.col_off]
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+    used = [s for s in held if s.col_off < stop and s.col_end > start]
+    dark = None
+    if used[0].dark is not None:
+        dark = joined([cut(s, s.dark) for s in used if s.dark is not None])
+    return (
+        joined([cut(s, s.bright) for s in used]),
+        dark,
+        joined([cut(s, s.observed) for s in used]),
+    )
+
+
+def _scores(
     group: Any, source: Any, job: MaskJob, window: Window, samples: Samples | None
-) -> np.ndarray:
-    """:func:`cloudcore.classify` over ``window`` (time, rows, cols), one band at a time: each
-    band's C + N and S, NaN where the band did not observe the pixel (the solver's C, N, S are 0
-    there, not evidence), are added to the bands' means (:class:`cloudcore.masks.BandMean`), so
-    the task holds one band's layers at once. ``samples`` keeps the quicklooks' observations."""
-    from cloudcore.masks import BandMean, classify_scores
+) -> _Scores:
+    """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
+    band did not observe the pixel (the solver's C, N, S are 0 there, not evidence), are added
+    to the bands' means (:class:`cloudcore.masks.BandMean`), so the task holds one band's
+    layers at once. ``samples`` keeps the quicklooks' observations."""
+    from cloudcore.masks import BandMean
 
     rows, cols = window.slices
     shape = (source.shape[0], window.height, window.width)
@@ -151,13 +230,14 @@ def _codes(
             shadow = np.asarray(group["shadow"][:, b, rows, cols])
             shadow[unseen] = np.nan
             dark.add(shadow, sigma)
-    return classify_scores(bright.mean(), dark.mean() if dark else None, observed, job.rule)
+    return _Scores(window.col_off, bright.mean(), dark.mean() if dark else None, observed)
 
 
 def _provenance(
     group: Any,
     source: Any,
     job: MaskJob,
+    tile: Tile,
     band: int,
     codes: np.ndarray,
     samples: Samples | None,
@@ -167,7 +247,7 @@ def _provenance(
     clear values (as written)."""
     from cloudcore.masks import keep_clear
 
-    rows, cols = job.tile.core.slices
+    rows, cols = tile.core.slices
     clear = np.asarray(group["clear"][:, band, rows, cols])
     provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
     if job.keep_clear:
@@ -178,18 +258,18 @@ def _provenance(
         group["clear"][:, band, rows, cols] = clear
         provenance[kept] = OBSERVED
     if samples is not None:
-        samples.take("clear", band, clear, job.tile.core)
+        samples.take("clear", band, clear, tile.core)
     provenance[~np.isfinite(clear)] = NODATA
     return provenance
 
 
-def _chunk_files(cube: Path, job: MaskJob) -> list[Path]:
+def _chunk_files(cube: Path, job: MaskJob, tile: Tile) -> list[Path]:
     """The chunk files of this core in ``mask``, ``provenance`` and (kept observations)
     ``clear``: keys ``<name>/c/0/[<band>/]<chunk row>/<chunk col>``; cores are whole chunks."""
     import json
 
     names = [MASK, PROVENANCE] + (["clear"] if job.keep_clear else [])
-    core = job.tile.core
+    core = tile.core
     files: list[Path] = []
     for name in names:
         meta = json.loads((cube / name / "zarr.json").read_text())

@@ -199,30 +199,27 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         tiles.overlap,
     )
     progress = _Progress(plan, started)
+    products = _ProductPlan(plan)
     with connect(config.cluster) as client:
         # Workers load the solver's kernels while they stage (pipeline.cluster.warmup).
         client.register_plugin(KernelWarmup(config.solver))
         progress.lap("setup")
         unstaged = _stage(client, plan, progress)
         progress.lap("stage")
-        cube_tmp = _solve_and_blend(client, plan, progress, unstaged)
+        cube_tmp = _solve_and_blend(client, plan, progress, unstaged, products)
         progress.lap("solve")
         if progress.failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
             return progress.finish("failed")
         records = _tile_records(plan)  # the markers, read once for the mask and the products
-        _mask(client, plan, progress, cube_tmp, records)
-        progress.lap("mask")
+        _mask_and_products(client, plan, progress, cube_tmp, records, products)
+        progress.lap("mask+products")
         if progress.failures:
             return progress.finish("failed")
-        finals = _products(client, plan, progress, cube_tmp, records)
-        progress.lap("products")
-        if progress.failures:
-            return progress.finish("failed")
-    products = _publish(plan, cube_tmp, finals)
+    published = _publish(plan, cube_tmp, products.finals)
     progress.lap("publish")
-    return progress.finish("complete", products)
+    return progress.finish("complete", published)
 
 
 def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
@@ -251,13 +248,17 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
     return set(failed)
 
 
-def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str]) -> Path:
+def _solve_and_blend(
+    client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str], products: _ProductPlan
+) -> Path:
     """Phases 2-3: solve and blend every band into the cube under construction; returns it.
 
     All bands go in one batch: a band's row tasks in row order, each seam as soon as its two
     rows are done (seams first among ready tasks, which frees their strips), so no worker idles
     at a band's end and the scratch disk holds only the strips of rows whose neighbour is not
-    done yet.
+    done yet. Unless the mask pass changes ``clear`` (``output.keep_clear``), a band's COGs
+    come after its rows and seams in the same batch: a worker with no row left to solve
+    writes them while the other still solves (they are taken from ``products``).
     """
     layout, tiles = plan.layout, plan.tiles
     cube_tmp = _open_cube(plan)
@@ -268,10 +269,12 @@ def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: 
     counts = progress.counts
     jobs: list[Task] = []
     band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
+    cogs_after: dict[str, tuple[str, ...]] = {}  # band → the tasks its COGs wait for
     names = layout.marker_ids()  # one listing of work/done/ for every band
     for b, band in enumerate(plan.bands):
         if plan.blended_id(band) in names:
             counts["solve_skipped"] += len(tiles)
+            cogs_after[band] = ()
             continue
         band_jobs, skipped, complete = _band_tasks(
             plan, b, band, cube_tmp, unstaged, threads, names
@@ -280,9 +283,12 @@ def _solve_and_blend(client: Any, plan: RunPlan, progress: _Progress, unstaged: 
         jobs += band_jobs
         if complete:  # every row and seam of the band is (or will be) run
             band_work[band] = [t.key for t in band_jobs]
+            cogs_after[band] = tuple(band_work[band])
+    if not plan.config.output.keep_clear:
+        jobs += products.band_cogs(cube_tmp, cogs_after)
     stages = {t.key: t.stage or "solve" for t in jobs}
     done, failed = run_tasks(client, jobs, stage="solve", task_seconds=progress.task_seconds)
-    for stage in ("solve", "blend"):
+    for stage in ("solve", "blend", "products"):
         progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
     counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
     counts["blended"] = sum(stages[k] == "blend" for k in done)
@@ -333,28 +339,32 @@ def _solve_scene(
     progress.check("solve", failed)
 
 
-def _mask(
+def _mask_and_products(
     client: Any,
     plan: RunPlan,
     progress: _Progress,
     cube_tmp: Path,
     records: list[dict[str, Any]],
+    products: _ProductPlan,
 ) -> None:
-    """Phase 3b: the mask and provenance layers of the cube, and the observations kept where
-    the mask says clear (:mod:`pipeline.masks`); one task per tile core, all bands. Each band's
-    σ comes from its tiles' ``records``."""
-    from pipeline.masks import MaskJob, band_scales, mask_tile
+    """Phases 3b-4: the mask and provenance layers of the cube, and the observations kept where
+    the mask says clear (:mod:`pipeline.masks`; one task per tile row, all bands, each band's σ
+    from its tiles' ``records``), then the products not written yet, in one batch: the mask
+    COGs and the quicklooks (and with ``output.keep_clear`` the bands' COGs) as soon as every
+    mask task is done; the diagnostics first, from the ``records``."""
+    from pipeline.masks import MaskJob, band_scales, mask_row
 
     config, tiles = plan.config, plan.tiles
+    products.diagnostics(records, cube_tmp)
     scales = band_scales(records, plan.bands)
     preview = _preview_spec(plan)
     layers = components(config.solver.method, config.solver.refines)
     jobs = [
-        Task(job.tile_id, mask_tile, (job,))
+        Task(job.task_id, mask_row, (job,), stage="mask", weight=tiles.n_cols)
         for job in (
             MaskJob(
-                tile=t,
-                tile_id=f"mask-r{t.row:02d}c{t.col:02d}",
+                tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),
+                task_id=f"mask-r{r:02d}",
                 height=plan.grid.height,
                 width=plan.grid.width,
                 input_store=str(plan.layout.input_store),
@@ -365,11 +375,14 @@ def _mask(
                 keep_clear=config.output.keep_clear,
                 preview=preview,
             )
-            for t in tiles
+            for r in range(tiles.n_rows)
         )
     ]
+    jobs += products.after_masks(cube_tmp, tuple(t.key for t in jobs))
+    stages = {t.key: t.stage for t in jobs}
     _, failed = run_tasks(client, jobs, stage="mask", task_seconds=progress.task_seconds)
-    progress.check("mask", failed)
+    for stage in ("mask", "products"):
+        progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
 
 
 def _tile_records(plan: RunPlan) -> list[dict[str, Any]]:
@@ -381,32 +394,6 @@ def _tile_records(plan: RunPlan) -> list[dict[str, Any]]:
     else:
         paths = [layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()]
     return [tile for marker in read_markers(paths) for tile in marker["tiles"]]
-
-
-def _products(
-    client: Any,
-    plan: RunPlan,
-    progress: _Progress,
-    cube_tmp: Path,
-    records: list[dict[str, Any]],
-) -> list[Path]:
-    """Phase 4: diagnostics (from the tiles' ``records``), COGs and quicklooks, all under
-    temporary names next to their final ones; returns the final paths of the COGs and
-    quicklooks."""
-    layout = plan.layout
-    _report_dates_left_out(records, plan.time_labels)
-    write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube_tmp)
-    _report_empty_tiles(records)
-    cog_tmp = layout.partial(layout.cog_dir)
-    looks_tmp = layout.partial(layout.quicklook_dir)
-    for leftover in (cog_tmp, looks_tmp):
-        shutil.rmtree(leftover, ignore_errors=True)  # from an interrupted earlier run
-    product_jobs, finals = _product_tasks(plan, cube_tmp, cog_tmp, looks_tmp)
-    _, failed = run_tasks(
-        client, product_jobs, stage="products", unit="tasks", task_seconds=progress.task_seconds
-    )
-    progress.check("products", failed)
-    return finals
 
 
 def _publish(plan: RunPlan, cube_tmp: Path, finals: list[Path]) -> tuple[str, ...]:
@@ -556,46 +543,107 @@ def _band_tasks(
     return jobs, skipped, complete
 
 
-def _product_tasks(
-    plan: RunPlan, cube: Path, cog_dir: Path, looks_dir: Path
-) -> tuple[list[Task], list[Path]]:
-    """COG and quicklook tasks writing into the temporary directories, and the final paths."""
-    layout, acqs, bands = plan.layout, plan.acquisitions, plan.bands
-    calibration, units, physical = value_meaning(acqs)
-    # Reflectance is stored as ρ·10000 in uint16 COGs (the Landsat/Sentinel-2 convention);
-    # DN and radiance fractions as value·max_dn, the input's own resolution.
-    max_dn = 10000.0 if calibration == "reflectance" else max(float(a.max_dn) for a in acqs)
-    labels = plan.time_labels
-    block = plan.tiles.tile_size
-    tasks: list[Task] = []
-    finals: list[Path] = []
-    for b, band in enumerate(bands):
-        names = [f"{label}_{band}.tif" for label in labels]
-        kwargs = {
-            "band_index": b,
-            "grid": plan.grid,
-            "dtype": plan.config.output.cog_dtype,
-            "max_dn": max_dn,
-            "block": block,
-            "calibration": calibration,
-            "units": units,
-            "physical_scale": physical[b],
-        }
-        tasks.append(Task(f"cog-{band}", write_cogs, (cube, [cog_dir / n for n in names]), kwargs))
-        finals += [layout.cog_dir / n for n in names]
-    masks = [f"{label}_mask.tif" for label in labels]
-    mask_args = (cube, [cog_dir / n for n in masks])
-    tasks.append(Task("cog-mask", write_mask_cogs, mask_args, {"grid": plan.grid, "block": block}))
-    finals += [layout.cog_dir / n for n in masks]
-    spec = _preview_spec(plan)
-    if spec is not None:
-        # One task for all dates, from the mask pass's samples (pipeline.previews).
-        looks = [f"{label}.png" for label in labels]
-        args = (spec, list(plan.tiles), [looks_dir / name for name in looks])
-        kwargs = {"height": plan.grid.height, "width": plan.grid.width}
-        tasks.append(Task("quicklooks", write_quicklooks, args, kwargs))
-        finals += [layout.quicklook_dir / name for name in looks]
-    return tasks, finals
+class _ProductPlan:
+    """The product tasks of a run and where they write: COGs, quicklooks and the diagnostics,
+    under temporary names next to their final ones (:attr:`finals`), published at the end.
+
+    Leftovers of an interrupted earlier run are removed when the plan is made, before any
+    product task of this run can write.
+    """
+
+    def __init__(self, plan: RunPlan) -> None:
+        layout = plan.layout
+        self.plan = plan
+        self.cog_tmp = layout.partial(layout.cog_dir)
+        self.looks_tmp = layout.partial(layout.quicklook_dir)
+        for leftover in (self.cog_tmp, self.looks_tmp):
+            shutil.rmtree(leftover, ignore_errors=True)
+        self.finals: list[Path] = []  # the final paths of the COGs and quicklooks
+        self._cogs_done: set[str] = set()  # bands whose COG task is scheduled
+
+    def band_cogs(self, cube: Path, after: dict[str, tuple[str, ...]]) -> list[Task]:
+        """The COG tasks of the bands in ``after`` (band → keys of the tasks to wait for)."""
+        plan = self.plan
+        layout, labels = plan.layout, plan.time_labels
+        calibration, units, physical = value_meaning(plan.acquisitions)
+        # Reflectance is stored as ρ·10000 in uint16 COGs (the Landsat/Sentinel-2 convention);
+        # DN and radiance fractions as value·max_dn, the input's own resolution.
+        if calibration == "reflectance":
+            max_dn = 10000.0
+        else:
+            max_dn = max(float(a.max_dn) for a in plan.acquisitions)
+        tasks: list[Task] = []
+        for b, band in enumerate(plan.bands):
+            if band not in after or band in self._cogs_done:
+                continue
+            names = [f"{label}_{band}.tif" for label in labels]
+            kwargs = {
+                "band_index": b,
+                "grid": plan.grid,
+                "dtype": plan.config.output.cog_dtype,
+                "max_dn": max_dn,
+                "block": plan.tiles.tile_size,
+                "calibration": calibration,
+                "units": units,
+                "physical_scale": physical[b],
+            }
+            args = (cube, [self.cog_tmp / n for n in names])
+            tasks.append(
+                Task(
+                    f"cog-{band}",
+                    write_cogs,
+                    args,
+                    kwargs,
+                    after=after[band],
+                    stage="products",
+                    weight=0,  # the progress bar counts tiles
+                )
+            )
+            self.finals += [layout.cog_dir / n for n in names]
+            self._cogs_done.add(band)
+        return tasks
+
+    def after_masks(self, cube: Path, masks: tuple[str, ...]) -> list[Task]:
+        """The product tasks not scheduled yet, each waiting for the ``masks`` tasks if it
+        reads what they write: the bands' COGs with ``output.keep_clear``, the mask COGs and
+        the quicklooks (from the samples the mask tasks keep, :mod:`pipeline.previews`)."""
+        plan = self.plan
+        layout, labels, block = plan.layout, plan.time_labels, plan.tiles.tile_size
+        waits = masks if plan.config.output.keep_clear else ()
+        tasks = self.band_cogs(cube, dict.fromkeys(plan.bands, waits))
+        names = [f"{label}_mask.tif" for label in labels]
+        mask_cogs = (cube, [self.cog_tmp / n for n in names])
+        tasks.append(
+            Task(
+                "cog-mask",
+                write_mask_cogs,
+                mask_cogs,
+                {"grid": plan.grid, "block": block},
+                after=masks,
+                stage="products",
+            )
+        )
+        self.finals += [layout.cog_dir / n for n in names]
+        spec = _preview_spec(plan)
+        if spec is not None:
+            looks = [f"{label}.png" for label in labels]
+            quicklooks = (spec, list(plan.tiles), [self.looks_tmp / name for name in looks])
+            size = {"height": plan.grid.height, "width": plan.grid.width}
+            tasks.append(
+                Task(
+                    "quicklooks", write_quicklooks, quicklooks, size, after=masks, stage="products"
+                )
+            )
+            self.finals += [layout.quicklook_dir / name for name in looks]
+        return tasks
+
+    def diagnostics(self, records: list[dict[str, Any]], cube: Path) -> None:
+        """Report what the tiles' ``records`` say (dates left out, empty tiles) and write the
+        diagnostics table into the cube and as CSV."""
+        layout = self.plan.layout
+        _report_dates_left_out(records, self.plan.time_labels)
+        write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube)
+        _report_empty_tiles(records)
 
 
 #: Longest side of a quicklook panel, in pixels.

@@ -20,6 +20,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import dask
+
 from pipeline.config.cluster import ClusterSpec, JobqueueOptions, as_cluster_spec, worker_lifetime
 from pipeline.errors import ConfigError
 
@@ -40,13 +42,50 @@ WORKER_ENV = {
     "GDAL_CACHEMAX": "256",
 }
 
+#: Dask settings of the clusters this package starts, unless the environment sets them
+#: (``DASK_…`` variables). Measured on an idle 2-worker local cluster, they cut the scheduler
+#: process's CPU from 2.5 % to 1.2 % of a core and each worker's from 1.8 % to 0.7 %; on two
+#: cores that is CPU the solver gets back.
+#:
+#: * the workers' statistical profiler samples every thread's stack 100 times a second; it
+#:   only feeds the dashboard's Profile page (task stream, progress and memory stay);
+#: * the event-loop watchdog's tick (20 ms) and work stealing's balancing (100 ms) run on the
+#:   scheduler; a run's tasks last seconds to minutes, so once a second is plenty.
+CLUSTER_DASK_CONFIG: dict[str, Any] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.scheduler.work-stealing-interval": "1s",
+}
+
+
+def dask_env_name(key: str) -> str:
+    """The environment variable that sets Dask's configuration ``key``."""
+    return "DASK_" + key.upper().replace(".", "__").replace("-", "_")
+
+
+def cluster_dask_config() -> dict[str, Any]:
+    """:data:`CLUSTER_DASK_CONFIG` less the keys the environment sets."""
+    return {k: v for k, v in CLUSTER_DASK_CONFIG.items() if dask_env_name(k) not in os.environ}
+
+
+def remote_worker_env() -> dict[str, str]:
+    """What job scripts and pods export for their workers: :data:`WORKER_ENV` and
+    :data:`CLUSTER_DASK_CONFIG` as ``DASK_…`` variables (those workers read their own
+    environment, not this process's configuration)."""
+    dask_vars = {dask_env_name(k): str(v) for k, v in CLUSTER_DASK_CONFIG.items()}
+    return {**WORKER_ENV, **dask_vars}
+
 
 __all__ = [
+    "CLUSTER_DASK_CONFIG",
     "WORKER_ENV",
+    "cluster_dask_config",
+    "dask_env_name",
     "jobqueue_kwargs",
     "kubernetes_cluster_spec",
     "make_cluster",
     "open_cluster",
+    "remote_worker_env",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,9 +131,9 @@ def jobqueue_kwargs(spec: ClusterSpec) -> dict[str, Any]:
         "interface": opts.interface,
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
-    # The nanny passes these to the worker it spawns (see WORKER_ENV);
+    # The nanny passes these to the worker it spawns (see remote_worker_env);
     # the user's prologue comes after, so it can override them.
-    exports = [f"export {k}={v}" for k, v in WORKER_ENV.items()]
+    exports = [f"export {k}={v}" for k, v in remote_worker_env().items()]
     kwargs["job_script_prologue"] = [*exports, *opts.job_script_prologue]
     if opts.job_extra_directives:
         kwargs["job_extra_directives"] = list(opts.job_extra_directives)
@@ -127,7 +166,7 @@ def kubernetes_cluster_spec(spec: ClusterSpec) -> dict[str, Any]:
         env={
             "OMP_NUM_THREADS": "1",
             "NUMBA_NUM_THREADS": str(threads),
-            **WORKER_ENV,
+            **remote_worker_env(),
             **opts.env,
         },
         worker_command=["dask", "worker", "--nthreads", str(threads)],
@@ -186,7 +225,8 @@ def make_cluster(cfg: ClusterSpec | Mapping[str, Any], *, scale: bool = True) ->
         # in places and numba threads are per process.
         cores = os.cpu_count() or 1
         threads = spec.threads_per_worker or 1
-        with spawn_environment(WORKER_ENV):
+        # Nannies hand this process's Dask configuration to the workers they spawn.
+        with dask.config.set(cluster_dask_config()), spawn_environment(WORKER_ENV):
             return LocalCluster(
                 n_workers=spec.n_workers or max(cores // threads, 1),
                 threads_per_worker=threads,
@@ -201,7 +241,8 @@ def make_cluster(cfg: ClusterSpec | Mapping[str, Any], *, scale: bool = True) ->
             _need(spec.kind)
         cls = SLURMCluster if spec.kind == "slurm" else PBSCluster
         opts = spec.jobqueue or JobqueueOptions()
-        cluster = cls(**jobqueue_kwargs(spec))
+        with dask.config.set(cluster_dask_config()):  # the scheduler runs in this process
+            cluster = cls(**jobqueue_kwargs(spec))
         if not scale:
             return cluster
         # Adaptive with a fixed size: workers retiring at their lifetime are replaced by new

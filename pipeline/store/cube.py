@@ -22,16 +22,21 @@ __all__ = ["compressors", "create_store", "fsync_chunks", "store_token"]
 
 
 def compressors() -> tuple[Any, ...]:
-    """The compression of every Zarr array a run writes: Blosc LZ4 with bit shuffle.
+    """The compression of every Zarr array a run writes: Blosc LZ4 with byte shuffle.
 
     Lossless. Reflectance in float32 barely compresses (the low mantissa bits are noise), so
     the codec's speed matters more than its strength: on a 1024² × 7-date float32 tile it
     wrote 3-4x faster than Zarr's default Zstd and still stored less (ratio 1.35 against
     1.16). Every stage reads and writes the scene several times, so this is run time.
+    Byte shuffle rather than bit shuffle: on the chunks of one band of a solved 2560² scene
+    (``python benchmarks/codecs.py RUN_DIR``: the input and the four layers, one thread) it
+    encoded 1.6x and decoded 1.6x faster and stored less overall (ratio 2.13 against 2.05; the
+    clear layer and the input a little more, 1.37 against 1.43, the cloud and shadow layers
+    less).
     """
     from zarr.codecs import BloscCodec, BloscShuffle
 
-    return (BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.bitshuffle),)
+    return (BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.shuffle),)
 
 
 def _naive_utc(times: Sequence[datetime]) -> np.ndarray:

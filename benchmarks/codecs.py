@@ -1,0 +1,104 @@
+"""Zarr codecs for the run's stores, compared on a solved scene's own chunks.
+
+Reads one band of a finished run (``input.zarr``'s observations and the cube's solved layers,
+in the cube's chunks of ``cube_chunk_rows`` × ``tile_size`` × all dates) and encodes and
+decodes every chunk with each candidate Blosc setting, on one thread. Prints per codec the
+compression ratio (overall and per layer) and the encode and decode throughput, side by side
+from one run. This is the measurement behind :func:`pipeline.store.cube.compressors`.
+
+Usage::
+
+    python benchmarks/codecs.py RUN_DIR [--band 1] [--row-off 1024] [--rows 1024] [--cols 2048]
+
+``RUN_DIR`` is a run's ``output.path`` (e.g. one ``benchmarks/pipeline.py`` wrote).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: (cname, clevel, shuffle): 1 byte shuffle, 2 bit shuffle.
+CANDIDATES = [
+    ("lz4", 5, 2),
+    ("lz4", 5, 1),
+    ("lz4", 1, 1),
+    ("lz4", 9, 1),
+    ("zstd", 1, 1),
+]
+LAYERS = ("clear", "cloud", "haze", "shadow")
+
+
+def _chunks(
+    run: Path, band: int, rows: slice, cols: int, chunk_rows: int, chunk_cols: int
+) -> Iterator[tuple[str, np.ndarray]]:
+    """(layer, chunk) of every chunk of ``band`` over ``rows`` and the first ``cols`` columns."""
+    import zarr
+
+    cube = zarr.open_group(store=str(run / "cube.zarr"), mode="r")
+    source = zarr.open_array(store=str(run / "work" / "input.zarr"), path="observed", mode="r")
+    arrays: dict[str, Any] = {name: cube[name] for name in LAYERS if name in cube}
+    arrays["observed"] = source
+    for name, array in arrays.items():
+        block = np.asarray(array[:, band, rows, :cols])
+        for r in range(0, block.shape[1], chunk_rows):
+            for c in range(0, block.shape[2], chunk_cols):
+                yield name, np.ascontiguousarray(block[:, r : r + chunk_rows, c : c + chunk_cols])
+
+
+def main() -> None:
+    from numcodecs import Blosc, blosc
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--band", type=int, default=1)
+    parser.add_argument("--row-off", type=int, default=1024, help="first row (inside the scene)")
+    parser.add_argument("--rows", type=int, default=1024)
+    parser.add_argument("--cols", type=int, default=2048)
+    parser.add_argument("--chunk-rows", type=int, default=128)
+    parser.add_argument("--chunk-cols", type=int, default=1024)
+    args = parser.parse_args()
+    blosc.set_nthreads(1)
+    chunks = list(
+        _chunks(
+            args.run,
+            args.band,
+            slice(args.row_off, args.row_off + args.rows),
+            args.cols,
+            args.chunk_rows,
+            args.chunk_cols,
+        )
+    )
+    size = sum(c.nbytes for _, c in chunks) / 2**20
+    print(f"{len(chunks)} chunks of band {args.band}, {size:.0f} MiB")
+    for cname, clevel, shuffle in CANDIDATES:
+        codec = Blosc(cname=cname, clevel=clevel, shuffle=shuffle)
+        raw: dict[str, int] = {}
+        stored: dict[str, int] = {}
+        encode = decode = 0.0
+        for name, chunk in chunks:
+            started = time.process_time()
+            encoded = codec.encode(chunk)
+            encode += time.process_time() - started
+            started = time.process_time()
+            codec.decode(encoded)
+            decode += time.process_time() - started
+            raw[name] = raw.get(name, 0) + chunk.nbytes
+            stored[name] = stored.get(name, 0) + len(encoded)
+        total = sum(raw.values())
+        per = ", ".join(f"{k} {raw[k] / stored[k]:.2f}" for k in raw)
+        kind = {1: "byte", 2: "bit"}[shuffle]
+        print(
+            f"{cname} {clevel} {kind:>4} shuffle: ratio {total / sum(stored.values()):.2f} "
+            f"({per}); encode {total / encode / 1e6:.0f} MB/s, decode {total / decode / 1e6:.0f} "
+            "MB/s (one thread)"
+        )
+
+
+if __name__ == "__main__":
+    main()

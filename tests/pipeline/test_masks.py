@@ -1,0 +1,134 @@
+"""The mask pass (one task per tile row, sweeping its cores) gives the whole-scene classification.
+
+Real Zarr stores on disk, chunked as a run chunks them; the expected codes come from
+:func:`cloudcore.masks.classify` over the whole scene at once, so tile borders, the narrow last
+tile column and the opening's reach across cores are all checked against one reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
+from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
+from pipeline.store.cube import compressors
+from pipeline.tiling import TileGrid
+
+N_DATES, N_BANDS, TILE, OVERLAP = 3, 2, 32, 8
+
+
+def _scene(height: int, width: int, seed: int) -> dict[str, np.ndarray]:
+    """Observations with gaps and solved layers with cloud, haze and shadow blobs."""
+    rng = np.random.default_rng(seed)
+    shape = (N_DATES, N_BANDS, height, width)
+    observed = rng.uniform(0.05, 0.4, shape).astype(np.float32)
+    observed[0, :, :10, :] = np.nan  # a date that missed the top of the scene, every band
+    observed[1, 1, :, -7:] = np.nan  # one band missing a strip
+    cloud = np.abs(rng.normal(0, 0.004, shape)).astype(np.float32)
+    shadow = np.abs(rng.normal(0, 0.004, shape)).astype(np.float32)
+    haze = np.zeros(shape, np.float32)
+    for _ in range(30):  # blobs of a few pixels, some across core borders, some single pixels
+        t = rng.integers(N_DATES)
+        r, c = rng.integers(height), rng.integers(width)
+        h, w = rng.integers(1, 9, 2)
+        layer = (cloud, shadow, haze)[rng.integers(3)]
+        layer[t, :, r : r + h, c : c + w] += rng.uniform(0.05, 0.3)
+    unseen = ~np.isfinite(observed)
+    for layer in (cloud, shadow, haze):
+        layer[unseen] = 0.0  # the solver's layers are 0 where a band did not observe
+    clear = rng.uniform(0.05, 0.4, shape).astype(np.float32)
+    clear[:, :, :, :2] = np.nan  # pixels observed on no date are NaN in the cube
+    observed[:, :, :, :2] = np.nan
+    return {"observed": observed, "cloud": cloud, "haze": haze, "shadow": shadow, "clear": clear}
+
+
+def _stores(tmp_path: Path, scene: dict[str, np.ndarray], grid: TileGrid) -> tuple[Path, Path]:
+    """input.zarr and cube.zarr as a run lays them out (chunks of cube_chunk_rows × tile)."""
+    rows = grid.cube_chunk_rows
+    source = tmp_path / "input.zarr"
+    array = zarr.open_group(store=str(source), mode="w").create_array(
+        "observed",
+        shape=scene["observed"].shape,
+        chunks=(N_DATES, 1, TILE, TILE),
+        dtype="float32",
+        fill_value=np.nan,
+        compressors=compressors(),
+    )
+    array[...] = scene["observed"]
+    cube = tmp_path / "cube.zarr"
+    group = zarr.open_group(store=str(cube), mode="w")
+    for name in ("clear", "cloud", "haze", "shadow"):
+        layer = group.create_array(
+            name,
+            shape=scene[name].shape,
+            chunks=(N_DATES, 1, rows, TILE),
+            dtype="float32",
+            fill_value=np.nan,
+            compressors=compressors(),
+        )
+        layer[...] = scene[name]
+    shape = scene["clear"].shape
+    group.create_array(
+        "provenance", shape=shape, chunks=(N_DATES, 1, rows, TILE), dtype="uint8", fill_value=255
+    )
+    group.create_array(
+        "mask",
+        shape=(N_DATES, *shape[2:]),
+        chunks=(N_DATES, rows, TILE),
+        dtype="uint8",
+        fill_value=255,
+    )
+    return source, cube
+
+
+@pytest.mark.parametrize(
+    ("width", "radius"),
+    [(150, 1), (129, 2)],  # last tile column 22 px wide; 1 px wide, narrower than the opening
+)
+def test_row_sweep_equals_the_whole_scene_classification(
+    tmp_path: Path, width: int, radius: int
+) -> None:
+    height = 70  # tile rows of 32, 32 and 6
+    grid = TileGrid(height, width, TILE, OVERLAP)
+    scene = _scene(height, width, seed=width)
+    source, cube = _stores(tmp_path, scene, grid)
+    rule = MaskRule(radius=radius)
+    scales = (0.01, 0.02)
+    for row in range(grid.n_rows):
+        job = MaskJob(
+            tiles=tuple(grid.tile(row, c) for c in range(grid.n_cols)),
+            task_id=f"mask-r{row:02d}",
+            height=height,
+            width=width,
+            input_store=str(source),
+            cube=str(cube),
+            layers=("clear", "cloud", "haze", "shadow"),
+            scales=scales,
+            rule=rule,
+            keep_clear=True,
+        )
+        mask_row(job)
+
+    unseen = ~np.isfinite(scene["observed"])
+    bright = np.where(unseen, np.nan, scene["cloud"] + scene["haze"]).transpose(1, 0, 2, 3)
+    dark = np.where(unseen, np.nan, scene["shadow"]).transpose(1, 0, 2, 3)
+    seen = (~unseen).any(axis=1)
+    expected = classify(bright, dark, np.array(scales), seen, rule)
+    group = zarr.open_group(store=str(cube), mode="r")
+    codes = np.asarray(group["mask"][:])
+    assert np.array_equal(codes, expected)
+    # Every class occurs, and the opening changed codes (it reaches across cores here).
+    assert set(np.unique(codes)) >= {0, 1, 2, 3, NODATA}
+    unopened = classify(bright, dark, np.array(scales), seen, MaskRule(radius=0))
+    assert not np.array_equal(codes, unopened)
+
+    clear_mask = (codes == CLEAR)[:, None]
+    kept_clear, kept = keep_clear(scene["clear"], scene["observed"], clear_mask)
+    assert np.array_equal(np.asarray(group["clear"][:]), kept_clear, equal_nan=True)
+    provenance = np.where(kept, OBSERVED, FILLED).astype(np.uint8)
+    provenance[~np.isfinite(kept_clear)] = NODATA
+    assert np.array_equal(np.asarray(group["provenance"][:]), provenance)
