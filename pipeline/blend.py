@@ -37,7 +37,7 @@ from pipeline.config import SolverConfig
 from pipeline.errors import TileError
 from pipeline.rowblend import RowBlock, boundary_window, mix_boundary, row_blocks
 from pipeline.solve import SolveJob, solve_tile
-from pipeline.store.cube import compressors, fsync_chunks
+from pipeline.store.cube import chunk_range, compressors, fsync_chunks
 from pipeline.store.durable import durable_store, remove_store, storage_error, write_marker
 from pipeline.store.layout import Layout, solved_layers
 from pipeline.tiling import Tile, TileGrid, Window
@@ -123,11 +123,6 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     return record
 
 
-def _chunk_range(start: int, stop: int, size: int) -> range:
-    """Indices of the chunks of edge ``size`` that pixels ``[start, stop)`` fall in."""
-    return range(start // size, -(-stop // size))
-
-
 def _cube_arrays(cube: Path, names: Sequence[str]) -> list[Any]:
     """The cube's data variables ``names`` (solved layers, in their order), open for writing."""
     import zarr
@@ -202,7 +197,7 @@ def write_row(
                 fsync_chunks(
                     cube,
                     names,
-                    _chunk_range(interior.row_off, interior.row_end, ch),
+                    chunk_range(interior.row_off, interior.row_end, ch),
                     range(grid.n_cols),
                     band_index,
                 )
@@ -262,7 +257,7 @@ def blend_seam(job: SeamJob) -> str:
         fsync_chunks(
             cube,
             names,
-            _chunk_range(rows.row_off, rows.row_end, job.grid.cube_chunk_rows),
+            chunk_range(rows.row_off, rows.row_end, job.grid.cube_chunk_rows),
             range(job.grid.n_cols),
             job.band_index,
         )

@@ -42,7 +42,8 @@ import numpy as np
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
 from pipeline.errors import TileError
 from pipeline.previews import PreviewSpec, Samples
-from pipeline.store.durable import fsync_paths, storage_error
+from pipeline.store.cube import chunk_range, fsync_chunks
+from pipeline.store.durable import storage_error
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import Tile, Window
 
@@ -108,7 +109,7 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
             for b in range(len(job.scales)):
                 provenance = _provenance(group, source, job, tile, b, codes, samples)
                 group[PROVENANCE][:, b, rows, cols] = provenance
-            fsync_paths(_chunk_files(cube, job, tile))
+            _fsync_core(group, cube, job, tile)
             if samples is not None:
                 samples.save(codes)
             counts += np.bincount(codes.ravel(), minlength=256)
@@ -132,7 +133,7 @@ def _core_id(tile: Tile) -> str:
 @dataclass
 class _Scores:
     """The per-pixel inputs of :func:`cloudcore.masks.classify_scores` over scene columns
-    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and ``radius`` more above
+    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and ``2·radius`` more above
     and below): the bands' mean anomalies in units of σ and where some band observed."""
 
     col_off: int
@@ -251,7 +252,7 @@ def _provenance(
     clear = np.asarray(group["clear"][:, band, rows, cols])
     provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
     if job.keep_clear:
-        # Read again rather than kept from _codes: keeping every band's observations would
+        # Read again rather than kept from _scores: keeping every band's observations would
         # undo the one-band-at-a-time memory bound (and keep_clear is off by default).
         observation = np.asarray(source[:, band, rows, cols])
         clear, kept = keep_clear(clear, observation, codes == CLEAR)
@@ -263,20 +264,11 @@ def _provenance(
     return provenance
 
 
-def _chunk_files(cube: Path, job: MaskJob, tile: Tile) -> list[Path]:
-    """The chunk files of this core in ``mask``, ``provenance`` and (kept observations)
-    ``clear``: keys ``<name>/c/0/[<band>/]<chunk row>/<chunk col>``; cores are whole chunks."""
-    import json
-
-    names = [MASK, PROVENANCE] + (["clear"] if job.keep_clear else [])
-    core = tile.core
-    files: list[Path] = []
-    for name in names:
-        meta = json.loads((cube / name / "zarr.json").read_text())
-        chunk = meta["chunk_grid"]["configuration"]["chunk_shape"]
-        rows, cols = int(chunk[-2]), int(chunk[-1])
-        bands = "*/" if len(chunk) == 4 else ""
-        for r in range(core.row_off // rows, -(-core.row_end // rows)):
-            for c in range(core.col_off // cols, -(-core.col_end // cols)):
-                files += cube.glob(f"{name}/c/0/{bands}{r}/{c}")
-    return files
+def _fsync_core(group: Any, cube: Path, job: MaskJob, tile: Tile) -> None:
+    """fsync the chunks of this core in ``mask``, ``provenance`` and (kept observations)
+    ``clear``; cores are whole chunks, and the three share their spatial chunking."""
+    chunks = group[MASK].chunks
+    rows = chunk_range(tile.core.row_off, tile.core.row_end, chunks[-2])
+    cols = chunk_range(tile.core.col_off, tile.core.col_end, chunks[-1])
+    fsync_chunks(cube, [MASK], rows, cols, per_band=False)
+    fsync_chunks(cube, [PROVENANCE] + (["clear"] if job.keep_clear else []), rows, cols)

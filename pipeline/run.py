@@ -284,7 +284,7 @@ def _solve_and_blend(
         if complete:  # every row and seam of the band is (or will be) run
             band_work[band] = [t.key for t in band_jobs]
             cogs_after[band] = tuple(band_work[band])
-    if not plan.config.output.keep_clear:
+    if products.cogs_with_solve:
         jobs += products.band_cogs(cube_tmp, cogs_after)
     stages = {t.key: t.stage or "solve" for t in jobs}
     done, failed = run_tasks(client, jobs, stage="solve", task_seconds=progress.task_seconds)
@@ -558,13 +558,27 @@ class _ProductPlan:
         self.looks_tmp = layout.partial(layout.quicklook_dir)
         for leftover in (self.cog_tmp, self.looks_tmp):
             shutil.rmtree(leftover, ignore_errors=True)
-        self.finals: list[Path] = []  # the final paths of the COGs and quicklooks
-        self._cogs_done: set[str] = set()  # bands whose COG task is scheduled
+
+    @property
+    def cogs_with_solve(self) -> bool:
+        """Whether the bands' COGs are tasks of the solve batch: in tile scope, unless the mask
+        pass changes ``clear`` (``output.keep_clear``)."""
+        config = self.plan.config
+        return config.solver.scope == "tile" and not config.output.keep_clear
+
+    @property
+    def finals(self) -> list[Path]:
+        """The final paths of the COGs and quicklooks."""
+        plan = self.plan
+        layout, labels = plan.layout, plan.time_labels
+        names = [f"{label}_{band}.tif" for band in plan.bands for label in labels]
+        names += [f"{label}_mask.tif" for label in labels]
+        looks = [f"{label}.png" for label in labels] if _preview_spec(plan) else []
+        return [layout.cog_dir / n for n in names] + [layout.quicklook_dir / n for n in looks]
 
     def band_cogs(self, cube: Path, after: dict[str, tuple[str, ...]]) -> list[Task]:
         """The COG tasks of the bands in ``after`` (band → keys of the tasks to wait for)."""
         plan = self.plan
-        layout, labels = plan.layout, plan.time_labels
         calibration, units, physical = value_meaning(plan.acquisitions)
         # Reflectance is stored as ρ·10000 in uint16 COGs (the Landsat/Sentinel-2 convention);
         # DN and radiance fractions as value·max_dn, the input's own resolution.
@@ -574,9 +588,8 @@ class _ProductPlan:
             max_dn = max(float(a.max_dn) for a in plan.acquisitions)
         tasks: list[Task] = []
         for b, band in enumerate(plan.bands):
-            if band not in after or band in self._cogs_done:
+            if band not in after:
                 continue
-            names = [f"{label}_{band}.tif" for label in labels]
             kwargs = {
                 "band_index": b,
                 "grid": plan.grid,
@@ -587,7 +600,7 @@ class _ProductPlan:
                 "units": units,
                 "physical_scale": physical[b],
             }
-            args = (cube, [self.cog_tmp / n for n in names])
+            args = (cube, [self.cog_tmp / f"{label}_{band}.tif" for label in plan.time_labels])
             tasks.append(
                 Task(
                     f"cog-{band}",
@@ -599,42 +612,44 @@ class _ProductPlan:
                     weight=0,  # the progress bar counts tiles
                 )
             )
-            self.finals += [layout.cog_dir / n for n in names]
-            self._cogs_done.add(band)
         return tasks
 
     def after_masks(self, cube: Path, masks: tuple[str, ...]) -> list[Task]:
-        """The product tasks not scheduled yet, each waiting for the ``masks`` tasks if it
-        reads what they write: the bands' COGs with ``output.keep_clear``, the mask COGs and
-        the quicklooks (from the samples the mask tasks keep, :mod:`pipeline.previews`)."""
+        """The product tasks of the mask batch, each waiting for the ``masks`` tasks if it
+        reads what they write: the bands' COGs unless the solve batch wrote them (with
+        ``output.keep_clear`` they wait), the mask COGs and the quicklooks (from the samples the
+        mask tasks keep, :mod:`pipeline.previews`)."""
         plan = self.plan
-        layout, labels, block = plan.layout, plan.time_labels, plan.tiles.tile_size
-        waits = masks if plan.config.output.keep_clear else ()
-        tasks = self.band_cogs(cube, dict.fromkeys(plan.bands, waits))
-        names = [f"{label}_mask.tif" for label in labels]
-        mask_cogs = (cube, [self.cog_tmp / n for n in names])
+        labels = plan.time_labels
+        tasks = []
+        if not self.cogs_with_solve:
+            waits = masks if plan.config.output.keep_clear else ()
+            tasks += self.band_cogs(cube, dict.fromkeys(plan.bands, waits))
+        mask_cogs = (cube, [self.cog_tmp / f"{label}_mask.tif" for label in labels])
         tasks.append(
             Task(
                 "cog-mask",
                 write_mask_cogs,
                 mask_cogs,
-                {"grid": plan.grid, "block": block},
+                {"grid": plan.grid, "block": plan.tiles.tile_size},
                 after=masks,
                 stage="products",
             )
         )
-        self.finals += [layout.cog_dir / n for n in names]
         spec = _preview_spec(plan)
         if spec is not None:
-            looks = [f"{label}.png" for label in labels]
-            quicklooks = (spec, list(plan.tiles), [self.looks_tmp / name for name in looks])
+            looks = [self.looks_tmp / f"{label}.png" for label in labels]
             size = {"height": plan.grid.height, "width": plan.grid.width}
             tasks.append(
                 Task(
-                    "quicklooks", write_quicklooks, quicklooks, size, after=masks, stage="products"
+                    "quicklooks",
+                    write_quicklooks,
+                    (spec, list(plan.tiles), looks),
+                    size,
+                    after=masks,
+                    stage="products",
                 )
             )
-            self.finals += [layout.quicklook_dir / name for name in looks]
         return tasks
 
     def diagnostics(self, records: list[dict[str, Any]], cube: Path) -> None:

@@ -40,13 +40,13 @@ import numpy as np
 from cloudcore.masks import anomaly_scale
 from cloudcore.scene import Block, BlockGroup, SceneOutcome
 from cloudcore.solvers import SparseRule
-from pipeline.blend import _chunk_range, _cube_arrays
+from pipeline.blend import _cube_arrays
 from pipeline.cluster import RETRIES
 from pipeline.cluster.faults import inject_faults
 from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.solve import resolve_lambda
-from pipeline.store.cube import fsync_chunks
+from pipeline.store.cube import chunk_range, fsync_chunks
 from pipeline.store.durable import OutputError, storage_error, write_marker
 from pipeline.store.layout import Layout, solved_layers
 from pipeline.tiling import Tile, TileGrid
@@ -138,7 +138,7 @@ class SceneShard(BlockGroup):
                 fsync_chunks(
                     path,
                     names,
-                    _chunk_range(tile.core.row_off, tile.core.row_end, chunk_rows),
+                    chunk_range(tile.core.row_off, tile.core.row_end, chunk_rows),
                     [tile.col],  # cube chunks are tile_size wide
                     spec.band_index,
                 )

@@ -18,7 +18,7 @@ import xarray as xr
 
 from pipeline.store.durable import fsync_paths
 
-__all__ = ["compressors", "create_store", "fsync_chunks", "store_token"]
+__all__ = ["chunk_range", "compressors", "create_store", "fsync_chunks", "store_token"]
 
 
 def compressors() -> tuple[Any, ...]:
@@ -150,25 +150,35 @@ def store_token(path: Path, attr: str) -> str | None:
     return token if isinstance(token, str) else None
 
 
+def chunk_range(start: int, stop: int, size: int) -> range:
+    """Indices of the chunks of edge ``size`` that pixels ``[start, stop)`` fall in."""
+    return range(start // size, -(-stop // size))
+
+
 def fsync_chunks(
     store: Path,
     variables: Sequence[str],
     chunk_rows: Iterable[int],
     chunk_cols: Iterable[int],
     band: int | None = None,
+    *,
+    per_band: bool = True,
 ) -> None:
     """fsync chunk files (or shards) of a store made by :func:`create_store`.
 
     Chunks cover all dates and one band, so their keys are
-    ``<variable>/c/0/<band>/<chunk row>/<chunk col>``: every band when ``band`` is None.
-    Chunks never written (all fill value) have no file and are skipped.
+    ``<variable>/c/0/<band>/<chunk row>/<chunk col>``: every band when ``band`` is None; with
+    ``per_band=False`` the variables are (time, y, x) ones (``date_codes``), keyed
+    ``<variable>/c/0/<chunk row>/<chunk col>``. Chunks never written (all fill value) have no
+    file and are skipped.
     """
-    bands = "*" if band is None else str(band)
+    bands = "" if not per_band else ("*/" if band is None else f"{band}/")
     cols = list(chunk_cols)
+    rows = list(chunk_rows)
     fsync_paths(
         p
         for name in variables
-        for r in chunk_rows
+        for r in rows
         for c in cols
-        for p in store.glob(f"{name}/c/*/{bands}/{r}/{c}")
+        for p in store.glob(f"{name}/c/*/{bands}{r}/{c}")
     )

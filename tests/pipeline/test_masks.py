@@ -1,21 +1,25 @@
 """The mask pass (one task per tile row, sweeping its cores) gives the whole-scene classification.
 
-Real Zarr stores on disk, chunked as a run chunks them; the expected codes come from
+Real Zarr stores on disk, made and chunked as a run makes them; the expected codes come from
 :func:`cloudcore.masks.classify` over the whole scene at once, so tile borders, the narrow last
 tile column and the opening's reach across cores are all checked against one reference.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
+from affine import Affine
 
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
+from pipeline.grid import TargetGrid
 from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
-from pipeline.store.cube import compressors
+from pipeline.store.cube import create_store
+from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import TileGrid
 
 N_DATES, N_BANDS, TILE, OVERLAP = 3, 2, 32, 8
@@ -47,41 +51,31 @@ def _scene(height: int, width: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def _stores(tmp_path: Path, scene: dict[str, np.ndarray], grid: TileGrid) -> tuple[Path, Path]:
-    """input.zarr and cube.zarr as a run lays them out (chunks of cube_chunk_rows × tile)."""
-    rows = grid.cube_chunk_rows
-    source = tmp_path / "input.zarr"
-    array = zarr.open_group(store=str(source), mode="w").create_array(
-        "observed",
-        shape=scene["observed"].shape,
-        chunks=(N_DATES, 1, TILE, TILE),
-        dtype="float32",
-        fill_value=np.nan,
-        compressors=compressors(),
+    """input.zarr and cube.zarr laid out as a run lays them out (:func:`create_store` with the
+    run's chunking), holding ``scene``."""
+    origin = Affine(50, 0, 440_000, 0, -50, 4_420_000)
+    target = TargetGrid("EPSG:32650", origin, grid.width, grid.height)
+    common = {
+        "times": [datetime(2020, 6, d + 1) for d in range(N_DATES)],
+        "bands": [f"B{b + 1}" for b in range(N_BANDS)],
+        "tile_size": grid.tile_size,
+        "attrs": {},
+    }
+    source, cube = tmp_path / "input.zarr", tmp_path / "cube.zarr"
+    create_store(source, target, variables=["observed"], inner_chunk=grid.inner_chunk, **common)
+    create_store(
+        cube,
+        target,
+        variables=["clear", "cloud", "haze", "shadow"],
+        codes=(PROVENANCE,),
+        date_codes=(MASK,),
+        chunk_rows=grid.cube_chunk_rows,
+        **common,
     )
-    array[...] = scene["observed"]
-    cube = tmp_path / "cube.zarr"
-    group = zarr.open_group(store=str(cube), mode="w")
+    zarr.open_array(store=str(source), path="observed", mode="r+")[...] = scene["observed"]
+    group = zarr.open_group(store=str(cube), mode="r+")
     for name in ("clear", "cloud", "haze", "shadow"):
-        layer = group.create_array(
-            name,
-            shape=scene[name].shape,
-            chunks=(N_DATES, 1, rows, TILE),
-            dtype="float32",
-            fill_value=np.nan,
-            compressors=compressors(),
-        )
-        layer[...] = scene[name]
-    shape = scene["clear"].shape
-    group.create_array(
-        "provenance", shape=shape, chunks=(N_DATES, 1, rows, TILE), dtype="uint8", fill_value=255
-    )
-    group.create_array(
-        "mask",
-        shape=(N_DATES, *shape[2:]),
-        chunks=(N_DATES, rows, TILE),
-        dtype="uint8",
-        fill_value=255,
-    )
+        group[name][...] = scene[name]
     return source, cube
 
 
