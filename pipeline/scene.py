@@ -43,6 +43,7 @@ from cloudcore.solvers import SparseRule
 from pipeline.blend import _cube_arrays
 from pipeline.cluster import RETRIES
 from pipeline.cluster.faults import inject_faults
+from pipeline.cluster.heap import return_free_memory
 from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.solve import resolve_lambda
@@ -156,6 +157,11 @@ class SceneShard(BlockGroup):
             raise storage_error(exc, path) or TileError(
                 spec.tile_ids[0], f"writing the cube: {type(exc).__name__}: {exc}"
             ) from exc
+        finally:
+            # The state's arrays (28 MiB each for a 1024² × 7 tile) lived on the heap, which
+            # glibc would keep: the mask pass and the products would then stack on the band's
+            # whole state (a 2560² worker stayed at 1.80 GiB through them).
+            return_free_memory()
         return records
 
 

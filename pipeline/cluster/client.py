@@ -23,6 +23,7 @@ from distributed import Client, Future, as_completed
 from tqdm import tqdm
 
 from pipeline.cluster.faults import inject_faults
+from pipeline.cluster.heap import return_free_memory
 from pipeline.config import ClusterSpec
 from pipeline.errors import ConfigError
 
@@ -49,11 +50,15 @@ def _call(
 ) -> tuple[Any, float, float]:
     """Run one task on a worker, after the test hooks; returns its result, its seconds and the
     worker process's CPU seconds meanwhile (a worker runs one task at a time, so that CPU is the
-    task's, the threads it starts included)."""
+    task's, the threads it starts included). The memory the task freed goes back to the system
+    afterwards (:mod:`pipeline.cluster.heap`), so the next task's peak does not stack on it."""
     inject_faults(stage, key)
     started, cpu = time.perf_counter(), time.process_time()
-    result = fn(*args, **kwargs)
-    return result, time.perf_counter() - started, time.process_time() - cpu
+    try:
+        result = fn(*args, **kwargs)
+        return result, time.perf_counter() - started, time.process_time() - cpu
+    finally:
+        return_free_memory()
 
 
 def solver_threads(cfg: ClusterSpec) -> int:
