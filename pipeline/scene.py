@@ -111,6 +111,7 @@ class SceneShard(BlockGroup):
                 raise TileError(tile_id, f"solver rejected the tile: {exc}") from exc
         super().__init__(blocks, threads=spec.threads)
         self.peak_bytes = self.nbytes()
+        return_free_memory()  # each tile's read buffer, under the mmap threshold: heap holes
 
     def start(self, lam: float, dual: float, mu: float, sparse: SparseRule) -> np.ndarray:
         gram = super().start(lam, dual, mu, sparse)
