@@ -32,7 +32,7 @@ re-solves rather than mixing two settings in one cube.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,14 +102,16 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
     tile = job.tiles[0]
     try:
         group: Any = zarr.open_group(store=str(cube), mode="r+")
+        # Opened once for the task: every core and band reads and writes the same arrays.
+        arrays = {name: group[name] for name in (*job.layers, MASK, PROVENANCE)}
         source = zarr.open_array(store=job.input_store, path="observed", mode="r")
-        for tile, codes, samples in _row_codes(group, source, job):
+        for tile, codes, samples in _row_codes(arrays, source, job):
             rows, cols = tile.core.slices
-            group[MASK][:, rows, cols] = codes
+            arrays[MASK][:, rows, cols] = codes
             for b in range(len(job.scales)):
-                provenance = _provenance(group, source, job, tile, b, codes, samples)
-                group[PROVENANCE][:, b, rows, cols] = provenance
-            _fsync_core(group, cube, job, tile)
+                provenance = _provenance(arrays, source, job, tile, b, codes, samples)
+                arrays[PROVENANCE][:, b, rows, cols] = provenance
+            _fsync_core(arrays, cube, job, tile)
             if samples is not None:
                 samples.save(codes)
             counts += np.bincount(codes.ravel(), minlength=256)
@@ -147,7 +149,7 @@ class _Scores:
 
 
 def _row_codes(
-    group: Any, source: Any, job: MaskJob
+    arrays: Mapping[str, Any], source: Any, job: MaskJob
 ) -> Iterator[tuple[Tile, np.ndarray, Samples | None]]:
     """Each core of the row with its codes (time, core rows, core cols) and its quicklook
     samples so far, left to right.
@@ -168,7 +170,7 @@ def _row_codes(
             nxt = next(following)
             samples[nxt.col] = Samples(job.preview, nxt) if job.preview else None
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
-            held.append(_scores(group, source, job, window, samples[nxt.col]))
+            held.append(_scores(arrays, source, job, window, samples[nxt.col]))
         held = [s for s in held if s.col_end > c0]
         bright, dark, observed = _columns(held, c0, c1)
         codes = classify_scores(bright, dark, observed, job.rule)
@@ -204,7 +206,7 @@ def _columns(
 
 
 def _scores(
-    group: Any, source: Any, job: MaskJob, window: Window, samples: Samples | None
+    arrays: Mapping[str, Any], source: Any, job: MaskJob, window: Window, samples: Samples | None
 ) -> _Scores:
     """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
     band did not observe the pixel (the solver's C, N, S are 0 there, not evidence), are added
@@ -223,19 +225,19 @@ def _scores(
             samples.take("observed", b, observation, window)
         unseen = ~np.isfinite(observation)
         observed |= ~unseen
-        anomaly = np.asarray(group["cloud"][:, b, rows, cols])
-        anomaly += np.asarray(group["haze"][:, b, rows, cols])
+        anomaly = np.asarray(arrays["cloud"][:, b, rows, cols])
+        anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
         if dark is not None:
-            shadow = np.asarray(group["shadow"][:, b, rows, cols])
+            shadow = np.asarray(arrays["shadow"][:, b, rows, cols])
             shadow[unseen] = np.nan
             dark.add(shadow, sigma)
     return _Scores(window.col_off, bright.mean(), dark.mean() if dark else None, observed)
 
 
 def _provenance(
-    group: Any,
+    arrays: Mapping[str, Any],
     source: Any,
     job: MaskJob,
     tile: Tile,
@@ -249,14 +251,14 @@ def _provenance(
     from cloudcore.masks import keep_clear
 
     rows, cols = tile.core.slices
-    clear = np.asarray(group["clear"][:, band, rows, cols])
+    clear = np.asarray(arrays["clear"][:, band, rows, cols])
     provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
     if job.keep_clear:
         # Read again rather than kept from _scores: keeping every band's observations would
         # undo the one-band-at-a-time memory bound (and keep_clear is off by default).
         observation = np.asarray(source[:, band, rows, cols])
         clear, kept = keep_clear(clear, observation, codes == CLEAR)
-        group["clear"][:, band, rows, cols] = clear
+        arrays["clear"][:, band, rows, cols] = clear
         provenance[kept] = OBSERVED
     if samples is not None:
         samples.take("clear", band, clear, tile.core)
@@ -264,10 +266,10 @@ def _provenance(
     return provenance
 
 
-def _fsync_core(group: Any, cube: Path, job: MaskJob, tile: Tile) -> None:
+def _fsync_core(arrays: Mapping[str, Any], cube: Path, job: MaskJob, tile: Tile) -> None:
     """fsync the chunks of this core in ``mask``, ``provenance`` and (kept observations)
     ``clear``; cores are whole chunks, and the three share their spatial chunking."""
-    chunks = group[MASK].chunks
+    chunks = arrays[MASK].chunks
     rows = chunk_range(tile.core.row_off, tile.core.row_end, chunks[-2])
     cols = chunk_range(tile.core.col_off, tile.core.col_end, chunks[-1])
     fsync_chunks(cube, [MASK], rows, cols, per_band=False)

@@ -357,7 +357,7 @@ def _mask_and_products(
     config, tiles = plan.config, plan.tiles
     products.diagnostics(records, cube_tmp)
     scales = band_scales(records, plan.bands)
-    preview = _preview_spec(plan)
+    preview = products.preview
     layers = components(config.solver.method, config.solver.refines)
     jobs = [
         Task(job.task_id, mask_row, (job,), stage="mask", weight=tiles.n_cols)
@@ -554,6 +554,7 @@ class _ProductPlan:
     def __init__(self, plan: RunPlan) -> None:
         layout = plan.layout
         self.plan = plan
+        self.preview = _preview_spec(plan)  # what the mask pass keeps for the quicklooks
         self.cog_tmp = layout.partial(layout.cog_dir)
         self.looks_tmp = layout.partial(layout.quicklook_dir)
         for leftover in (self.cog_tmp, self.looks_tmp):
@@ -569,12 +570,17 @@ class _ProductPlan:
     @property
     def finals(self) -> list[Path]:
         """The final paths of the COGs and quicklooks."""
-        plan = self.plan
-        layout, labels = plan.layout, plan.time_labels
-        names = [f"{label}_{band}.tif" for band in plan.bands for label in labels]
-        names += [f"{label}_mask.tif" for label in labels]
-        looks = [f"{label}.png" for label in labels] if _preview_spec(plan) else []
-        return [layout.cog_dir / n for n in names] + [layout.quicklook_dir / n for n in looks]
+        layout = self.plan.layout
+        cogs = [n for band in (*self.plan.bands, "mask") for n in self._cog_names(band)]
+        looks = self._quicklook_names() if self.preview else []
+        return [layout.cog_dir / n for n in cogs] + [layout.quicklook_dir / n for n in looks]
+
+    def _cog_names(self, layer: str) -> list[str]:
+        """The COG file names of a band (or of ``"mask"``), one per date in time order."""
+        return [f"{label}_{layer}.tif" for label in self.plan.time_labels]
+
+    def _quicklook_names(self) -> list[str]:
+        return [f"{label}.png" for label in self.plan.time_labels]
 
     def band_cogs(self, cube: Path, after: dict[str, tuple[str, ...]]) -> list[Task]:
         """The COG tasks of the bands in ``after`` (band → keys of the tasks to wait for)."""
@@ -600,7 +606,7 @@ class _ProductPlan:
                 "units": units,
                 "physical_scale": physical[b],
             }
-            args = (cube, [self.cog_tmp / f"{label}_{band}.tif" for label in plan.time_labels])
+            args = (cube, [self.cog_tmp / n for n in self._cog_names(band)])
             tasks.append(
                 Task(
                     f"cog-{band}",
@@ -620,12 +626,11 @@ class _ProductPlan:
         ``output.keep_clear`` they wait), the mask COGs and the quicklooks (from the samples the
         mask tasks keep, :mod:`pipeline.previews`)."""
         plan = self.plan
-        labels = plan.time_labels
         tasks = []
         if not self.cogs_with_solve:
             waits = masks if plan.config.output.keep_clear else ()
             tasks += self.band_cogs(cube, dict.fromkeys(plan.bands, waits))
-        mask_cogs = (cube, [self.cog_tmp / f"{label}_mask.tif" for label in labels])
+        mask_cogs = (cube, [self.cog_tmp / n for n in self._cog_names("mask")])
         tasks.append(
             Task(
                 "cog-mask",
@@ -636,9 +641,9 @@ class _ProductPlan:
                 stage="products",
             )
         )
-        spec = _preview_spec(plan)
+        spec = self.preview
         if spec is not None:
-            looks = [self.looks_tmp / f"{label}.png" for label in labels]
+            looks = [self.looks_tmp / n for n in self._quicklook_names()]
             size = {"height": plan.grid.height, "width": plan.grid.width}
             tasks.append(
                 Task(
