@@ -12,7 +12,14 @@ An iteration is memory-bound on tall-skinny tiles, so it is fused into few passe
   matrix of the SVT argument A = D − C − N + Y/μ in float64 (A itself is never stored);
 * :func:`fused_iteration` does the rest of iteration k *and* the sparse step of k + 1 in one pass
   (reads D, C, N, Y; writes L, C_next, N, Y), because C_{k+1} of a pixel depends only on that
-  pixel's L_k, N_k, Y_k: 8 array passes per iteration instead of 12.
+  pixel's L_k, N_k, Y_k: 8 array passes per iteration instead of 12;
+* :func:`fused_iteration_no_haze` is that pass for the methods whose N stays zero (RPCA,
+  NN-RPCA, weighted RPCA): 6 passes, N never read nor written. It is a kernel of its own because
+  a run-time flag in the shared one changed aATM's rounding and slowed every method, and numba's
+  literal dispatch of the flag was 2.3x slower. :func:`fused_step` picks one.
+
+Helpers marked ``inline="always"`` are inlined in numba's IR, so they compile as if written in
+place (each kernel keeps its bits; ``tests/cloudcore/test_kernels.py``).
 
 SVT_τ(A) = W·A, with W (n × n) from the eigen-decomposition of the Gram matrix
 (see :mod:`cloudcore.svt`).
@@ -90,35 +97,75 @@ def gram(X):  # pragma: no cover - compiled
     return _sum_blocks(parts)
 
 
+@njit(inline="always")
+def _shrink(t, tj, neg, clip_c, c_floor):  # pragma: no cover - compiled
+    """The sparse step of one entry: soft threshold ``tj`` above and ``neg``·``tj`` below,
+    clipped to [``c_floor``, 1] if ``clip_c``."""
+    c = max(t - tj, 0.0) + min(t + tj * neg, 0.0)
+    if clip_c:
+        c = min(max(c, c_floor), 1.0)
+    return c
+
+
+@njit(inline="always")
+def _fill_unobserved(aj, Lj, obs, j, p0, m):  # pragma: no cover - compiled
+    """Unobserved entries of date ``j``'s block row: the SVT sees the current fill L there."""
+    for p in range(m):
+        if not obs[j, p0 + p]:
+            aj[p] = Lj[p]
+
+
+@njit(inline="always")
+def _low_rank(a, W):  # pragma: no cover - compiled
+    """W·A of a block's scratch ``a`` (n × m): its SVT, in float64."""
+    n, m = a.shape
+    low = np.zeros((n, m))
+    for j in range(n):
+        aj = a[j]
+        for k in range(n):
+            wkj = W[k, j]
+            lowk = low[k]
+            for p in range(m):
+                lowk[p] += wkj * aj[p]
+    return low
+
+
+@njit(cache=True)
+def _in_block_order(parts, sums):  # pragma: no cover - compiled
+    """The per-block Gram matrices and ‖Z‖² parts summed in block order."""
+    total = 0.0
+    for b in range(sums.size):
+        total += sums[b]
+    return _sum_blocks(parts), total
+
+
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def first_sparse_step(
-    D, L, N, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c, c_floor, neg
+    D, L, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c, c_floor, neg
 ):  # pragma: no cover - compiled
-    """C ← shrink(D − L − N + Y/μ, λ/μ) (clipped to [c_floor, 1] if ``clip_c``; negative
-    values are shrunk by ``neg``·λ/μ); return Gram(A)."""
+    """C ← shrink(D − L + Y/μ, λ/μ) (clipped to [c_floor, 1] if ``clip_c``; negative values
+    are shrunk by ``neg``·λ/μ); return Gram(A). N is zero before the first iteration, so it
+    is not an argument."""
     n, d = D.shape
     parts = _partial_grams(n, d)
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
         for j in range(n):
-            Dj, Lj, Nj = D[j, p0 : p0 + m], L[j, p0 : p0 + m], N[j, p0 : p0 + m]
+            Dj, Lj = D[j, p0 : p0 + m], L[j, p0 : p0 + m]
             Yj, Cj, aj = Y[j, p0 : p0 + m], C[j, p0 : p0 + m], a[j]
             thr = lam * inv_mu
             for p in range(m):
-                base = Dj[p] - Nj[p] + Yj[p] * inv_mu
+                base = Dj[p] + Yj[p] * inv_mu
                 t = base - Lj[p]
                 tj = thr * weights[j, p0 + p] if weighted else thr
-                c = max(t - tj, 0.0) + min(t + tj * neg, 0.0)
-                if clip_c:
-                    c = min(max(c, c_floor), 1.0)
-                Cj[p] = c
+                Cj[p] = _shrink(t, tj, neg, clip_c, c_floor)
                 aj[p] = base - Cj[p]
             if masked:
                 # Unobserved: no constraint, no cloud; the SVT sees the current fill L.
                 for p in range(m):
                     if not obs[j, p0 + p]:
                         Cj[p] = 0.0
-                        aj[p] = Lj[p]
+                _fill_unobserved(aj, Lj, obs, j, p0, m)
         _gram_block(a, m, parts, b)
     return _sum_blocks(parts)
 
@@ -144,14 +191,15 @@ def fused_iteration(
     n_factor,
     mu_next,
 ):  # pragma: no cover - compiled
-    """Finish iteration k and start k + 1 in one pass.
+    """Finish iteration k and start k + 1 in one pass (the haze methods, aATM and
+    aATM-shadow; :func:`fused_iteration_no_haze` is the same pass with N = 0).
 
     With C = C_k and the SVT weights W of A_k = D − C_k − N + Y/μ: L ← W·A_k,
-    N ← n_factor·(D − L − C + Y/μ) (n_factor = 0 keeps N at zero for RPCA), Y ← Y + μZ, then the
-    sparse step of iteration k + 1 with ``mu_next`` into ``C_next`` and Gram(A_{k+1}); with
-    ``clip_c`` the sparse part is clipped to [``c_floor``, 1] (0 for aATM's cloud, −1 for the
-    signed cloud-minus-shadow part of the shadow model), and its negative values shrunk by
-    ``neg``·λ/μ (1 but for the shadow model's weight on S).
+    N ← n_factor·(D − L − C + Y/μ), Y ← Y + μZ, then the sparse step of iteration k + 1 with
+    ``mu_next`` into ``C_next`` and Gram(A_{k+1}); with ``clip_c`` the sparse part is clipped
+    to [``c_floor``, 1] (0 for aATM's cloud, −1 for the signed cloud-minus-shadow part of the
+    shadow model), and its negative values shrunk by ``neg``·λ/μ (1 but for the shadow
+    model's weight on S).
     Returns (Gram(A_{k+1}), ‖Z‖²_F). C is left untouched so that it still pairs with L and N if
     iteration k is the last one.
     """
@@ -162,24 +210,14 @@ def fused_iteration(
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
-        low = np.zeros((n, m))
         for j in range(n):
             Dj, Cj, Nj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
             Yj, aj = Y[j, p0 : p0 + m], a[j]
             for p in range(m):
                 aj[p] = Dj[p] - Cj[p] - Nj[p] + Yj[p] * inv_mu
             if masked:
-                Lj = L[j, p0 : p0 + m]
-                for p in range(m):
-                    if not obs[j, p0 + p]:
-                        aj[p] = Lj[p]
-        for j in range(n):
-            aj = a[j]
-            for k in range(n):
-                wkj = W[k, j]
-                lowk = low[k]
-                for p in range(m):
-                    lowk[p] += wkj * aj[p]
+                _fill_unobserved(aj, L[j, p0 : p0 + m], obs, j, p0, m)
+        low = _low_rank(a, W)
         s = 0.0
         thr = lam * inv_mu_next
         for j in range(n):
@@ -199,10 +237,7 @@ def fused_iteration(
                 base = Dj[p] - nij + Yj[p] * inv_mu_next
                 t = base - lij
                 tj = thr * weights[j, p0 + p] if weighted else thr
-                c = max(t - tj, 0.0) + min(t + tj * neg, 0.0)
-                if clip_c:
-                    c = min(max(c, c_floor), 1.0)
-                Cn[p] = c
+                Cn[p] = _shrink(t, tj, neg, clip_c, c_floor)
             if masked:
                 # Unobserved: no constraint (Z = 0; Y, N, C stay 0) and the fill is L.
                 for p in range(m):
@@ -216,12 +251,88 @@ def fused_iteration(
             for p in range(m):
                 aj[p] = Dj[p] - Nj[p] + Yj[p] * inv_mu_next - Cn[p]
             if masked:
-                for p in range(m):
-                    if not obs[j, p0 + p]:
-                        aj[p] = Lj[p]
+                _fill_unobserved(aj, Lj, obs, j, p0, m)
         _gram_block(a, m, parts, b)
         sums[b] = s
-    total = 0.0
-    for b in range(sums.size):
-        total += sums[b]
-    return _sum_blocks(parts), total
+    return _in_block_order(parts, sums)
+
+
+@njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
+def fused_iteration_no_haze(
+    D,
+    C,
+    C_next,
+    Y,
+    L,
+    obs,
+    weights,
+    W,
+    masked,
+    weighted,
+    clip_c,
+    c_floor,
+    neg,
+    lam,
+    mu,
+    mu_next,
+):  # pragma: no cover - compiled
+    """:func:`fused_iteration` with N = 0 throughout (RPCA, NN-RPCA and weighted RPCA): the
+    same arithmetic without reading or writing N, so a solve neither streams N through every
+    iteration (8 % of an iteration's time) nor touches its pages (they stay the zero pages of
+    ``np.zeros``: no memory until written). Results are bitwise those of
+    :func:`fused_iteration` with ``n_factor`` = 0 (x − 0 = x)."""
+    n, d = D.shape
+    inv_mu = 1.0 / mu
+    inv_mu_next = 1.0 / mu_next
+    parts = _partial_grams(n, d)
+    sums = np.zeros(parts.shape[0])
+    for b in prange(parts.shape[0]):
+        p0, m, a = _block(b, d, n)
+        for j in range(n):
+            Dj, Cj, Yj, aj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m], a[j]
+            for p in range(m):
+                aj[p] = Dj[p] - Cj[p] + Yj[p] * inv_mu
+            if masked:
+                _fill_unobserved(aj, L[j, p0 : p0 + m], obs, j, p0, m)
+        low = _low_rank(a, W)
+        s = 0.0
+        thr = lam * inv_mu_next
+        for j in range(n):
+            Dj, Cj, Yj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m]
+            Lj, Cn, lowj, aj = L[j, p0 : p0 + m], C_next[j, p0 : p0 + m], low[j], a[j]
+            for p in range(m):  # as in fused_iteration, with nij = 0
+                Lj[p] = lowj[p]
+                lij = Lj[p]
+                z = Dj[p] - lij - Cj[p]
+                Yj[p] += mu * z
+                aj[p] = z
+                base = Dj[p] + Yj[p] * inv_mu_next
+                t = base - lij
+                tj = thr * weights[j, p0 + p] if weighted else thr
+                Cn[p] = _shrink(t, tj, neg, clip_c, c_floor)
+            if masked:
+                for p in range(m):
+                    if not obs[j, p0 + p]:
+                        aj[p] = 0.0
+                        Yj[p] = 0.0
+                        Cn[p] = 0.0
+            for p in range(m):
+                s += aj[p] * aj[p]
+            for p in range(m):
+                aj[p] = Dj[p] + Yj[p] * inv_mu_next - Cn[p]
+            if masked:
+                _fill_unobserved(aj, Lj, obs, j, p0, m)
+        _gram_block(a, m, parts, b)
+        sums[b] = s
+    return _in_block_order(parts, sums)
+
+
+def fused_step(*args):
+    """One fused ALM pass, with :func:`fused_iteration`'s arguments: that kernel, or
+    :func:`fused_iteration_no_haze` when ``n_factor`` is 0 (the methods without haze: N stays
+    zero and is not touched)."""
+    *head, n_factor, mu_next = args
+    if n_factor == 0.0:
+        without_n = [*head[:3], *head[4:], mu_next]  # N (the 4th) and n_factor left out
+        return fused_iteration_no_haze(*without_n)
+    return fused_iteration(*args)

@@ -204,8 +204,11 @@ def refine(
             )
         iterations += last.iterations
         converged, residual = last.converged, last.residual
-        # Nothing left to pin a row or a date: keep the previous ground there.
-        ground = np.where(np.isfinite(last.L), last.L, ground).astype(dtype, copy=False)
+        # Nothing left to pin a row or a date: keep the previous ground there (written into
+        # the re-solve's own L, which nothing else holds: no new array at a tile's peak).
+        resolved = last.L.astype(dtype, copy=False)
+        np.copyto(resolved, ground, where=~np.isfinite(resolved))
+        ground = resolved
         del last  # its C and N are not used
     if not converged:
         warnings.warn(
@@ -213,7 +216,8 @@ def refine(
             ConvergenceWarning,
             stacklevel=2,
         )
-    resid: np.ndarray = np.where(observed, data - ground, 0.0).astype(dtype, copy=False)
+    # D − L on the observed entries, 0 elsewhere, written into one array (no temporary).
+    resid = np.subtract(data, ground, out=np.zeros_like(ground), where=observed)
     # Pixels observed on no date stay NaN in every layer, as decompose leaves them.
     nothing = np.isnan(ground)
     resid[nothing] = np.nan

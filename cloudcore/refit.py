@@ -88,9 +88,9 @@ def _quantile(
 
 def _resplit(
     r: np.ndarray, low: np.ndarray, method: str, lam: float, beta: float, shadow_weight: float
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """C and N of observed entries with residual ``r = D − L`` (``low`` = L), by the method's
-    own rule for a fixed L."""
+    own rule for a fixed L; N is None for the methods whose N is zero everywhere."""
     if method == "aatm":
         c = np.clip(r - lam / beta, 0.0, 1.0)
         return c, r - c
@@ -101,8 +101,8 @@ def _resplit(
     if method == "atm":  # D = L∘(1 − C) + C
         with np.errstate(divide="ignore", invalid="ignore"):
             c = np.where(low < 1.0, r / (1.0 - low), 0.0)
-        return np.clip(c, 0.0, 1.0), np.zeros_like(r)
-    return r, np.zeros_like(r)  # rpca, nnrpca: D = L + C
+        return np.clip(c, 0.0, 1.0), None
+    return r, None  # rpca, nnrpca: D = L + C
 
 
 def _basis_weights(gram: np.ndarray) -> np.ndarray | None:
@@ -136,13 +136,15 @@ def _set_column(
 ) -> None:
     """Write the refitted ground ``column`` of one date into ``low`` and re-split ``cloud`` and
     ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D views
-    of that date, written in place."""
+    of that date, written in place. The methods without haze leave ``haze`` as it is (zero):
+    writing zeros would only touch pages the solver left untouched (no memory until then)."""
     low[:] = column
     c, n = _resplit(d[o] - column[o], column[o], method, lam, beta, shadow_weight)
     cloud[o] = c
-    haze[o] = n
     cloud[~o] = 0.0
-    haze[~o] = 0.0
+    if n is not None:
+        haze[o] = n
+        haze[~o] = 0.0
 
 
 def refit_partial_columns(
@@ -182,6 +184,7 @@ def refit_partial_columns(
     if M is None:
         return empty  # L = 0: nothing to refit from
     basis = low @ M  # U_k, orthonormal columns
+    del low  # a float64 copy of L: gone before the per-date fits (a tile's memory peak)
     whole = np.flatnonzero(seen == obs.shape[0])
     for j in map(int, partial):
         o = obs[:, j]

@@ -159,7 +159,6 @@ class Block:
         return _kernels.first_sparse_step(
             D,
             self.L,
-            self.N,
             self.Y,
             self.C,
             self._obs_arg,
@@ -186,7 +185,7 @@ class Block:
             return np.zeros((self.n, self.n)), 0.0
         if self._swap_pending:
             self.C, self.C_next = self.C_next, self.C
-        gram, z2 = _kernels.fused_iteration(
+        gram, z2 = _kernels.fused_step(
             self.D,
             self.C,
             self.C_next,

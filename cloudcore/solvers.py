@@ -193,11 +193,17 @@ def solve(
             stacklevel=3,
         )
     S = split_shadow(C) if method in SHADOW_METHODS else None
+    # One at a time, each internal array let go once mapped: expand copies where rows observed
+    # on no date were dropped, and all of them at once would double the solve's memory.
+    L = problem.expand(L)
+    C = problem.expand(C)
+    N = problem.expand(N)
+    S = problem.expand(S) if S is not None else None
     return Decomposition(
-        L=problem.expand(L),
-        C=problem.expand(C),
-        N=problem.expand(N),
-        S=problem.expand(S) if S is not None else None,
+        L=L,
+        C=C,
+        N=N,
+        S=S,
         iterations=it,
         converged=converged,
         residual=res,
@@ -335,16 +341,17 @@ def run_alm(
     w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
     Y, mu = initial_state(D, lam, norm_two, weights)
     L = np.zeros_like(D)
-    N = np.zeros_like(D)  # stays zero for the RPCA variants (n_factor = 0)
+    # The RPCA variants (n_factor = 0) never write N: its pages stay the zero pages of np.zeros.
+    N = np.zeros_like(D)
     C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
     masked = obs is not None
     gram = _kernels.first_sparse_step(
-        D, L, N, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, *sparse
+        D, L, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, *sparse
     )
 
     def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
         # The kernel reads this C and writes the next one: C.reverse swaps them between steps.
-        return _kernels.fused_iteration(
+        return _kernels.fused_step(
             D,
             C[0],
             C[1],

@@ -1,0 +1,87 @@
+"""The fused ALM kernels: the RPCA family's pass without N is the haze pass with N = 0."""
+
+import numpy as np
+import pytest
+
+from cloudcore import _kernels, decompose
+
+SPARSE_RULES = [(True, 0.0, 1.0), (False, 0.0, 1.0), (True, -1.0, 2.0)]  # aATM, RPCA, shadow
+
+
+def _run(fused, D, obs, weights, masked, weighted, sparse, n_factor):
+    """Six ALM passes from the same start; every array and every returned value."""
+    Y = (D / 3).astype(D.dtype)
+    L, N = np.zeros_like(D), np.zeros_like(D)
+    C = [np.zeros_like(D), np.empty_like(D)]
+    gram = _kernels.first_sparse_step(
+        D, L, Y, C[0], obs, weights, masked, weighted, 0.1, 2.0, *sparse
+    )
+    returned = [gram]
+    mu = 0.5
+    for _ in range(6):
+        evals, evecs = np.linalg.eigh(gram)
+        W = (evecs * (evals > 1.0)) @ evecs.T * 0.9  # any symmetric weights will do
+        gram, z2 = fused(
+            D,
+            C[0],
+            C[1],
+            N,
+            Y,
+            L,
+            obs,
+            weights,
+            W,
+            masked,
+            weighted,
+            *sparse,
+            0.1,
+            mu,
+            n_factor,
+            1.5 * mu,
+        )
+        returned += [gram, np.array(z2)]
+        C.reverse()
+        mu *= 1.5
+    return [L, C[0], N, Y, *returned]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("sparse", SPARSE_RULES)
+def test_the_pass_without_haze_has_the_bits_of_the_haze_pass_with_n_zero(
+    dtype, masked, weighted, sparse
+):
+    rng = np.random.default_rng(7)
+    n, d = 7, 3 * _kernels.BLOCK + 5  # several blocks, the last one short
+    D = rng.random((n, d)).astype(dtype)
+    obs = rng.random((n, d)) > 0.2 if masked else np.ones((1, 1), bool)
+    if masked:
+        D[~obs] = 0.0
+    weights = (rng.random((n, d)) + 0.5).astype(dtype) if weighted else np.zeros((1, 1), dtype)
+    args = (D, obs, weights, masked, weighted, sparse, 0.0)
+    with_n = _run(_kernels.fused_iteration, *args)
+    without = _run(_kernels.fused_step, *args)  # n_factor 0: the pass without N
+    for a, b in zip(with_n, without, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_fused_step_takes_the_haze_pass_when_n_factor_is_set():
+    rng = np.random.default_rng(3)
+    D = rng.random((5, 1000)).astype(np.float32)
+    args = (D, np.ones((1, 1), bool), np.zeros((1, 1), np.float32), False, False, SPARSE_RULES[0])
+    haze = _run(_kernels.fused_step, *args, 0.4)
+    assert np.abs(haze[2]).max() > 0  # N moved
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(haze, _run(_kernels.fused_iteration, *args, 0.4), strict=True)
+    )
+
+
+def test_rpca_leaves_its_zero_haze_untouched():
+    """N of the RPCA family is never written: still zero after a masked solve and its refit."""
+    rng = np.random.default_rng(5)
+    D = rng.random((4096, 6)).astype(np.float32)
+    mask = rng.random(D.shape) > 0.1
+    result = decompose(D, "rpca", mask=mask, max_iter=30)
+    assert np.array_equal(result.N, np.zeros_like(result.N))
