@@ -31,19 +31,17 @@ from pipeline.errors import ConfigError
 #: * glibc malloc: Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
 #:   mmap threshold at 128 KiB: every chunk buffer and strip of a tile task then came from a
 #:   fresh mmap and was paged in again, and a run spent ~40 % of its CPU time in the kernel
-#:   (blend 2.5x, solve 1.4x slower than with glibc's defaults). The threshold is fixed at 8 MiB
-#:   instead: chunk buffers (≤ 7 MiB) stay on the heap, while a tile's boolean masks and
-#:   per-date float64 columns (11-13 MiB at 1280² × 7) are mmapped and go back to the system
-#:   when freed, instead of leaving holes in the heap; the heap is trimmed once 64 MiB are free.
-#:   Two malloc arenas instead of 8 per core: zarr's codec threads otherwise each keep an arena
-#:   of freed chunk buffers. Measured on a full-size row task (12 tiles): peak RSS 1.27 and 1.27
-#:   GiB against 1.42 and 1.41 with a 32 MiB threshold and the default arenas, the same system
-#:   CPU time (4.9-5.1 s against 4.4-5.0 s of ~33 s).
+#:   (blend 2.5x, solve 1.4x slower than with glibc's defaults). These are the values glibc's own
+#:   dynamic threshold settles at (32 MiB), with the heap trimmed once 64 MiB are free; a tile
+#:   row's solve lowers the threshold while it runs (:func:`pipeline.cluster.heap.mmap_threshold`).
+#:   Two malloc arenas instead of 8 per core: zarr's codec threads each kept an arena of freed
+#:   chunk buffers. A full-size row task of 12 tiles peaked at 1.30-1.38 GiB RSS with two
+#:   arenas against 1.41-1.42 GiB with the default.
 #: * GDAL_CACHEMAX (MB): GDAL's block cache defaults to 5 % of the machine's memory *per
 #:   process*; filled by staging reads and COG writes it made each worker's memory grow with
 #:   the scene. Tiles are read once, so a small cache costs nothing.
 WORKER_ENV = {
-    "MALLOC_MMAP_THRESHOLD_": "8388608",
+    "MALLOC_MMAP_THRESHOLD_": "33554432",
     "MALLOC_TRIM_THRESHOLD_": "67108864",
     "MALLOC_ARENA_MAX": "2",
     "GDAL_CACHEMAX": "256",
