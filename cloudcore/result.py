@@ -54,4 +54,12 @@ class Decomposition:
     @property
     def ground(self) -> np.ndarray:
         """The user-facing clear ground: ``L`` clipped to [0, 1] (NaN rows kept)."""
-        return np.clip(self.L, 0.0, 1.0)
+        return self._clip_ground(None)
+
+    def ground_in_place(self) -> np.ndarray:
+        """:attr:`ground` written over ``L`` (which is then the ground) and returned: for a
+        caller that needs L no more and would rather not hold a second (d, n) array."""
+        return self._clip_ground(self.L)
+
+    def _clip_ground(self, out: np.ndarray | None) -> np.ndarray:
+        return np.clip(self.L, 0.0, 1.0, out=out)

@@ -227,12 +227,10 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
     # ``ground`` is L clipped to [0, 1], always safe for the user (docs/CONVENTIONS.md §2),
-    # clipped in place (as Decomposition.ground, without its copy: L is not used again). The
-    # (d, n) results are transposed views of cloudcore's dates × pixels arrays, so .T.reshape is
-    # free and nothing is copied (blending works on them in place). A tile outside every
-    # footprint is all NaN.
-    ground = np.clip(result.L, 0.0, 1.0, out=result.L)
-    solved = [ground, result.C, result.N]  # COMPONENTS order: clear, cloud, haze
+    # in L's own memory (L is not used again). The (d, n) results are transposed views of
+    # cloudcore's dates × pixels arrays, so .T.reshape is free and nothing is copied (blending
+    # works on them in place). A tile outside every footprint is all NaN.
+    solved = [result.ground_in_place(), result.C, result.N]  # COMPONENTS order: clear, cloud, haze
     if result.S is not None:
         solved.append(result.S)  # the shadow model's fourth layer
     scale = result_scale(result, mask)

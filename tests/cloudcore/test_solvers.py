@@ -205,3 +205,16 @@ def test_default_lambda_is_one_over_sqrt_d(case_64x7):
     res = decompose(case_64x7.D, "rpca")
     assert res.lam == pytest.approx(1 / np.sqrt(case_64x7.D.shape[0]))
     assert cloudcore.METHODS == ("aatm", "aatm-shadow", "rpca", "nnrpca", "atm")
+
+
+def test_ground_in_place_is_the_ground_in_l_own_memory(case_64x7):
+    res = decompose(case_64x7.D, "rpca", mask=case_64x7.D > 0.02)
+    res.L[:3] += 2.0  # values out of [0, 1] to clip, and a NaN row kept
+    res.L[3] -= 2.0
+    res.L[4] = np.nan
+    expected = res.ground
+    out = res.ground_in_place()
+    assert np.shares_memory(out, res.L)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(res.L, expected)
+    assert np.nanmin(res.L) >= 0.0 and np.nanmax(res.L) <= 1.0 and np.isnan(res.L[4]).all()
