@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from cloudcore._memory import lazy_zeros_like
 from cloudcore.masks import sample_entries
 from cloudcore.result import ConvergenceWarning, Decomposition
 
@@ -223,7 +224,7 @@ def refine(
     resid[nothing] = np.nan
     cloud = np.maximum(resid, 0)
     shadow = np.maximum(np.negative(resid, out=resid), 0, out=resid)
-    haze = np.zeros_like(resid)
+    haze = lazy_zeros_like(resid)  # only the pages holding a NaN are ever written
     haze[nothing] = np.nan
     return Decomposition(
         L=ground,

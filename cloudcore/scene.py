@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels, refit
 from cloudcore._checks import check_positive, check_stopping
+from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import _RANGE_SLACK, numba_threads
 from cloudcore.lam import lambda_default
 from cloudcore.result import ConvergenceWarning
@@ -153,7 +154,8 @@ class Block:
             return np.zeros((self.n, self.n))
         D = self.D
         self.Y = (D / dual).astype(D.dtype, copy=False)
-        self.L, self.C, self.N = np.zeros_like(D), np.zeros_like(D), np.zeros_like(D)
+        # The RPCA variants never write N (cloudcore._memory).
+        self.L, self.C, self.N = np.zeros_like(D), np.zeros_like(D), lazy_zeros_like(D)
         self.C_next = np.empty_like(D)
         self._swap_pending = False
         return _kernels.first_sparse_step(

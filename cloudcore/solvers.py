@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
+from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
 from cloudcore.lam import lambda_default
 from cloudcore.refit import refit_partial_columns
@@ -341,8 +342,8 @@ def run_alm(
     w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
     Y, mu = initial_state(D, lam, norm_two, weights)
     L = np.zeros_like(D)
-    # The RPCA variants (n_factor = 0) never write N: its pages stay the zero pages of np.zeros.
-    N = np.zeros_like(D)
+    # The RPCA variants (n_factor = 0) never write N: its pages stay the system's zero page.
+    N = lazy_zeros_like(D)
     C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
     masked = obs is not None
     gram = _kernels.first_sparse_step(
@@ -426,7 +427,7 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
         res = float(np.linalg.norm(Z)) / d_norm
         if res < tol:
             break
-    return L, C, np.zeros_like(D), it, res
+    return L, C, lazy_zeros_like(D), it, res  # ATM has no haze
 
 
 def _where_observed(observed: np.ndarray | None, x: np.ndarray) -> np.ndarray:

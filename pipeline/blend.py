@@ -179,20 +179,13 @@ def write_row(
                 if not targets:  # the solved layers: 3, or 4 with the shadow model
                     names = solved_layers(len(block.layers))
                     targets = _cube_arrays(cube, names)
-                for side, window in (("top", block.top), ("bottom", block.bottom)):
-                    if window is None or side not in tmp:
-                        continue
-                    if side not in strips:
-                        n_dates = block.layers[0].shape[0]
-                        strips[side] = _open_strip(tmp[side], grid, window, n_dates, len(names))
-                    cols = slice(window.col_off, window.col_end)
-                    for k, values in enumerate(block.layers_over(window)):
-                        strips[side][k, :, :, cols] = values
+                _write_block(block, grid, band_index, targets, tmp, strips)
                 if block.interior is not None:
                     interior = block.interior
-                    rows, cols = interior.slices
-                    for target, values in zip(targets, block.layers_over(interior), strict=True):
-                        target[:, band_index, rows, cols] = values
+                # The block's layers are views of its whole tile solution: still named here
+                # while the next tile solves, they were a third tile's layers at the row's
+                # memory peak (175 MiB at 1280² × 7 with the shadow layer).
+                del block
             if interior is not None:
                 # The chunks of the interior rows of every core of the row.
                 ch = grid.cube_chunk_rows
@@ -208,6 +201,31 @@ def write_row(
         raise storage_error(exc, cube) or TileError(
             what, f"writing the row: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _write_block(
+    block: RowBlock,
+    grid: TileGrid,
+    band_index: int,
+    targets: Sequence[Any],
+    tmp: dict[str, Path],
+    strips: dict[str, Any],
+) -> None:
+    """Write one block: its strips into the strip stores (``tmp``, by side; opened into
+    ``strips`` on first use) and its interior rows into the cube arrays ``targets``."""
+    for side, window in (("top", block.top), ("bottom", block.bottom)):
+        if window is None or side not in tmp:
+            continue
+        if side not in strips:
+            n_dates = block.layers[0].shape[0]
+            strips[side] = _open_strip(tmp[side], grid, window, n_dates, len(targets))
+        cols = slice(window.col_off, window.col_end)
+        for k, values in enumerate(block.layers_over(window)):
+            strips[side][k, :, :, cols] = values
+    if block.interior is not None:
+        rows, cols = block.interior.slices
+        for target, values in zip(targets, block.layers_over(block.interior), strict=True):
+            target[:, band_index, rows, cols] = values
 
 
 @dataclass(frozen=True)

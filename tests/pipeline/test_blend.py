@@ -3,6 +3,8 @@ ramp where they do not, strips durable and deleted once used, errors that name t
 
 from __future__ import annotations
 
+import gc
+import weakref
 from datetime import datetime
 from pathlib import Path
 
@@ -39,18 +41,22 @@ def _cube(layout: Layout, tiles: TileGrid) -> Path:
     return layout.cube
 
 
+def _write_row(layout: Layout, tiles: TileGrid, r: int, solve) -> None:
+    top, bottom = (layout.strip(s) for s in strip_ids(f"B1-r{r:02d}"))
+    write_row(
+        row_blocks(tiles, r, solve),
+        grid=tiles,
+        band_index=0,
+        cube=layout.cube,
+        top=top if r > 0 else None,
+        bottom=bottom if r < tiles.n_rows - 1 else None,
+        what=f"B1-r{r:02d}",
+    )
+
+
 def _write_rows(layout: Layout, tiles: TileGrid, solutions: dict) -> None:
     for r in range(tiles.n_rows):
-        top, bottom = (layout.strip(s) for s in strip_ids(f"B1-r{r:02d}"))
-        write_row(
-            row_blocks(tiles, r, lambda t: solutions[t.row, t.col]),
-            grid=tiles,
-            band_index=0,
-            cube=layout.cube,
-            top=top if r > 0 else None,
-            bottom=bottom if r < tiles.n_rows - 1 else None,
-            what=f"B1-r{r:02d}",
-        )
+        _write_row(layout, tiles, r, lambda t: solutions[t.row, t.col])
 
 
 def _seam(layout: Layout, tiles: TileGrid, r: int) -> SeamJob:
@@ -112,18 +118,32 @@ def test_a_row_that_fails_leaves_no_strip(tmp_path: Path, field: np.ndarray) -> 
             raise TileError(f"B1-{tile.name}", "solver rejected the tile")
         return solutions[tile.row, tile.col]
 
-    top, bottom = (layout.strip(s) for s in strip_ids("B1-r01"))
     with pytest.raises(TileError, match="B1-r01c01: solver rejected"):
-        write_row(
-            row_blocks(tiles, 1, solve),
-            grid=tiles,
-            band_index=0,
-            cube=layout.cube,
-            top=top,
-            bottom=bottom,
-            what="B1-r01",
-        )
+        _write_row(layout, tiles, 1, solve)
     assert not layout.strips.exists() or not list(layout.strips.iterdir())
+
+
+def test_a_row_holds_no_more_than_two_tile_solutions(tmp_path: Path) -> None:
+    """While a tile solves, the solution of the tile two to its left is gone: the row's blend
+    keeps its left neighbour's, and the writer keeps no block it wrote (a tile's memory peak)."""
+    layout, tiles = Layout(tmp_path), TileGrid(90, 170, 32, 8)
+    _cube(layout, tiles)
+    rng = np.random.default_rng(1)
+    alive: list[weakref.ref] = []
+    held_while_solving: list[int] = []
+
+    def solve(tile):
+        gc.collect()
+        held_while_solving.append(sum(ref() is not None for ref in alive[:-1]))
+        shape = (len(COMPONENTS), N_DATES, tile.halo.height, tile.halo.width)
+        solution = rng.random(shape).astype(np.float32)
+        alive.append(weakref.ref(solution))
+        return solution
+
+    _write_row(layout, tiles, 1, solve)
+    assert tiles.n_cols >= 5 and len(held_while_solving) == tiles.n_cols
+    # Only the left neighbour's solution (the last one, not counted) may still be alive.
+    assert held_while_solving == [0] * tiles.n_cols
 
 
 def test_a_seam_without_its_strips_names_itself(tmp_path: Path) -> None:
