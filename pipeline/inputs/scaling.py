@@ -39,6 +39,13 @@ DN_RULES = ("auto", "metadata", "pow2")
 # image is 1 GB to read, and `plan`/`status`/reruns would read it again.
 _CACHE_NAME = ".observed-max.json"
 
+# GDAL's block cache while the files are scanned (bytes: rasterio.Env passes GDAL_CACHEMAX to
+# GDALSetCacheMax64). By default it is 5 % of the machine's memory, and a scan reads each block
+# once, so the cache fills and buys nothing: the 14 files of a full-size GF-4 series took the
+# process (the run's driver, which keeps the memory for the whole run) 1.5 GiB higher and left
+# it 0.86 GiB larger on a 23 GB machine, in 2.8 s; with this bound 0.2 and 0.07-0.09 GiB, 1.4 s.
+_SCAN_CACHE_BYTES = 64 << 20
+
 
 def bits_max(bits: int) -> float:
     """The largest DN of ``bits`` valid bits: ``2^bits − 1``."""
@@ -93,7 +100,8 @@ def observed_max(acqs: Sequence[Acquisition], cache_dir: Path | None = None) -> 
     cache: dict[str, list[float]] = (read_json(cache_path) or {}) if cache_path else {}
     keys = [f"{a.path.resolve()}:{':'.join(map(str, file_signature(a.path)))}" for a in acqs]
     todo = [(k, a) for k, a in zip(keys, acqs, strict=True) if k not in cache]
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    # rasterio sets GDAL_CACHEMAX process-wide (for the pool's threads) and restores it after.
+    with rasterio.Env(GDAL_CACHEMAX=_SCAN_CACHE_BYTES), ThreadPoolExecutor(max_workers=4) as pool:
         values = pool.map(lambda item: _read_max(item[1].path, item[1].nodata), todo)
         cache.update({k: [v] for (k, _), v in zip(todo, values, strict=True)})
     if cache_path is not None and todo:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+import subprocess
+import sys
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -188,3 +191,63 @@ def test_strip_max_skips_no_data(values: list[int], nodata: float | None, expect
     assert _strip_max(np.array([values], dtype=np.uint16), nodata) == expected
     floats = np.array([[*values, np.nan]], dtype=np.float32)
     assert _strip_max(floats, nodata) == expected
+
+
+# Scans the GeoTIFFs given on the command line the way `inputs.dn_rule: auto` does, with the
+# scan's cache bound or (argument "unbounded") with GDAL's default on a 24 GB machine, and
+# prints how much the process's resident memory rose at most, and the largest DN found.
+_SCAN_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from pipeline.inputs import scaling
+
+    class File:  # what observed_max needs of an acquisition
+        def __init__(self, path):
+            self.path, self.nodata = Path(path), 0
+
+    def high_water():
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) << 10 for l in f if l.startswith("VmHWM"))
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    if sys.argv[1] == "unbounded":
+        scaling._SCAN_CACHE_BYTES = 1200 << 20
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets the high-water mark to the current resident size
+    before = rss()
+    maxima = scaling.observed_max([File(p) for p in sys.argv[2:]])
+    print(high_water() - before, max(maxima))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory via /proc")
+def test_the_dn_scan_reads_past_gdal_block_cache(tmp_path: Path) -> None:
+    """GDAL's block cache (5 % of the machine's memory by default) filled with the blocks of
+    the scan, and the memory stayed with the run's driver: 0.9-1.5 GiB for a full-size GF-4
+    series. The scan reads each block once; its cache is bounded. One file, so that the
+    unbounded control does not depend on how the scan's threads interleave."""
+    data = np.full((5, 4096, 10240), 500, np.uint16)  # 400 MiB, organised like GF-4 L1A
+    data[1, 7, 9] = 1023
+    profile = dict(driver="GTiff", width=10240, height=4096, count=5, dtype="uint16", nodata=0)
+    path = tmp_path / "scene.tif"
+    with rasterio.open(path, "w", **profile, blockysize=1, interleave="pixel") as dst:
+        dst.write(data)
+    del data
+    rose = {}
+    for mode in ("unbounded", "scan"):
+        out = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", _SCAN_SCRIPT, mode, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        peak, top = out.stdout.split()
+        rose[mode] = int(peak) >> 20
+        assert float(top) == 1023.0
+    assert rose["unbounded"] > 300, rose  # the check can tell: every block was cached
+    assert rose["scan"] < 160, rose  # the 64 MiB bound and a strip of rows
