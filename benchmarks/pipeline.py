@@ -79,9 +79,9 @@ class PeakMemory:
         self._cpu_before = 0.0
         self.peak_at = 0.0  # seconds after the start
         self.at_peak: dict[int, int] = {}  # pid → RSS at the peak
-        # pid → (its own highest RSS, when): the driver's high-water mark may come at another
-        # moment than the sum's, when the workers hold less
-        self.highest: dict[int, tuple[int, float]] = {}
+        # This process's own highest RSS and when: the driver's high-water mark may come at
+        # another moment than the sum's, when the workers hold less.
+        self.driver_highest = (0, 0.0)
         self._started = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -93,14 +93,13 @@ class PeakMemory:
             for proc in [me, *me.children(recursive=True)]:
                 try:
                     rss[proc.pid] = proc.memory_info().rss
-                    if rss[proc.pid] > self.highest.get(proc.pid, (0, 0.0))[0]:
-                        now = time.perf_counter() - self._started
-                        self.highest[proc.pid] = (rss[proc.pid], now)
                     times = proc.cpu_times()
                     self.cpu[proc.pid] = times.user + times.system
                 except psutil.Error:
                     pass  # a process ended between listing and reading
             total = sum(rss.values())
+            if rss.get(me.pid, 0) > self.driver_highest[0]:
+                self.driver_highest = (rss[me.pid], time.perf_counter() - self._started)
             if total > self.peak:
                 self.peak, self.peak_at = total, time.perf_counter() - self._started
                 self.at_peak = rss
@@ -124,10 +123,6 @@ class PeakMemory:
         return f"driver {mine / 2**30:.2f}, others " + " + ".join(
             f"{v / 2**30:.2f}" for v in others
         )
-
-    def driver_highest(self) -> tuple[int, float]:
-        """This process's own highest RSS (client and scheduler) and when, in seconds."""
-        return self.highest.get(os.getpid(), (0, 0.0))
 
     @property
     def driver_cpu(self) -> float:
@@ -381,7 +376,7 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
     rows = row_markers(out)
     rows_split = _solve_task_seconds(rows)
     driver = memory.driver_cpu  # client + scheduler
-    driver_rss, driver_at = memory.driver_highest()
+    driver_rss, driver_at = memory.driver_highest  # client + scheduler, seconds in
     in_tasks = sum(c for _, _, c in by_stage)
     print(
         f"  {scope} scope: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
