@@ -117,20 +117,22 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     from pipeline.warp import read_window
 
     core = job.tile.core
-    frames = []
-    for acq in job.acquisitions:
+    rows, cols = core.slices
+    # Each date is read straight into its slice of the tile's cube: stacking separate frames
+    # copied the whole cube once more (a quarter of a 1024² tile's staging time).
+    n_bands = len(job.acquisitions[0].bands)
+    shape = (len(job.acquisitions), n_bands, core.height, core.width)
+    cube = np.empty(shape, dtype=np.float32)  # (time, band, h, w)
+    for frame, acq in zip(cube, job.acquisitions, strict=True):
         try:
-            frame = read_window(acq, job.grid, core.to_rasterio(), dem=job.dem)
+            read_window(acq, job.grid, core.to_rasterio(), dem=job.dem, out=frame)
         except (InputError, ConfigError) as exc:
             raise type(exc)(f"tile {job.tile.name}: {exc}") from None
         except Exception as exc:
             raise TileError(job.tile_id, f"reading {acq.id}: {type(exc).__name__}: {exc}") from exc
-        frames.append(np.asarray(frame, dtype=np.float32))
-    cube = np.stack(frames)  # (time, band, h, w)
     store = job.layout.input_store
     try:
         target = zarr.open_array(store=str(store), path="observed", mode="r+")
-        rows, cols = core.slices
         target[:, :, rows, cols] = cube
         # Cores are aligned with chunks (chunk = tile_size): all dates and bands of this core.
         fsync_chunks(store, ["observed"], [job.tile.row], [job.tile.col])

@@ -333,6 +333,7 @@ def read_window(
     bands: Sequence[int] | None = None,
     dem: Path | None = None,
     resampling: str = "bilinear",
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Read one grid window of one acquisition, orthorectified and scaled.
 
@@ -352,6 +353,9 @@ def read_window(
         height 0.
     resampling
         A :class:`rasterio.enums.Resampling` name.
+    out
+        Optional float32 array of shape (nbands, window.height, window.width) to fill and
+        return (a date's slice of a staged cube: no copy of the frame into it afterwards).
 
     Returns
     -------
@@ -371,7 +375,12 @@ def read_window(
         *(int(v) for v in (window.col_off, window.row_off, window.width, window.height))
     )
     nb = len(acq.bands) if bands is None else len(bands)
-    out = np.full((nb, window.height, window.width), np.nan, dtype=np.float32)
+    shape = (nb, window.height, window.width)
+    if out is None:
+        out = np.empty(shape, dtype=np.float32)
+    elif out.shape != shape or out.dtype != np.float32:
+        raise ValueError(f"out is {out.dtype} {out.shape}, expected float32 {shape}")
+    out.fill(np.nan)
     with _open(acq) as src:
         indexes = _band_indexes(src, acq, bands)
         if _same_lattice(src, acq, grid):

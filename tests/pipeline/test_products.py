@@ -1,10 +1,16 @@
-"""The stored form of the clear ground in the uint16 COGs."""
+"""The stored form of the clear ground in the uint16 COGs, and how the COGs are made."""
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from pipeline.products import _encode
+import numpy as np
+import pytest
+import rasterio
+from rasterio.transform import Affine
+
+from pipeline import products
+from pipeline.products import _encode, _write_cog_files
 
 
 def test_uint16_is_rounded_dn_with_zero_kept_for_nodata() -> None:
@@ -20,3 +26,52 @@ def test_uint16_is_rounded_dn_with_zero_kept_for_nodata() -> None:
     expected = np.clip(np.rint(np.clip(values, 0, 1) * np.float32(1023)), 1, 1023)
     assert np.array_equal(_encode(values, "uint16", 1023.0), expected.astype(np.uint16))
     assert np.array_equal(_encode(values, "float32", 1023.0), values)  # stored as it is
+
+
+@pytest.mark.parametrize(("dtype", "overviews"), [("uint16", "AVERAGE"), ("uint8", "MODE")])
+def test_cog_config_changes_time_not_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str, overviews: str
+) -> None:
+    """GDAL's faster setting for the COG driver's temporary overviews writes the same file, byte
+    for byte, as GDAL's defaults: odd sizes (fractional overview windows), no data, 3 levels."""
+    rng = np.random.default_rng(3)
+    height, width = 2877, 2892  # the benchmark 2560² series grid
+    smooth = np.cumsum(rng.normal(size=(height, width)), axis=1)
+    values = (smooth - smooth.min()) / np.ptp(smooth) * (1000 if dtype == "uint16" else 3)
+    image = np.rint(values).astype(dtype)
+    image[:200, :300] = 0 if dtype == "uint16" else 255  # no data
+    profile = {
+        "driver": "GTiff",
+        "width": width,
+        "height": height,
+        "count": 1,
+        "dtype": dtype,
+        "crs": "EPSG:32650",
+        "transform": Affine(50.0, 0.0, 376400.0, 0.0, -50.0, 4489150.0),
+        "nodata": 0 if dtype == "uint16" else 255,
+        "tiled": True,
+        "blockxsize": 256,
+        "blockysize": 256,
+    }
+
+    def cog(name: str) -> bytes:
+        dst = tmp_path / f"{name}.tif"
+        _write_cog_files(
+            lambda rows, cols: image[None, rows, cols],
+            lambda frame: frame,
+            [tmp_path / f"{name}.scratch.tif"],
+            [tmp_path / f"{name}.partial.tif"],
+            [dst],
+            profile,
+            512,
+            overviews,
+        )
+        with rasterio.open(dst) as written:
+            assert len(written.overviews(1)) == 3
+            assert np.array_equal(written.read(1), image)
+        return dst.read_bytes()
+
+    assert products.COG_GDAL_CONFIG  # the setting under test is in use
+    ours = cog("ours")
+    monkeypatch.setattr(products, "COG_GDAL_CONFIG", {})
+    assert cog("gdal-defaults") == ours

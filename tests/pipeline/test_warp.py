@@ -145,6 +145,24 @@ def test_sub_window_equals_full_read(clear, window: Window) -> None:
     np.testing.assert_allclose(sub, region, rtol=0, atol=1e-6, equal_nan=True)
 
 
+def test_reading_into_a_given_array(clear) -> None:
+    """``out`` (a date's slice of a staged cube) is filled whole, stale values included, with
+    the values of a plain read; an array of another shape or dtype is refused."""
+    acqs, grid, _ = clear
+    window = Window(0, 0, 40, 33)  # reaches outside the footprint: NaN written there too
+    plain = read_window(acqs[0], grid, window)
+    assert np.isnan(plain).any() and np.isfinite(plain).any()
+    cube = np.full((2, *plain.shape), 7.0, dtype=np.float32)  # stale values
+    filled = read_window(acqs[0], grid, window, out=cube[1])
+    assert filled is not None and np.shares_memory(filled, cube[1])
+    np.testing.assert_array_equal(cube[1], plain)
+    assert (cube[0] == 7.0).all()
+    with pytest.raises(ValueError, match="expected float32"):
+        read_window(acqs[0], grid, window, out=np.zeros(plain.shape, dtype=np.float64))
+    with pytest.raises(ValueError, match="expected float32"):
+        read_window(acqs[0], grid, window, out=cube[:, 0])
+
+
 def test_reads_only_the_needed_source_region(clear) -> None:
     acqs, grid, _ = clear
     with rasterio.open(acqs[0].path) as src:
