@@ -1,7 +1,9 @@
 """The cube's mask and provenance layers, and the observations kept where the sky was clear.
 
 After every band is solved (and blended), one task per tile row, all bands (read one band at
-a time: a task holds one band's layers, not all of them):
+a time: a task holds one band's layers, not all of them). In tile scope these tasks are in the
+solve batch, behind every row and seam of every band, so that they start while the last bands'
+COGs are written; each reads the tiles' records from the row markers when it starts:
 
 * ``mask`` (time, y, x) uint8 per acquisition: 0 clear, 1 haze, 2 cloud, 3 shadow (shadow
   model only), 255 no data, by :func:`cloudcore.classify` from the bands' cloud, haze (and
@@ -32,7 +34,7 @@ re-solves rather than mixing two settings in one cube.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,11 +45,11 @@ from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
 from pipeline.errors import TileError
 from pipeline.previews import PreviewSpec, Samples
 from pipeline.store.cube import chunk_range, fsync_chunks
-from pipeline.store.durable import storage_error
+from pipeline.store.durable import read_markers, storage_error
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import Tile, Window
 
-__all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_row"]
+__all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_row", "tile_records"]
 
 #: Provenance codes: the output is the observation / is modelled (no data is 255).
 OBSERVED, FILLED = 1, 0
@@ -64,10 +66,16 @@ class MaskJob:
     input_store: str
     cube: str
     layers: tuple[str, ...]  # the solved layers: clear, cloud, haze[, shadow]
-    scales: tuple[float, ...]  # σ per band
+    bands: tuple[str, ...]
+    records: tuple[str, ...]  # the markers holding the tiles' records, each band's σ from them
     rule: MaskRule
     keep_clear: bool
     preview: PreviewSpec | None = None  # the quicklooks' samples to keep (pipeline.previews)
+
+
+def tile_records(markers: Iterable[Path]) -> list[dict[str, Any]]:
+    """The tiles' records (diagnostics) in those of the ``markers`` that exist."""
+    return [tile for marker in read_markers(markers) for tile in marker["tiles"]]
 
 
 def band_scales(records: Sequence[dict[str, Any]], bands: Sequence[str]) -> tuple[float, ...]:
@@ -100,15 +108,18 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
     cube = Path(job.cube)
     counts = np.zeros(256, np.int64)
     tile = job.tiles[0]
+    # Read when the task runs, not when it is planned: in tile scope the mask tasks are in the
+    # solve batch, behind every row, and those rows write the records.
+    scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
     try:
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
         arrays = {name: group[name] for name in (*job.layers, MASK, PROVENANCE)}
         source = zarr.open_array(store=job.input_store, path="observed", mode="r")
-        for tile, codes, samples in _row_codes(arrays, source, job):
+        for tile, codes, samples in _row_codes(arrays, source, job, scales):
             rows, cols = tile.core.slices
             arrays[MASK][:, rows, cols] = codes
-            for b in range(len(job.scales)):
+            for b in range(len(job.bands)):
                 provenance = _provenance(arrays, source, job, tile, b, codes, samples)
                 arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
@@ -149,7 +160,7 @@ class _Scores:
 
 
 def _row_codes(
-    arrays: Mapping[str, Any], source: Any, job: MaskJob
+    arrays: Mapping[str, Any], source: Any, job: MaskJob, scales: Sequence[float]
 ) -> Iterator[tuple[Tile, np.ndarray, Samples | None]]:
     """Each core of the row with its codes (time, core rows, core cols) and its quicklook
     samples so far, left to right.
@@ -170,7 +181,7 @@ def _row_codes(
             nxt = next(following)
             samples[nxt.col] = Samples(job.preview, nxt) if job.preview else None
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
-            held.append(_scores(arrays, source, job, window, samples[nxt.col]))
+            held.append(_scores(arrays, source, job, scales, window, samples[nxt.col]))
         held = [s for s in held if s.col_end > c0]
         bright, dark, observed = _columns(held, c0, c1)
         codes = classify_scores(bright, dark, observed, job.rule)
@@ -206,12 +217,18 @@ def _columns(
 
 
 def _scores(
-    arrays: Mapping[str, Any], source: Any, job: MaskJob, window: Window, samples: Samples | None
+    arrays: Mapping[str, Any],
+    source: Any,
+    job: MaskJob,
+    scales: Sequence[float],
+    window: Window,
+    samples: Samples | None,
 ) -> _Scores:
     """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
     band did not observe the pixel (the solver's C, N, S are 0 there, not evidence), are added
-    to the bands' means (:class:`cloudcore.masks.BandMean`), so the task holds one band's
-    layers at once. ``samples`` keeps the quicklooks' observations."""
+    to the bands' means in units of the band's σ in ``scales`` (:class:`cloudcore.masks.BandMean`),
+    so the task holds one band's layers at once. ``samples`` keeps the quicklooks'
+    observations."""
     from cloudcore.masks import BandMean
 
     rows, cols = window.slices
@@ -219,7 +236,7 @@ def _scores(
     bright = BandMean(shape)
     dark = BandMean(shape) if "shadow" in job.layers else None
     observed = np.zeros(shape, dtype=bool)  # in some band
-    for b, sigma in enumerate(job.scales):
+    for b, sigma in enumerate(scales):
         observation = np.asarray(source[:, b, rows, cols])
         if samples is not None:
             samples.take("observed", b, observation, window)

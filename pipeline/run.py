@@ -30,6 +30,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
+from pipeline.masks import tile_records
 from pipeline.plan import RunPlan, make_plan
 from pipeline.previews import PreviewSpec, preview_step
 from pipeline.products import write_cogs, write_diagnostics, write_mask_cogs, write_quicklooks
@@ -39,7 +40,6 @@ from pipeline.store.cube import create_store, store_token
 from pipeline.store.durable import (
     OutputError,
     publish_dir,
-    read_markers,
     remove_published,
     storage_error,
     write_json,
@@ -206,14 +206,16 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         progress.lap("setup")
         unstaged = _stage(client, plan, progress)
         progress.lap("stage")
+        # In tile scope this batch runs the mask and the products too (_solve_and_blend).
         cube_tmp = _solve_and_blend(client, plan, progress, unstaged, products)
         progress.lap("solve")
         if progress.failures:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
             return progress.finish("failed")
-        records = _tile_records(plan)  # the markers, read once for the mask and the products
-        _mask_and_products(client, plan, progress, cube_tmp, records, products)
+        products.diagnostics(tile_records(_record_markers(plan)), cube_tmp)
+        if plan.config.solver.scope == "scene":
+            _mask_and_products(client, plan, progress, cube_tmp, products)
         progress.lap("mask+products")
         if progress.failures:
             return progress.finish("failed")
@@ -258,7 +260,10 @@ def _solve_and_blend(
     at a band's end and the scratch disk holds only the strips of rows whose neighbour is not
     done yet. Unless the mask pass changes ``clear`` (``output.keep_clear``), a band's COGs
     come after its rows and seams in the same batch: a worker with no row left to solve
-    writes them while the other still solves (they are taken from ``products``).
+    writes them while the other still solves (they are taken from ``products``). The mask
+    tasks and the products behind them are in the batch too, behind every row and seam (not
+    the COGs): they start while the last bands' COGs are written instead of after them. When
+    a band cannot be completed (tiles not staged), the batch has no mask: the run fails.
     """
     layout, tiles = plan.layout, plan.tiles
     cube_tmp = _open_cube(plan)
@@ -286,9 +291,12 @@ def _solve_and_blend(
             cogs_after[band] = tuple(band_work[band])
     if products.cogs_with_solve:
         jobs += products.band_cogs(cube_tmp, cogs_after)
+    if not unstaged and set(cogs_after) == set(plan.bands):  # every band done or completed
+        solving = tuple(key for keys in band_work.values() for key in keys)
+        jobs += _mask_tasks(plan, cube_tmp, products, after=solving)
     stages = {t.key: t.stage or "solve" for t in jobs}
     done, failed = run_tasks(client, jobs, stage="solve", task_seconds=progress.task_seconds)
-    for stage in ("solve", "blend", "products"):
+    for stage in ("solve", "blend", "products", "mask"):
         progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
     counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
     counts["blended"] = sum(stages[k] == "blend" for k in done)
@@ -340,27 +348,30 @@ def _solve_scene(
 
 
 def _mask_and_products(
-    client: Any,
-    plan: RunPlan,
-    progress: _Progress,
-    cube_tmp: Path,
-    records: list[dict[str, Any]],
-    products: _ProductPlan,
+    client: Any, plan: RunPlan, progress: _Progress, cube_tmp: Path, products: _ProductPlan
 ) -> None:
-    """Phases 3b-4: the mask and provenance layers of the cube, and the observations kept where
-    the mask says clear (:mod:`pipeline.masks`; one task per tile row, all bands, each band's σ
-    from its tiles' ``records``), then the products not written yet, in one batch: the mask
-    COGs and the quicklooks (and with ``output.keep_clear`` the bands' COGs) as soon as every
-    mask task is done; the diagnostics first, from the ``records``."""
-    from pipeline.masks import MaskJob, band_scales, mask_row
+    """Phases 3b-4 in scene scope, after every band is solved: the mask tasks and the products
+    behind them (:func:`_mask_tasks`) in one batch."""
+    jobs = _mask_tasks(plan, cube_tmp, products, after=())
+    stages = {t.key: t.stage for t in jobs}
+    _, failed = run_tasks(client, jobs, stage="mask", task_seconds=progress.task_seconds)
+    for stage in ("mask", "products"):
+        progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
+
+
+def _mask_tasks(
+    plan: RunPlan, cube_tmp: Path, products: _ProductPlan, *, after: tuple[str, ...]
+) -> list[Task]:
+    """The mask and provenance layers of the cube, and the observations kept where the mask
+    says clear (:mod:`pipeline.masks`; one task per tile row, all bands, each band's σ from
+    its tiles' records in the markers), each after the tasks ``after``; then the products not
+    written yet: the mask COGs and the quicklooks (and with ``output.keep_clear`` the bands'
+    COGs) as soon as every mask task is done."""
+    from pipeline.masks import MaskJob, mask_row
 
     config, tiles = plan.config, plan.tiles
-    products.diagnostics(records, cube_tmp)
-    scales = band_scales(records, plan.bands)
-    preview = products.preview
-    layers = components(config.solver.method, config.solver.refines)
     jobs = [
-        Task(job.task_id, mask_row, (job,), stage="mask", weight=tiles.n_cols)
+        Task(job.task_id, mask_row, (job,), after=after, stage="mask", weight=tiles.n_cols)
         for job in (
             MaskJob(
                 tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),
@@ -369,31 +380,26 @@ def _mask_and_products(
                 width=plan.grid.width,
                 input_store=str(plan.layout.input_store),
                 cube=str(cube_tmp),
-                layers=layers,
-                scales=scales,
+                layers=components(config.solver.method, config.solver.refines),
+                bands=tuple(plan.bands),
+                records=tuple(str(p) for p in _record_markers(plan)),
                 rule=config.mask.rule(),
                 keep_clear=config.output.keep_clear,
-                preview=preview,
+                preview=products.preview,
             )
             for r in range(tiles.n_rows)
         )
     ]
-    jobs += products.after_masks(cube_tmp, tuple(t.key for t in jobs))
-    stages = {t.key: t.stage for t in jobs}
-    _, failed = run_tasks(client, jobs, stage="mask", task_seconds=progress.task_seconds)
-    for stage in ("mask", "products"):
-        progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
+    return jobs + products.after_masks(cube_tmp, tuple(t.key for t in jobs))
 
 
-def _tile_records(plan: RunPlan) -> list[dict[str, Any]]:
-    """The diagnostics of every (band, tile): in the row markers, or in scene scope the band
-    markers."""
+def _record_markers(plan: RunPlan) -> list[Path]:
+    """The markers holding the diagnostics of every (band, tile): the row markers, or in scene
+    scope the band markers."""
     layout, bands = plan.layout, plan.bands
     if plan.config.solver.scope == "scene":
-        paths = [layout.marker(plan.blended_id(b)) for b in bands]
-    else:
-        paths = [layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()]
-    return [tile for marker in read_markers(paths) for tile in marker["tiles"]]
+        return [layout.marker(plan.blended_id(b)) for b in bands]
+    return [layout.marker(rid) for b in bands for rid in plan.row_ids[b].values()]
 
 
 def _publish(plan: RunPlan, cube_tmp: Path, finals: list[Path]) -> tuple[str, ...]:

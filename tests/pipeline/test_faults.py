@@ -216,6 +216,10 @@ def test_failing_tile_is_reported_nothing_published_rerun_finishes(
     # Every other row finished, and nothing a user would take for a result exists.
     assert _solved_tiles(out) == N_TILES // 2 * N_BANDS
     assert published(out) == []
+    # The mask tasks share the solve batch behind every row: a failed row drops them, so no
+    # mask was classified over the hole (the template's metadata is all there is).
+    mask = out / "cube.zarr.partial" / "mask"
+    assert [p.name for p in mask.rglob("*") if p.is_file()] == ["zarr.json"]
     status = cli(cfg, "status")
     assert "run: failed" in status.stdout and "solve: 10/20 tiles done" in status.stdout
 

@@ -19,6 +19,7 @@ from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
 from pipeline.grid import TargetGrid
 from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
 from pipeline.store.cube import create_store
+from pipeline.store.durable import write_marker
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import TileGrid
 
@@ -92,6 +93,15 @@ def test_row_sweep_equals_the_whole_scene_classification(
     source, cube = _stores(tmp_path, scene, grid)
     rule = MaskRule(radius=radius)
     scales = (0.01, 0.02)
+    # Each band's σ is the median of its tiles' records, read from the row markers: here one
+    # marker per band with three tiles (one empty, whose σ 0 does not count).
+    bands = tuple(f"B{b + 1}" for b in range(N_BANDS))
+    markers = []
+    for band, sigma in zip(bands, scales, strict=True):
+        tiles = [{"band": band, "anomaly_scale": v} for v in (0.0, sigma, sigma * 3)]
+        tiles.append({"band": band, "anomaly_scale": sigma / 2})
+        markers.append(tmp_path / f"{band}-r00.json")
+        write_marker(markers[-1], {"tiles": tiles})
     for row in range(grid.n_rows):
         job = MaskJob(
             tiles=tuple(grid.tile(row, c) for c in range(grid.n_cols)),
@@ -101,7 +111,8 @@ def test_row_sweep_equals_the_whole_scene_classification(
             input_store=str(source),
             cube=str(cube),
             layers=("clear", "cloud", "haze", "shadow"),
-            scales=scales,
+            bands=bands,
+            records=(*(str(m) for m in markers), str(tmp_path / "not-written.json")),
             rule=rule,
             keep_clear=True,
         )
