@@ -108,10 +108,10 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
     cube = Path(job.cube)
     counts = np.zeros(256, np.int64)
     tile = job.tiles[0]
-    # Read when the task runs, not when it is planned: in tile scope the mask tasks are in the
-    # solve batch, behind every row, and those rows write the records.
-    scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
     try:
+        # Read when the task runs, not when it is planned: in tile scope the mask tasks are in
+        # the solve batch, behind every row, and those rows write the records.
+        scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
         arrays = {name: group[name] for name in (*job.layers, MASK, PROVENANCE)}

@@ -218,8 +218,8 @@ def _write_cog_files(
     finally:
         for out in outs:
             out.close()
-    for s_path, p_path, dst in zip(scratch, partial, dsts, strict=True):
-        with rasterio.Env(**COG_GDAL_CONFIG):
+    with rasterio.Env(**COG_GDAL_CONFIG):
+        for s_path, p_path, dst in zip(scratch, partial, dsts, strict=True):
             rasterio.shutil.copy(
                 s_path,
                 p_path,
@@ -240,7 +240,7 @@ def _write_cog_files(
                 # blocks are compressed independently, so the bytes are the same as with one.
                 num_threads=COG_THREADS,
             )
-        os.replace(p_path, dst)
+            os.replace(p_path, dst)
 
 
 #: GDAL configuration while a COG is made. The COG driver computes the overviews into a

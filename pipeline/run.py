@@ -276,6 +276,7 @@ def _solve_and_blend(
     band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
     cogs_after: dict[str, tuple[str, ...]] = {}  # band → the tasks its COGs wait for
     names = layout.marker_ids()  # one listing of work/done/ for every band
+    every_band_complete = True  # each band done already, or completed by this batch
     for b, band in enumerate(plan.bands):
         if plan.blended_id(band) in names:
             counts["solve_skipped"] += len(tiles)
@@ -289,9 +290,10 @@ def _solve_and_blend(
         if complete:  # every row and seam of the band is (or will be) run
             band_work[band] = [t.key for t in band_jobs]
             cogs_after[band] = tuple(band_work[band])
+        every_band_complete &= complete
     if products.cogs_with_solve:
         jobs += products.band_cogs(cube_tmp, cogs_after)
-    if not unstaged and set(cogs_after) == set(plan.bands):  # every band done or completed
+    if every_band_complete and not progress.failures:
         solving = tuple(key for keys in band_work.values() for key in keys)
         jobs += _mask_tasks(plan, cube_tmp, products, after=solving)
     stages = {t.key: t.stage or "solve" for t in jobs}
@@ -370,6 +372,8 @@ def _mask_tasks(
     from pipeline.masks import MaskJob, mask_row
 
     config, tiles = plan.config, plan.tiles
+    layers = components(config.solver.method, config.solver.refines)
+    records = tuple(str(p) for p in _record_markers(plan))
     jobs = [
         Task(job.task_id, mask_row, (job,), after=after, stage="mask", weight=tiles.n_cols)
         for job in (
@@ -380,9 +384,9 @@ def _mask_tasks(
                 width=plan.grid.width,
                 input_store=str(plan.layout.input_store),
                 cube=str(cube_tmp),
-                layers=components(config.solver.method, config.solver.refines),
+                layers=layers,
                 bands=tuple(plan.bands),
-                records=tuple(str(p) for p in _record_markers(plan)),
+                records=records,
                 rule=config.mask.rule(),
                 keep_clear=config.output.keep_clear,
                 preview=products.preview,
