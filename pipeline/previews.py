@@ -97,9 +97,15 @@ def save_samples(path: Path, observed: np.ndarray, clear: np.ndarray, mask: np.n
 
 
 def assemble(
-    spec: PreviewSpec, tiles: Sequence[Tile], n_dates: int, height: int, width: int
+    spec: PreviewSpec,
+    tiles: Sequence[Tile],
+    n_dates: int,
+    height: int,
+    width: int,
+    dates: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The whole scene's samples from every core's file.
+    """The whole scene's samples from every core's file, of every date or of ``dates`` (their
+    indices among the ``n_dates``, in the order given).
 
     Returns
     -------
@@ -109,7 +115,8 @@ def assemble(
         (time, rows, cols) uint8.
     """
     step, k = spec.step, len(spec.bands)
-    shape = (n_dates, -(-height // step), -(-width // step))
+    picked = list(range(n_dates)) if dates is None else list(dates)
+    shape = (len(picked), -(-height // step), -(-width // step))
     observed = np.full((*shape, k), np.nan, np.float32)
     clear = np.full((*shape, k), np.nan, np.float32)
     mask = np.full(shape, 255, np.uint8)
@@ -118,7 +125,7 @@ def assemble(
         rows = slice(-(-core.row_off // step), -(-core.row_end // step))
         cols = slice(-(-core.col_off // step), -(-core.col_end // step))
         with np.load(spec.path(tile)) as saved:
-            observed[:, rows, cols] = saved["observed"]
-            clear[:, rows, cols] = saved["clear"]
-            mask[:, rows, cols] = saved["mask"]
+            observed[:, rows, cols] = saved["observed"][picked]
+            clear[:, rows, cols] = saved["clear"][picked]
+            mask[:, rows, cols] = saved["mask"][picked]
     return observed, clear, mask

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
-from pipeline.cluster import Task, connect, run_tasks, solver_threads
+from pipeline.cluster import Task, connect, holds_tasks, run_tasks, solver_threads
 from pipeline.cluster.warmup import KernelWarmup
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
@@ -49,6 +49,13 @@ from pipeline.store.layout import MASK, PROVENANCE, Layout, components
 
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
+
+#: Which ready task a worker takes first (Dask task priorities, higher first). A seam frees
+#: its rows' strips. The mask tasks and the products behind them are the run's last chain:
+#: once ready they go first. The bands' COGs go last: a worker with no row left writes them
+#: while the other solves its last one (at the end of the solve batch one worker would
+#: otherwise wait for the other's last row, up to a row task's length).
+SEAM_PRIORITY, MASK_PRIORITY, ROW_PRIORITY, BAND_COG_PRIORITY = 3, 2, 1, 0
 
 __all__ = ["RunSummary", "TileFailure", "run"]
 
@@ -259,11 +266,12 @@ def _solve_and_blend(
     rows are done (seams first among ready tasks, which frees their strips), so no worker idles
     at a band's end and the scratch disk holds only the strips of rows whose neighbour is not
     done yet. Unless the mask pass changes ``clear`` (``output.keep_clear``), a band's COGs
-    come after its rows and seams in the same batch: a worker with no row left to solve
-    writes them while the other still solves (they are taken from ``products``). The mask
-    tasks and the products behind them are in the batch too, behind every row and seam (not
-    the COGs): they start while the last bands' COGs are written instead of after them. When
-    a band cannot be completed (tiles not staged), the batch has no mask: the run fails.
+    come after its rows and seams in the same batch, after every row that is ready
+    (:data:`BAND_COG_PRIORITY`): a worker with no row left to solve writes them while the
+    other still solves (they are taken from ``products``). The mask tasks and the products
+    behind them are in the batch too, behind every row and seam (not the COGs), and before
+    any COG still waiting. When a band cannot be completed (tiles not staged), the batch has
+    no mask: the run fails.
     """
     layout, tiles = plan.layout, plan.tiles
     cube_tmp = _open_cube(plan)
@@ -297,7 +305,13 @@ def _solve_and_blend(
         solving = tuple(key for keys in band_work.values() for key in keys)
         jobs += _mask_tasks(plan, cube_tmp, products, after=solving)
     stages = {t.key: t.stage or "solve" for t in jobs}
-    done, failed = run_tasks(client, jobs, stage="solve", task_seconds=progress.task_seconds)
+    done, failed = run_tasks(
+        client,
+        jobs,
+        stage="solve",
+        task_seconds=progress.task_seconds,
+        hold=holds_tasks(plan.config.cluster),
+    )
     for stage in ("solve", "blend", "products", "mask"):
         progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
     counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
@@ -356,7 +370,13 @@ def _mask_and_products(
     behind them (:func:`_mask_tasks`) in one batch."""
     jobs = _mask_tasks(plan, cube_tmp, products, after=())
     stages = {t.key: t.stage for t in jobs}
-    _, failed = run_tasks(client, jobs, stage="mask", task_seconds=progress.task_seconds)
+    _, failed = run_tasks(
+        client,
+        jobs,
+        stage="mask",
+        task_seconds=progress.task_seconds,
+        hold=holds_tasks(plan.config.cluster),
+    )
     for stage in ("mask", "products"):
         progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
 
@@ -375,7 +395,15 @@ def _mask_tasks(
     layers = components(config.solver.method, config.solver.refines)
     records = tuple(str(p) for p in _record_markers(plan))
     jobs = [
-        Task(job.task_id, mask_row, (job,), after=after, stage="mask", weight=tiles.n_cols)
+        Task(
+            job.task_id,
+            mask_row,
+            (job,),
+            after=after,
+            stage="mask",
+            weight=tiles.n_cols,
+            priority=MASK_PRIORITY,
+        )
         for job in (
             MaskJob(
                 tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),
@@ -537,7 +565,7 @@ def _band_tasks(
         job = RowJob(
             tiles, r, b, band, row_id, tile_ids, layout, str(cube), plan.config.solver, threads
         )
-        jobs.append(Task(row_id, solve_row, (job,), weight=tiles.n_cols))
+        jobs.append(Task(row_id, solve_row, (job,), weight=tiles.n_cols, priority=ROW_PRIORITY))
         runnable.add(r)
     for r in sorted(undone_seams):
         if not {r - 1, r} <= runnable:
@@ -548,7 +576,15 @@ def _band_tasks(
         )
         after = (rows[r - 1], rows[r])
         jobs.append(
-            Task(seams[r], blend_seam, (seam,), after=after, stage="blend", weight=0, priority=1)
+            Task(
+                seams[r],
+                blend_seam,
+                (seam,),
+                after=after,
+                stage="blend",
+                weight=0,
+                priority=SEAM_PRIORITY,
+            )
         )
     return jobs, skipped, complete
 
@@ -626,6 +662,7 @@ class _ProductPlan:
                     after=after[band],
                     stage="products",
                     weight=0,  # the progress bar counts tiles
+                    priority=BAND_COG_PRIORITY,
                 )
             )
         return tasks
@@ -649,22 +686,27 @@ class _ProductPlan:
                 {"grid": plan.grid, "block": plan.tiles.tile_size},
                 after=masks,
                 stage="products",
+                priority=MASK_PRIORITY,
             )
         )
         spec = self.preview
         if spec is not None:
-            looks = [self.looks_tmp / n for n in self._quicklook_names()]
-            size = {"height": plan.grid.height, "width": plan.grid.width}
-            tasks.append(
+            # A task per date: the last tasks of a run are short, so both workers finish
+            # together (the dates' images are independent, each stretched on its own).
+            names = self._quicklook_names()
+            size = {"height": plan.grid.height, "width": plan.grid.width, "n_dates": len(names)}
+            tasks += [
                 Task(
-                    "quicklooks",
+                    f"quicklook-{plan.time_labels[i]}",
                     write_quicklooks,
-                    (spec, list(plan.tiles), looks),
-                    size,
+                    (spec, list(plan.tiles), [self.looks_tmp / name]),
+                    {**size, "dates": (i,)},
                     after=masks,
                     stage="products",
+                    priority=MASK_PRIORITY,
                 )
-            )
+                for i, name in enumerate(names)
+            ]
         return tasks
 
     def diagnostics(self, records: list[dict[str, Any]], cube: Path) -> None:

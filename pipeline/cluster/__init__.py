@@ -2,6 +2,13 @@
 back-ends that start one (:mod:`~pipeline.cluster.backends`), and the test hooks that make
 tasks fail on purpose (:mod:`~pipeline.cluster.faults`)."""
 
-from pipeline.cluster.client import RETRIES, Task, connect, run_tasks, solver_threads
+from pipeline.cluster.client import (
+    RETRIES,
+    Task,
+    connect,
+    holds_tasks,
+    run_tasks,
+    solver_threads,
+)
 
-__all__ = ["RETRIES", "Task", "connect", "run_tasks", "solver_threads"]
+__all__ = ["RETRIES", "Task", "connect", "holds_tasks", "run_tasks", "solver_threads"]

@@ -31,6 +31,7 @@ __all__ = [
     "RETRIES",
     "Task",
     "connect",
+    "holds_tasks",
     "run_tasks",
     "solver_threads",
 ]
@@ -144,6 +145,14 @@ class Task:
     priority: int = 0
 
 
+def holds_tasks(cfg: ClusterSpec) -> bool:
+    """Whether :func:`run_tasks` may hold ready tasks until a worker thread is free (its
+    ``hold``): on the clusters this package starts, whose size is fixed by the configuration;
+    not on a scheduler at ``cluster.address``, which may be adaptive and grow only for the
+    tasks it is shown."""
+    return cfg.kind != "address"
+
+
 def run_tasks(
     client: Client,
     tasks: Iterable[Task],
@@ -151,12 +160,22 @@ def run_tasks(
     stage: str,
     unit: str = "tiles",
     task_seconds: dict[str, list[float]] | None = None,
+    hold: bool = False,
 ) -> tuple[dict[str, Any], dict[str, BaseException]]:
     """Run tasks, one Dask task each, as their dependencies finish, showing a progress bar.
 
     A task is submitted once every task it comes ``after`` has succeeded: the client, not the
     scheduler, holds the dependency, so a task never waits on a worker for another, and the
     result of one task is not shipped to the next (tasks communicate through files).
+
+    With ``hold``, the client also holds ready tasks until a worker thread is free for them
+    (fewer tasks running than the cluster has threads), and then submits the one of highest
+    ``priority`` (the first in the batch among equals). Dask's scheduler honours priorities only
+    among the tasks it queues; tasks that become ready a few at a time (a band's COGs, a
+    batch's last tasks) it sends to a worker at once, where they wait behind the task running
+    there while another worker may have nothing to do. Holding costs a round trip between the
+    end of one task and the start of the next (milliseconds), so it is for tasks of a second or
+    more. While the cluster has no worker (jobs still queued), every ready task is submitted.
 
     Parameters
     ----------
@@ -171,6 +190,9 @@ def run_tasks(
     task_seconds
         If given, the seconds and CPU seconds inside the tasks that succeeded are added to it by
         stage, ``{stage: [seconds, cpu_seconds]}``: the run's time budget.
+    hold
+        Submit a ready task only when a worker thread is free for it, highest priority first
+        (see above; :func:`holds_tasks` says where this is safe).
 
     Returns
     -------
@@ -202,12 +224,26 @@ def run_tasks(
         running[future] = task
         queue.add(future)
 
+    order = {t.key: i for i, t in enumerate(batch)}
+    ready: list[Task] = []  # held: highest priority first, then batch order
+
+    def make_ready(task: Task) -> None:
+        ready.append(task)
+        ready.sort(key=lambda t: (-t.priority, order[t.key]))
+
+    def submit_ready() -> None:
+        free = _free_threads(client, len(running)) if hold else len(ready)
+        for task in ready[:free]:
+            submit(task)
+        del ready[:free]
+
     # Dependencies outside the batch (done by an earlier run) are already satisfied.
     waiting = [t for t in batch if keys.intersection(t.after)]
     for task in batch:
         if not keys.intersection(task.after):
-            submit(task)
-    log.info("%s: %d task(s) submitted, %d waiting", stage, len(running), len(waiting))
+            make_ready(task)
+    submit_ready()
+    log.info("%s: %d task(s) submitted, %d waiting", stage, len(running), len(waiting) + len(ready))
     results: dict[str, Any] = {}
     failures: dict[str, BaseException] = {}
     dropped: list[str] = []
@@ -231,7 +267,8 @@ def run_tasks(
                     totals[1] += cpu
                 bar.update(task.weight)
             future.release()
-            waiting = _release_ready(waiting, keys, results, failures, dropped, submit)
+            waiting = _release_ready(waiting, keys, results, failures, dropped, make_ready)
+            submit_ready()
     dropped += [t.key for t in waiting]  # behind a dropped task: can never run
     if dropped:
         log.info("%s: %d task(s) not run: a task they depend on failed", stage, len(dropped))
@@ -245,6 +282,13 @@ def run_tasks(
     return results, failures
 
 
+def _free_threads(client: Client, running: int) -> int:
+    """How many more tasks the cluster's worker threads can start now, given ``running``
+    tasks submitted and not finished; unlimited while it has no worker yet."""
+    threads = sum(client.nthreads().values())
+    return max(threads - running, 0) if threads else 1 << 30
+
+
 def _release_ready(
     waiting: list[Task],
     keys: set[str],
@@ -253,8 +297,8 @@ def _release_ready(
     dropped: list[str],
     submit: Callable[[Task], None],
 ) -> list[Task]:
-    """Submit the waiting tasks whose dependencies all succeeded, drop those with a failed one
-    (transitively), and return the ones still waiting."""
+    """Pass on (``submit``) the waiting tasks whose dependencies all succeeded, drop those with
+    a failed one (transitively), and return the ones still waiting."""
     still: list[Task] = []
     for task in waiting:
         needs = keys.intersection(task.after)

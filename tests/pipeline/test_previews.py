@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.previews import PreviewSpec, Samples, assemble, preview_step
+from pipeline.products import write_quicklooks
 from pipeline.tiling import TileGrid, Window
 
 
@@ -40,3 +41,18 @@ def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
     assert np.array_equal(left, expected)
     assert np.array_equal(right, np.stack([clear[:, b, every, every] for b in bands], axis=-1))
     assert np.array_equal(codes, mask[:, every, every])
+
+    # Some dates only, in the order asked (a quicklook task per date reads its own).
+    some = assemble(spec, list(grid), n, height, width, dates=(2, 0))
+    for whole, picked in zip((left, right, codes), some, strict=True):
+        assert np.array_equal(picked, whole[[2, 0]])
+
+    # A quicklook written alone is the same file as when every date's is written together.
+    # (The panels are labelled with the file's name: the same names in two folders.)
+    (tmp_path / "together").mkdir()
+    (tmp_path / "alone").mkdir()
+    together = [tmp_path / "together" / f"date-{i}.png" for i in range(n)]
+    write_quicklooks(spec, list(grid), together, height=height, width=width)
+    alone = tmp_path / "alone" / "date-1.png"
+    write_quicklooks(spec, list(grid), [alone], height=height, width=width, n_dates=n, dates=(1,))
+    assert alone.read_bytes() == together[1].read_bytes() != together[0].read_bytes()
