@@ -305,15 +305,7 @@ def _solve_and_blend(
         solving = tuple(key for keys in band_work.values() for key in keys)
         jobs += _mask_tasks(plan, cube_tmp, products, after=solving)
     stages = {t.key: t.stage or "solve" for t in jobs}
-    done, failed = run_tasks(
-        client,
-        jobs,
-        stage="solve",
-        task_seconds=progress.task_seconds,
-        hold=holds_tasks(plan.config.cluster),
-    )
-    for stage in ("solve", "blend", "products", "mask"):
-        progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
+    done = _run_batch(client, plan, progress, jobs, "solve")
     counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
     counts["blended"] = sum(stages[k] == "blend" for k in done)
     for band, keys in band_work.items():
@@ -368,17 +360,27 @@ def _mask_and_products(
 ) -> None:
     """Phases 3b-4 in scene scope, after every band is solved: the mask tasks and the products
     behind them (:func:`_mask_tasks`) in one batch."""
-    jobs = _mask_tasks(plan, cube_tmp, products, after=())
-    stages = {t.key: t.stage for t in jobs}
-    _, failed = run_tasks(
+    _run_batch(client, plan, progress, _mask_tasks(plan, cube_tmp, products, after=()), "mask")
+
+
+def _run_batch(
+    client: Any, plan: RunPlan, progress: _Progress, jobs: list[Task], stage: str
+) -> dict[str, Any]:
+    """Run a batch of long tasks (seconds or more each), held by the client until a worker is
+    free for them where that is safe (:func:`pipeline.cluster.holds_tasks`); stop on a
+    failure the user must fix and list the others by each task's stage. Returns the results
+    of the tasks that succeeded."""
+    stages = {t.key: t.stage or stage for t in jobs}
+    done, failed = run_tasks(
         client,
         jobs,
-        stage="mask",
+        stage=stage,
         task_seconds=progress.task_seconds,
         hold=holds_tasks(plan.config.cluster),
     )
-    for stage in ("mask", "products"):
-        progress.check(stage, {k: exc for k, exc in failed.items() if stages[k] == stage})
+    for name in dict.fromkeys(stages.values()):
+        progress.check(name, {k: exc for k, exc in failed.items() if stages[k] == name})
+    return done
 
 
 def _mask_tasks(
