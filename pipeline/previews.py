@@ -97,15 +97,10 @@ def save_samples(path: Path, observed: np.ndarray, clear: np.ndarray, mask: np.n
 
 
 def assemble(
-    spec: PreviewSpec,
-    tiles: Sequence[Tile],
-    n_dates: int,
-    height: int,
-    width: int,
-    dates: Sequence[int] | None = None,
+    spec: PreviewSpec, tiles: Sequence[Tile], dates: Sequence[int], height: int, width: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The whole scene's samples from every core's file, of every date or of ``dates`` (their
-    indices among the ``n_dates``, in the order given).
+    """The whole scene's samples from every core's file, of the ``dates`` (indices in the
+    cube's time order), in the order given.
 
     Returns
     -------
@@ -115,7 +110,7 @@ def assemble(
         (time, rows, cols) uint8.
     """
     step, k = spec.step, len(spec.bands)
-    picked = list(range(n_dates)) if dates is None else list(dates)
+    picked = list(dates)
     shape = (len(picked), -(-height // step), -(-width // step))
     observed = np.full((*shape, k), np.nan, np.float32)
     clear = np.full((*shape, k), np.nan, np.float32)

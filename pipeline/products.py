@@ -276,18 +276,16 @@ def write_quicklooks(
     *,
     height: int,
     width: int,
-    n_dates: int | None = None,
     dates: Sequence[int] | None = None,
 ) -> list[str]:
     """Write one PNG per date: the observed image, its mask over it, and the clear image.
 
     The images are every ``spec.step``-th pixel of the scene, taken by the mask pass
     (:mod:`pipeline.previews`) from ``spec.bands``: one (grey) or three (RGB) band indices.
-    ``dsts`` are the destinations in the cube's time order, one per date, or with ``dates``
-    one per date of ``dates`` (indices among the cube's ``n_dates``): the run writes each
-    date's quicklook as a task of its own, so that the last tasks of a run are short. The
-    panels of a date share one
-    2–98 % stretch taken from its clear image, so haze and cloud show as brightening. The middle
+    ``dsts`` are the destinations of the ``dates`` (indices in the cube's time order; every
+    date, in order, if not given): the run writes each date's quicklook as a task of its own,
+    so that the last tasks of a run are short. The panels of a date share one 2–98 % stretch
+    taken from its clear image, so haze and cloud show as brightening. The middle
     panel tints the observed image where the mask says haze (yellow), cloud (red) or shadow
     (blue): see :data:`MASK_COLOURS`.
 
@@ -296,11 +294,8 @@ def write_quicklooks(
     list of str
         The paths written.
     """
-    if dates is None:
-        n_dates, dates = len(dsts), range(len(dsts))
-    if n_dates is None or len(dates) != len(dsts):
-        raise ValueError("write_quicklooks: give n_dates with dates, one destination per date")
-    lefts, rights, masks = assemble(spec, tiles, n_dates, height, width, dates)
+    picked = range(len(dsts)) if dates is None else dates
+    lefts, rights, masks = assemble(spec, tiles, picked, height, width)
     return [
         _save_quicklook(left, right, mask, dst)
         for left, right, mask, dst in zip(lefts, rights, masks, dsts, strict=True)

@@ -696,7 +696,7 @@ class _ProductPlan:
             # A task per date: the last tasks of a run are short, so both workers finish
             # together (the dates' images are independent, each stretched on its own).
             names = self._quicklook_names()
-            size = {"height": plan.grid.height, "width": plan.grid.width, "n_dates": len(names)}
+            size = {"height": plan.grid.height, "width": plan.grid.width}
             tasks += [
                 Task(
                     f"quicklook-{plan.time_labels[i]}",

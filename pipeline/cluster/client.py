@@ -12,6 +12,7 @@ The test hooks of :mod:`pipeline.cluster.faults` run before every task.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -225,17 +226,19 @@ def run_tasks(
         queue.add(future)
 
     order = {t.key: i for i, t in enumerate(batch)}
-    ready: list[Task] = []  # held: highest priority first, then batch order
+    # Held tasks, a heap: highest priority first, then batch order (unique, so tasks are never
+    # compared).
+    ready: list[tuple[int, int, Task]] = []
 
     def make_ready(task: Task) -> None:
-        ready.append(task)
-        ready.sort(key=lambda t: (-t.priority, order[t.key]))
+        heapq.heappush(ready, (-task.priority, order[task.key], task))
 
     def submit_ready() -> None:
+        if not ready:
+            return  # no scheduler round trip
         free = _free_threads(client, len(running)) if hold else len(ready)
-        for task in ready[:free]:
-            submit(task)
-        del ready[:free]
+        for _ in range(min(free, len(ready))):
+            submit(heapq.heappop(ready)[2])
 
     # Dependencies outside the batch (done by an earlier run) are already satisfied.
     waiting = [t for t in batch if keys.intersection(t.after)]

@@ -34,7 +34,7 @@ def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
             samples.take("observed", b, observed[:, b, *window.slices], window)
             samples.take("clear", b, clear[:, b, *core.slices], core)
         samples.save(mask[:, *core.slices])
-    left, right, codes = assemble(spec, list(grid), n, height, width)
+    left, right, codes = assemble(spec, list(grid), range(n), height, width)
     every = slice(None, None, step)
     expected = np.stack([observed[:, b, every, every] for b in bands], axis=-1)
     assert left.shape == expected.shape == (n, 43, 36, 3)
@@ -43,7 +43,7 @@ def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
     assert np.array_equal(codes, mask[:, every, every])
 
     # Some dates only, in the order asked (a quicklook task per date reads its own).
-    some = assemble(spec, list(grid), n, height, width, dates=(2, 0))
+    some = assemble(spec, list(grid), (2, 0), height, width)
     for whole, picked in zip((left, right, codes), some, strict=True):
         assert np.array_equal(picked, whole[[2, 0]])
 
@@ -54,5 +54,5 @@ def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
     together = [tmp_path / "together" / f"date-{i}.png" for i in range(n)]
     write_quicklooks(spec, list(grid), together, height=height, width=width)
     alone = tmp_path / "alone" / "date-1.png"
-    write_quicklooks(spec, list(grid), [alone], height=height, width=width, n_dates=n, dates=(1,))
+    write_quicklooks(spec, list(grid), [alone], height=height, width=width, dates=(1,))
     assert alone.read_bytes() == together[1].read_bytes() != together[0].read_bytes()
