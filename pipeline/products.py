@@ -302,6 +302,9 @@ def write_quicklooks(
     ]
 
 
+#: zlib level of the quicklook PNGs (lossless at every level).
+QUICKLOOK_PNG_LEVEL = 1
+
 #: Quicklook tints of the mask codes (RGB in [0, 1]), blended half and half with the image.
 MASK_COLOURS = {HAZE: (1.0, 1.0, 0.0), CLOUD: (1.0, 0.0, 0.0), SHADOW: (0.0, 0.3, 1.0)}
 
@@ -329,7 +332,10 @@ def _save_quicklook(left: np.ndarray, right: np.ndarray, mask: np.ndarray, dst: 
     dst.parent.mkdir(parents=True, exist_ok=True)
     partial = dst.with_name(f".{dst.stem}.{uuid.uuid4().hex[:8]}.png")
     try:
-        labelled.save(partial, format="PNG")
+        # zlib level 1 rather than Pillow's 6: a GF-4 quicklook (2930 × 1002) in 0.15 s instead
+        # of 0.23 s, 3 % larger, the same pixels. A quicklook's cost does not grow with the scene,
+        # so at 2560² the 7 of them were 1.7 % of the run's CPU.
+        labelled.save(partial, format="PNG", compress_level=QUICKLOOK_PNG_LEVEL)
         os.replace(partial, dst)
     except OSError as exc:
         partial.unlink(missing_ok=True)
