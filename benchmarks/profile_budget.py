@@ -3,8 +3,9 @@ the threads that run outside them (Zarr's codec pool, Dask's event loops).
 
 The run summary times each task from its start to its end; the chunks a task reads or writes
 are encoded and decoded in Zarr's thread pool, and the driver's scheduler and client have no
-task at all. A sampling profiler sees them all. Record a run with py-spy (``pip install
-py-spy``), one process tree, only threads that are running (no ``--idle``)::
+task at all. A sampling profiler sees them all. Record a run with py-spy (in the ``bench``
+extra: ``pip install -e ".[bench]"``), every process of the tree, only threads that are running
+(no ``--idle``)::
 
     py-spy record --subprocesses -r 25 -f raw -o run.txt -- python -m pipeline run CONFIG
     python benchmarks/profile_budget.py run.txt --rate 25
