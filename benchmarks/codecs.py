@@ -16,17 +16,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-# Run as a script, this file's folder comes first on sys.path and benchmarks/pipeline.py would
-# shadow the ``pipeline`` package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 #: (cname, clevel, shuffle): 1 byte shuffle, 2 bit shuffle.
 CANDIDATES = [
@@ -107,17 +102,20 @@ def main() -> None:
             "MB/s (one thread)"
         )
     if args.float16:
-        _compare_float16([(n, c) for n, c in chunks if n in DIAGNOSTIC_LAYERS])
+        _compare_float16(args.run, [(n, c) for n, c in chunks if n in DIAGNOSTIC_LAYERS])
 
 
-def _compare_float16(chunks: list[tuple[str, np.ndarray]]) -> None:
-    """CPU seconds and bytes of the run's codec on ``chunks`` as float32 and as float16."""
+def _compare_float16(run: Path, chunks: list[tuple[str, np.ndarray]]) -> None:
+    """CPU seconds and bytes of the run's own codec (its cube's ``cloud`` layer's) on
+    ``chunks`` as float32 and as float16."""
+    import zarr
     from numcodecs import Blosc
 
-    from pipeline.store.cube import compressors
-
-    codec = compressors()[0]  # Blosc LZ4, byte shuffle
-    blosc = Blosc(cname=codec.cname.value, clevel=codec.clevel, shuffle=Blosc.SHUFFLE)
+    codec = zarr.open_array(store=str(run / "cube.zarr"), path="cloud", mode="r").compressors[0]
+    shuffle = {"noshuffle": Blosc.NOSHUFFLE, "shuffle": Blosc.SHUFFLE}.get(
+        codec.shuffle.value, Blosc.BITSHUFFLE
+    )
+    blosc = Blosc(cname=codec.cname.value, clevel=codec.clevel, shuffle=shuffle)
     for dtype in (np.float32, np.float16):
         encode = decode = 0.0
         stored = 0

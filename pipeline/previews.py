@@ -5,9 +5,10 @@ rounded up) of the observed image, of the mask and of the clear image. Read from
 those samples cost a decode of every chunk of three bands of the input and of the cube (their
 chunks hold whole tiles): the slowest product task at full size. The mask task of each tile
 core (:mod:`pipeline.masks`) already holds those layers in memory, so it keeps the pixels of
-its core whose row and column are multiples of ``step`` and saves them as one ``.npz`` in
-``work/previews/``; :func:`assemble` puts the cores' samples together. The result is the
-strided read, value for value.
+its core whose row and column are multiples of ``step`` and saves them in ``work/previews/``,
+one ``.npy`` per layer (:data:`SAMPLE_LAYERS`), dates first; :func:`assemble` puts the cores'
+samples together. The result is the strided read, value for value. Each date's quicklook is a
+task of its own and maps the files, so it reads its own date's samples only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ import numpy as np
 from pipeline.store.durable import atomic_write
 from pipeline.tiling import Tile, Window
 
-__all__ = ["PreviewSpec", "Samples", "assemble", "preview_step", "save_samples"]
+__all__ = ["SAMPLE_LAYERS", "PreviewSpec", "Samples", "assemble", "preview_step", "save_samples"]
+
+#: The layers of a core's samples, a file each: (time, rows, cols, bands) float32 ``observed``
+#: and ``clear``, (time, rows, cols) uint8 ``mask``.
+SAMPLE_LAYERS = ("observed", "clear", "mask")
 
 
 def preview_step(height: int, width: int, size: int) -> int:
@@ -38,9 +43,9 @@ class PreviewSpec:
     step: int
     folder: str  # work/previews of the run
 
-    def path(self, tile: Tile) -> Path:
-        """The samples file of ``tile``'s core."""
-        return Path(self.folder) / f"r{tile.row:03d}c{tile.col:03d}.npz"
+    def path(self, tile: Tile, layer: str) -> Path:
+        """The samples file of ``layer`` (one of :data:`SAMPLE_LAYERS`) of ``tile``'s core."""
+        return Path(self.folder) / f"r{tile.row:03d}c{tile.col:03d}-{layer}.npy"
 
     def offsets(self, core: Window, window: Window) -> tuple[slice, slice]:
         """The sampled pixels of ``core`` (row and column multiples of :attr:`step`), as
@@ -79,21 +84,21 @@ class Samples:
     def save(self, codes: np.ndarray) -> None:
         """Write the samples with the core's mask ``codes`` (time, rows, cols over the core)."""
         rows, cols = self.spec.offsets(self.tile.core, self.tile.core)
-        save_samples(
-            self.spec.path(self.tile),
-            np.stack([self.observed[b] for b in self.spec.bands], axis=-1),
-            np.stack([self.clear[b] for b in self.spec.bands], axis=-1),
-            np.ascontiguousarray(codes[:, rows, cols]),
-        )
+        layers = {
+            "observed": np.stack([self.observed[b] for b in self.spec.bands], axis=-1),
+            "clear": np.stack([self.clear[b] for b in self.spec.bands], axis=-1),
+            "mask": np.ascontiguousarray(codes[:, rows, cols]),
+        }
+        save_samples(self.spec, self.tile, layers)
 
 
-def save_samples(path: Path, observed: np.ndarray, clear: np.ndarray, mask: np.ndarray) -> None:
-    """Write one core's samples atomically: (time, rows, cols, bands) observed and clear,
-    (time, rows, cols) mask."""
-    buffer = io.BytesIO()
-    np.savez(buffer, observed=observed, clear=clear, mask=mask)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, buffer.getvalue())
+def save_samples(spec: PreviewSpec, tile: Tile, layers: dict[str, np.ndarray]) -> None:
+    """Write one core's samples, each of :data:`SAMPLE_LAYERS` atomically as an ``.npy``."""
+    Path(spec.folder).mkdir(parents=True, exist_ok=True)
+    for layer in SAMPLE_LAYERS:
+        buffer = io.BytesIO()
+        np.save(buffer, layers[layer])
+        atomic_write(spec.path(tile, layer), buffer.getvalue())
 
 
 def assemble(
@@ -115,12 +120,12 @@ def assemble(
     observed = np.full((*shape, k), np.nan, np.float32)
     clear = np.full((*shape, k), np.nan, np.float32)
     mask = np.full(shape, 255, np.uint8)
+    outputs: tuple[np.ndarray, ...] = (observed, clear, mask)
     for tile in tiles:
         core = tile.core
         rows = slice(-(-core.row_off // step), -(-core.row_end // step))
         cols = slice(-(-core.col_off // step), -(-core.col_end // step))
-        with np.load(spec.path(tile)) as saved:
-            observed[:, rows, cols] = saved["observed"][picked]
-            clear[:, rows, cols] = saved["clear"][picked]
-            mask[:, rows, cols] = saved["mask"][picked]
+        for layer, out in zip(SAMPLE_LAYERS, outputs, strict=True):
+            # Mapped, not loaded: the dates come first, so only the picked ones are read.
+            out[:, rows, cols] = np.load(spec.path(tile, layer), mmap_mode="r")[picked]
     return observed, clear, mask

@@ -302,7 +302,9 @@ def write_quicklooks(
     ]
 
 
-#: zlib level of the quicklook PNGs (lossless at every level).
+#: zlib level of the quicklook PNGs (lossless at every level). 1 rather than Pillow's 6: a
+#: GF-4 quicklook (2930 × 1002) in 0.15 s instead of 0.23 s, 2.9 % larger, the same pixels. A
+#: quicklook's cost does not grow with the scene: at 2560² the 7 were 1.6 % of the run's CPU.
 QUICKLOOK_PNG_LEVEL = 1
 
 #: Quicklook tints of the mask codes (RGB in [0, 1]), blended half and half with the image.
@@ -332,9 +334,6 @@ def _save_quicklook(left: np.ndarray, right: np.ndarray, mask: np.ndarray, dst: 
     dst.parent.mkdir(parents=True, exist_ok=True)
     partial = dst.with_name(f".{dst.stem}.{uuid.uuid4().hex[:8]}.png")
     try:
-        # zlib level 1 rather than Pillow's 6: a GF-4 quicklook (2930 × 1002) in 0.15 s instead
-        # of 0.23 s, 3 % larger, the same pixels. A quicklook's cost does not grow with the scene,
-        # so at 2560² the 7 of them were 1.7 % of the run's CPU.
         labelled.save(partial, format="PNG", compress_level=QUICKLOOK_PNG_LEVEL)
         os.replace(partial, dst)
     except OSError as exc:
