@@ -76,7 +76,9 @@ class PeakMemory:
         self.interval = interval
         self.peak = 0
         self.cpu: dict[int, float] = {}  # pid → CPU seconds (user + system) at the last sample
+        self.system: dict[int, float] = {}  # pid → of which in the kernel (system time)
         self._cpu_before = 0.0
+        self._system_before = 0.0
         self.peak_at = 0.0  # seconds after the start
         self.at_peak: dict[int, int] = {}  # pid → RSS at the peak
         # This process's own highest RSS and when: the driver's high-water mark may come at
@@ -95,6 +97,7 @@ class PeakMemory:
                     rss[proc.pid] = proc.memory_info().rss
                     times = proc.cpu_times()
                     self.cpu[proc.pid] = times.user + times.system
+                    self.system[proc.pid] = times.system
                 except psutil.Error:
                     pass  # a process ended between listing and reading
             total = sum(rss.values())
@@ -109,6 +112,7 @@ class PeakMemory:
         self._started = time.perf_counter()
         times = psutil.Process().cpu_times()
         self._cpu_before = times.user + times.system
+        self._system_before = times.system
         self._thread.start()
         return self
 
@@ -133,6 +137,11 @@ class PeakMemory:
     def cpu_seconds(self) -> float:
         """CPU seconds of this process (since entering) and of its children."""
         return sum(self.cpu.values()) - self._cpu_before
+
+    @property
+    def system_seconds(self) -> float:
+        """Of :attr:`cpu_seconds`, those spent in the kernel (page faults, file I/O, fsync)."""
+        return sum(self.system.values()) - self._system_before
 
 
 def products(data: Path, size: int, dates: int) -> list[Path]:
@@ -406,7 +415,8 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"{ratios.per_iteration_cpu:.2f}; the run's processes used {memory.cpu_seconds:.1f} CPU s "
         f"({memory.cpu_seconds / wall:.2f} cores on average of {os.cpu_count()}): work ratio "
         f"{memory.cpu_seconds / ratios.bare_cpu:.2f} (= the wall ratio on a quiet machine "
-        f"with the workers always busy)"
+        f"with the workers always busy); in the kernel {memory.system_seconds:.1f} CPU s "
+        f"(page faults, file I/O)"
     )
     if args.contention and scope == "tile":
         first = [c for c in cases if c.band_index == 0 and c.iterations]
