@@ -75,10 +75,8 @@ class PeakMemory:
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peak = 0
-        self.cpu: dict[int, float] = {}  # pid → CPU seconds (user + system) at the last sample
-        self.system: dict[int, float] = {}  # pid → of which in the kernel (system time)
-        self._cpu_before = 0.0
-        self._system_before = 0.0
+        self.times: dict[int, Any] = {}  # pid → its CPU times (psutil) at the last sample
+        self._before: Any = None  # this process's CPU times on entering
         self.peak_at = 0.0  # seconds after the start
         self.at_peak: dict[int, int] = {}  # pid → RSS at the peak
         # This process's own highest RSS and when: the driver's high-water mark may come at
@@ -95,9 +93,7 @@ class PeakMemory:
             for proc in [me, *me.children(recursive=True)]:
                 try:
                     rss[proc.pid] = proc.memory_info().rss
-                    times = proc.cpu_times()
-                    self.cpu[proc.pid] = times.user + times.system
-                    self.system[proc.pid] = times.system
+                    self.times[proc.pid] = proc.cpu_times()
                 except psutil.Error:
                     pass  # a process ended between listing and reading
             total = sum(rss.values())
@@ -110,9 +106,7 @@ class PeakMemory:
 
     def __enter__(self) -> PeakMemory:
         self._started = time.perf_counter()
-        times = psutil.Process().cpu_times()
-        self._cpu_before = times.user + times.system
-        self._system_before = times.system
+        self._before = psutil.Process().cpu_times()
         self._thread.start()
         return self
 
@@ -128,20 +122,28 @@ class PeakMemory:
             f"{v / 2**30:.2f}" for v in others
         )
 
+    def _seconds(self, pids: Any, user: bool = True) -> float:
+        """System (and user) CPU seconds of ``pids`` since entering (this process's)."""
+
+        def cpu(t: Any) -> float:
+            return t.system + (t.user if user else 0.0)
+
+        return sum(cpu(self.times[p]) for p in pids if p in self.times) - cpu(self._before)
+
     @property
     def driver_cpu(self) -> float:
         """CPU seconds of this process since entering (the client and the scheduler)."""
-        return self.cpu.get(os.getpid(), 0.0) - self._cpu_before
+        return self._seconds([os.getpid()])
 
     @property
     def cpu_seconds(self) -> float:
         """CPU seconds of this process (since entering) and of its children."""
-        return sum(self.cpu.values()) - self._cpu_before
+        return self._seconds(self.times)
 
     @property
     def system_seconds(self) -> float:
         """Of :attr:`cpu_seconds`, those spent in the kernel (page faults, file I/O, fsync)."""
-        return sum(self.system.values()) - self._system_before
+        return self._seconds(self.times, user=False)
 
 
 def products(data: Path, size: int, dates: int) -> list[Path]:
