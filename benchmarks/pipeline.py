@@ -388,13 +388,13 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
     rows_split = _solve_task_seconds(rows)
     driver = memory.driver_cpu  # client + scheduler
     driver_rss, driver_at = memory.driver_highest  # client + scheduler, seconds in
-    in_tasks = sum(c for _, _, c in by_stage)
+    in_tasks = sum(c for _, _, c, _ in by_stage)
     print(
         f"  {scope} scope: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
         f"(in {_phase_at(memory.peak_at, summary.phase_seconds)}: {memory.split()} GiB); "
         + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
-        + "\n  task seconds (CPU seconds) summed over workers, by stage: "
-        + ", ".join(f"{k} {w:.1f} ({c:.1f})" for k, w, c in by_stage)
+        + "\n  task seconds (CPU seconds, of which in the kernel) summed over workers, by stage: "
+        + ", ".join(f"{k} {w:.1f} ({c:.1f}, {sys_:.1f})" for k, w, c, sys_ in by_stage)
         + "; of the row tasks: "
         + ", ".join(f"{k} {v:.1f}" for k, v in rows_split.items() if v)
         + f"\n  CPU outside tasks: driver (client, scheduler) {driver:.1f} s, worker and nanny "

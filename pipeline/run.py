@@ -155,7 +155,8 @@ class _Progress:
             ("staged", "stage_skipped", "solved", "solve_skipped", "blended"), 0
         )
         self.phases: dict[str, float] = {}  # wall seconds per phase, in run order
-        self.task_seconds: dict[str, list[float]] = {}  # stage → [seconds, CPU s] in its tasks
+        # stage → [seconds, CPU s, of those in the kernel] in its tasks
+        self.task_seconds: dict[str, list[float]] = {}
         self._mark = time.perf_counter()
 
     def lap(self, name: str) -> None:
@@ -185,7 +186,7 @@ class _Progress:
             failures=tuple(self.failures),
             products=products,
             phase_seconds=tuple(self.phases.items()),
-            task_seconds=tuple((k, s, c) for k, (s, c) in self.task_seconds.items()),
+            task_seconds=tuple((k, s, c, sys_) for k, (s, c, sys_) in self.task_seconds.items()),
         )
         log.debug("%s", summary.describe())  # the CLI prints it; library callers get it
         return summary

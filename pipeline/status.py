@@ -136,8 +136,9 @@ class RunSummary:
     failures: tuple[TileFailure, ...] = ()
     products: tuple[str, ...] = field(default=())
     phase_seconds: tuple[tuple[str, float], ...] = ()  # (phase, wall seconds), in run order
-    #: (stage, seconds, CPU seconds) inside its tasks, summed over the workers, in run order
-    task_seconds: tuple[tuple[str, float, float], ...] = ()
+    #: (stage, seconds, CPU seconds, of those in the kernel) inside its tasks, summed over the
+    #: workers, in run order
+    task_seconds: tuple[tuple[str, float, float, float], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -155,8 +156,10 @@ class RunSummary:
             lines.append("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.phase_seconds))
         if self.task_seconds:
             lines.append(
-                "in tasks (all workers; CPU s): "
-                + ", ".join(f"{k} {s:.1f} s ({c:.1f})" for k, s, c in self.task_seconds)
+                "in tasks (all workers; CPU s, of which in the kernel): "
+                + ", ".join(
+                    f"{k} {s:.1f} s ({c:.1f}, {sys_:.1f})" for k, s, c, sys_ in self.task_seconds
+                )
             )
         lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
         if self.failures:

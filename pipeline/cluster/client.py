@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -49,16 +50,23 @@ RETRIES = 2
 
 def _call(
     stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-) -> tuple[Any, float, float]:
-    """Run one task on a worker, after the test hooks; returns its result, its seconds and the
+) -> tuple[Any, float, float, float]:
+    """Run one task on a worker, after the test hooks; returns its result, its seconds, the
     worker process's CPU seconds meanwhile (a worker runs one task at a time, so that CPU is the
-    task's, the threads it starts included). The memory the task freed goes back to the system
-    afterwards (:mod:`pipeline.cluster.heap`), so the next task's peak does not stack on it."""
+    task's, the threads it starts included) and of those the kernel's (system time: page faults,
+    file I/O; counted in clock ticks, 10 ms, so read it summed over many tasks). The memory the
+    task freed goes back to the system afterwards (:mod:`pipeline.cluster.heap`), so the next
+    task's peak does not stack on it."""
     inject_faults(stage, key)
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu, kernel = time.perf_counter(), time.process_time(), os.times().system
     try:
         result = fn(*args, **kwargs)
-        return result, time.perf_counter() - started, time.process_time() - cpu
+        return (
+            result,
+            time.perf_counter() - started,
+            time.process_time() - cpu,
+            os.times().system - kernel,
+        )
     finally:
         return_free_memory()
 
@@ -189,8 +197,9 @@ def run_tasks(
     unit
         What the progress bar counts (the tasks' ``weight``): ``tiles``, ``products``, ...
     task_seconds
-        If given, the seconds and CPU seconds inside the tasks that succeeded are added to it by
-        stage, ``{stage: [seconds, cpu_seconds]}``: the run's time budget.
+        If given, the seconds, CPU seconds and the kernel's part of those inside the tasks that
+        succeeded are added to it by stage, ``{stage: [seconds, cpu_seconds, kernel_seconds]}``:
+        the run's time budget.
     hold
         Submit a ready task only when a worker thread is free for it, highest priority first
         (see above; :func:`holds_tasks` says where this is safe).
@@ -263,11 +272,11 @@ def run_tasks(
                 failures[task.key] = exc
                 log.error("%s %s failed: %s", task.stage or stage, task.key, exc)
             else:
-                results[task.key], seconds, cpu = future.result()
+                results[task.key], *spent = future.result()
                 if task_seconds is not None:
-                    totals = task_seconds.setdefault(task.stage or stage, [0.0, 0.0])
-                    totals[0] += seconds
-                    totals[1] += cpu
+                    totals = task_seconds.setdefault(task.stage or stage, [0.0, 0.0, 0.0])
+                    for k, value in enumerate(spent):
+                        totals[k] += value
                 bar.update(task.weight)
             future.release()
             waiting = _release_ready(waiting, keys, results, failures, dropped, make_ready)
