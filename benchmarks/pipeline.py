@@ -11,7 +11,9 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
   driver plus all worker processes (RSS sampled every 0.2 s);
 * the seconds and CPU seconds inside each stage's tasks summed over the workers (the run
   summary's ``task_seconds``), and of the row tasks: reading halos, solving, blending and
-  writing (their completion markers);
+  writing (their completion markers); in tile scope each worker's seconds in tasks against
+  the span of all tasks, and the span perfectly packed (the summary's ``worker_busy``,
+  ``task_span``);
 * the **bare reference**, measured in this process right after the run, on the run's own
   staged ``input.zarr``: the run's own solver (:func:`pipeline.solve.solve_matrix`, i.e.
   :func:`cloudcore.decompose` and, for the default, :func:`cloudcore.refine`) on each tile's
@@ -20,7 +22,9 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
   :func:`cloudcore.scene.solve_blocks` of each band's cores in this process on one thread (as
   ``benchmarks/scene_scope.py``). Tiles beyond
   ``--bare-tiles`` are not all solved again: the bare time of the others is the sample's
-  seconds per iteration and pixel × their d × iterations;
+  seconds per iteration and pixel × their d × iterations; for the tiles solved bare, the
+  solving thread's CPU, kernel seconds, page faults and preemptions in the run (the tile
+  records) against bare (:class:`pipeline.usage.ThreadUsage`);
 * the two ratios of issue #17, side by side from this one run:
   *per iteration* = in-pipeline seconds per iteration and pixel / bare (tile scope: over the
   tiles solved bare; scene scope: the band's wall per iteration × workers / bare), and
@@ -66,6 +70,7 @@ import psutil  # noqa: E402
 from pipeline.config import Config, SolverConfig, parse  # noqa: E402
 from pipeline.inputs.synthetic import make_gf4_series  # noqa: E402
 from pipeline.run import run  # noqa: E402
+from pipeline.usage import ThreadUsage  # noqa: E402
 
 
 class PeakMemory:
@@ -172,7 +177,7 @@ class TileCase:
     d: int
     iterations: int
     seconds: float  # in the pipeline (the tile record's ``seconds``)
-    cpu_seconds: float  # in the pipeline: the solving thread's CPU time (``cpu_seconds``)
+    usage: ThreadUsage  # in the pipeline: the solving thread's (``cpu_seconds`` ...)
 
 
 def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -189,23 +194,24 @@ def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.
     return D, mask, max(kept.size, 2)
 
 
-def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, float, int]:
-    """Seconds, CPU seconds and iterations of the run's solve (:func:`pipeline.solve.
-    solve_matrix`: decompose, then refine when the solver refines) of the tile's halo matrix,
-    on one thread, without reading or writing."""
+def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, ThreadUsage, int]:
+    """Seconds, the solving thread's usage (CPU seconds, kernel seconds, page faults,
+    preemptions) and iterations of the run's solve (:func:`pipeline.solve.solve_matrix`:
+    decompose, then refine when the solver refines) of the tile's halo matrix, on one thread,
+    without reading or writing."""
     from pipeline.solve import resolve_lambda, solve_matrix
 
     D, mask, n = halo_matrix(store, case, solver.dtype)
     lam = resolve_lambda(solver.lam, case.d, n)
     shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
-    started, cpu = time.perf_counter(), time.thread_time()
+    started, usage = time.perf_counter(), ThreadUsage.now()
     result = solve_matrix(D, mask, solver, shape, lam, threads=1)
-    return time.perf_counter() - started, time.thread_time() - cpu, int(result.iterations)
+    return time.perf_counter() - started, ThreadUsage.now() - usage, int(result.iterations)
 
 
 def bare_tiles(
     store: str, cases: list[TileCase], solver: SolverConfig
-) -> list[tuple[float, float, int]]:
+) -> list[tuple[float, ThreadUsage, int]]:
     """:func:`bare_tile` of each case, after one untimed warm-up solve (numba's cache)."""
     bare_tile(store, cases[0], solver)
     return [bare_tile(store, c, solver) for c in cases]
@@ -228,8 +234,8 @@ def contention(
     """Summed bare (seconds, CPU seconds) of ``cases`` in one worker-like process alone, and
     the mean of two such processes solving them at the same time."""
 
-    def summed(results: list[tuple[float, float, int]]) -> np.ndarray:
-        return np.array([sum(r[0] for r in results), sum(r[1] for r in results)])
+    def summed(results: list[tuple[float, ThreadUsage, int]]) -> np.ndarray:
+        return np.array([sum(r[0] for r in results), sum(r[1].cpu_seconds for r in results)])
 
     with _worker_like_pool(2) as pool:
         alone = summed(pool.submit(bare_tiles, store, cases, solver).result())
@@ -266,7 +272,12 @@ def tile_cases(out: Path, plan_bands: list[str], rows: list[dict[str, Any]]) -> 
                 d=int(record["d"]),
                 iterations=int(record["iterations"]),
                 seconds=float(record["seconds"]),
-                cpu_seconds=float(record["cpu_seconds"]),
+                usage=ThreadUsage(
+                    float(record["cpu_seconds"]),
+                    float(record["kernel_seconds"]),
+                    int(record["page_faults"]),
+                    int(record["preempted"]),
+                ),
             )
         )
     return cases
@@ -291,6 +302,8 @@ class Ratios:
     bare_cpu: float = float("nan")  # bare CPU seconds of every tile, summed
     per_iteration_cpu: float = float("nan")  # in-pipeline / bare CPU seconds, same tiles
     notes: list[str] = field(default_factory=list)
+    #: The solving thread's usage over the tiles solved bare, in the pipeline and bare.
+    solve_usage: tuple[ThreadUsage, ThreadUsage] | None = None
 
 
 def tile_ratios(
@@ -307,14 +320,19 @@ def tile_ratios(
     work = sum(c.d * c.iterations for c in picked)  # pixel-iterations of the sample
     # Tiles not solved bare: the sample's seconds per pixel-iteration × their own work.
     rest = sum(c.d * c.iterations for c in solved if c not in set(picked)) / work
-    bare_wall, bare_cpu = (sum(b[k] for b in bare) for k in (0, 1))
+    bare_wall = sum(b[0] for b in bare)
+    in_run, alone = (sum(u, ThreadUsage(0.0, 0.0, 0, 0)) for u in (
+        (c.usage for c in picked), (b[1] for b in bare)
+    ))  # fmt: skip
+    bare_cpu = alone.cpu_seconds
     return Ratios(
         bare_seconds=bare_wall * (1 + rest),
         per_iteration=sum(c.seconds for c in picked) / bare_wall,
         wall=wall / (bare_wall * (1 + rest) / workers),
         bare_cpu=bare_cpu * (1 + rest),
-        per_iteration_cpu=sum(c.cpu_seconds for c in picked) / bare_cpu,
+        per_iteration_cpu=in_run.cpu_seconds / bare_cpu,
         notes=[f"bare: {len(picked)} of {len(solved)} tile solves measured"],
+        solve_usage=(in_run, alone),
     )
 
 
@@ -401,6 +419,7 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"processes {memory.cpu_seconds - driver - in_tasks:.1f} s"
         + f"\n  the driver's own highest RSS: {driver_rss / 2**30:.2f} GiB at {driver_at:.0f} s "
         f"(in {_phase_at(driver_at, summary.phase_seconds)})"
+        + _packing(summary.worker_busy, summary.task_span, scope)
     )
     bands = list(json.loads((out / "COMPLETE.json").read_text())["bands"])
     cases = tile_cases(out, bands, rows) if scope == "tile" else []
@@ -420,6 +439,15 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"with the workers always busy); in the kernel {memory.system_seconds:.1f} CPU s "
         f"(page faults, file I/O)"
     )
+    if ratios.solve_usage is not None:
+        in_run, bare = ratios.solve_usage
+        print(
+            f"  the solving thread, same tiles, in the run against bare: CPU "
+            f"{in_run.cpu_seconds:.1f} against {bare.cpu_seconds:.1f} s, of which in the kernel "
+            f"{in_run.kernel_seconds:.1f} against {bare.kernel_seconds:.1f} s; page faults "
+            f"{in_run.page_faults} against {bare.page_faults}; preempted {in_run.preempted} "
+            f"against {bare.preempted} times"
+        )
     if args.contention and scope == "tile":
         first = [c for c in cases if c.band_index == 0 and c.iterations]
         alone, together = contention(str(out / "work" / "input.zarr"), first, config.solver)
@@ -495,6 +523,21 @@ def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
         if seconds <= elapsed:
             return name
     return "the end"
+
+
+def _packing(busy: tuple[float, ...], span: float, scope: str) -> str:
+    """How well the tasks kept the workers busy: each worker's seconds in tasks against the span
+    from the first task's start to the last one's end, and the span the same tasks would take
+    perfectly packed (their seconds over the workers): the most a better schedule could gain.
+    Tile scope only: scene scope solves in actors, which are not tasks."""
+    if scope != "tile" or not busy:
+        return ""
+    return (
+        "\n  workers busy "
+        + ", ".join(f"{b:.1f}" for b in busy)
+        + f" s of the {span:.1f} s from the first task's start to the last one's end; "
+        f"perfectly packed the same tasks would take {sum(busy) / len(busy):.1f} s"
+    )
 
 
 def _solve_task_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:

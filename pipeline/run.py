@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
-from pipeline.cluster import Task, connect, holds_tasks, run_tasks, solver_threads
+from pipeline.cluster import Task, TaskClock, connect, holds_tasks, run_tasks, solver_threads
 from pipeline.cluster.warmup import KernelWarmup
 from pipeline.config import Config
 from pipeline.errors import ConfigError, InputError, PipelineError
@@ -155,8 +155,7 @@ class _Progress:
             ("staged", "stage_skipped", "solved", "solve_skipped", "blended"), 0
         )
         self.phases: dict[str, float] = {}  # wall seconds per phase, in run order
-        # stage → [seconds, CPU s, of those in the kernel] in its tasks
-        self.task_seconds: dict[str, list[float]] = {}
+        self.clock = TaskClock()  # the tasks' seconds by stage and by worker
         self._mark = time.perf_counter()
 
     def lap(self, name: str) -> None:
@@ -186,7 +185,9 @@ class _Progress:
             failures=tuple(self.failures),
             products=products,
             phase_seconds=tuple(self.phases.items()),
-            task_seconds=tuple((k, s, c, sys_) for k, (s, c, sys_) in self.task_seconds.items()),
+            task_seconds=tuple((k, s, c, sys_) for k, (s, c, sys_) in self.clock.by_stage.items()),
+            worker_busy=tuple(sorted(self.clock.busy.values(), reverse=True)),
+            task_span=self.clock.span,
         )
         log.debug("%s", summary.describe())  # the CLI prints it; library callers get it
         return summary
@@ -250,9 +251,7 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
         )
         for t in todo
     ]
-    staged, failed = run_tasks(
-        client, stage_jobs, stage="stage", task_seconds=progress.task_seconds
-    )
+    staged, failed = run_tasks(client, stage_jobs, stage="stage", clock=progress.clock)
     progress.check("stage", failed)
     progress.counts.update(staged=len(staged), stage_skipped=len(tiles) - len(todo))
     return set(failed)
@@ -376,7 +375,7 @@ def _run_batch(
         client,
         jobs,
         stage=stage,
-        task_seconds=progress.task_seconds,
+        clock=progress.clock,
         hold=holds_tasks(plan.config.cluster),
     )
     for name in dict.fromkeys(stages.values()):

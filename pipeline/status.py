@@ -139,6 +139,10 @@ class RunSummary:
     #: (stage, seconds, CPU seconds, of those in the kernel) inside its tasks, summed over the
     #: workers, in run order
     task_seconds: tuple[tuple[str, float, float, float], ...] = ()
+    #: Seconds each worker spent in tasks, most first, and the seconds from the first task's
+    #: start to the last one's end: how well the tasks kept the workers busy.
+    worker_busy: tuple[float, ...] = ()
+    task_span: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -160,6 +164,12 @@ class RunSummary:
                 + ", ".join(
                     f"{k} {s:.1f} s ({c:.1f}, {sys_:.1f})" for k, s, c, sys_ in self.task_seconds
                 )
+            )
+        if self.worker_busy:
+            lines.append(
+                "workers busy "
+                + ", ".join(f"{b:.1f}" for b in self.worker_busy)
+                + f" s of the {self.task_span:.1f} s from the first task's start to the last end"
             )
         lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
         if self.failures:

@@ -5,10 +5,11 @@ tasks fail on purpose (:mod:`~pipeline.cluster.faults`)."""
 from pipeline.cluster.client import (
     RETRIES,
     Task,
+    TaskClock,
     connect,
     holds_tasks,
     run_tasks,
     solver_threads,
 )
 
-__all__ = ["RETRIES", "Task", "connect", "holds_tasks", "run_tasks", "solver_threads"]
+__all__ = ["RETRIES", "Task", "TaskClock", "connect", "holds_tasks", "run_tasks", "solver_threads"]

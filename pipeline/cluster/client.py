@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from distributed import Client, Future, as_completed
+from distributed import Client, Future, as_completed, get_worker
 from tqdm import tqdm
 
 from pipeline.cluster.faults import inject_faults
@@ -32,6 +33,7 @@ from pipeline.errors import ConfigError
 __all__ = [
     "RETRIES",
     "Task",
+    "TaskClock",
     "connect",
     "holds_tasks",
     "run_tasks",
@@ -50,25 +52,69 @@ RETRIES = 2
 
 def _call(
     stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-) -> tuple[Any, float, float, float]:
-    """Run one task on a worker, after the test hooks; returns its result, its seconds, the
-    worker process's CPU seconds meanwhile (a worker runs one task at a time, so that CPU is the
-    task's, the threads it starts included) and of those the kernel's (system time: page faults,
-    file I/O; counted in clock ticks, 10 ms, so read it summed over many tasks). The memory the
-    task freed goes back to the system afterwards (:mod:`pipeline.cluster.heap`), so the next
-    task's peak does not stack on it."""
+) -> tuple[Any, str, float, float, float, float]:
+    """Run one task on a worker, after the test hooks; returns its result, the worker's address,
+    when it started (seconds since the epoch), its seconds, the worker process's
+    CPU seconds meanwhile (a worker runs one task at a time, so that CPU is the task's, the
+    threads it starts included) and of those the kernel's (system time: page faults, file I/O;
+    counted in clock ticks, 10 ms, so read it summed over many tasks). The memory the task freed
+    goes back to the system afterwards (:mod:`pipeline.cluster.heap`), so the next task's peak
+    does not stack on it."""
     inject_faults(stage, key)
-    started, cpu, kernel = time.perf_counter(), time.process_time(), os.times().system
+    worker = get_worker().address
+    epoch, started = time.time(), time.perf_counter()
+    cpu, kernel = time.process_time(), os.times().system
     try:
         result = fn(*args, **kwargs)
         return (
             result,
+            worker,
+            epoch,
             time.perf_counter() - started,
             time.process_time() - cpu,
             os.times().system - kernel,
         )
     finally:
         return_free_memory()
+
+
+@dataclass
+class TaskClock:
+    """Where the workers' time went, from the tasks of a run (:func:`run_tasks` fills it).
+
+    Attributes
+    ----------
+    by_stage
+        Per stage, ``[seconds, CPU seconds, of those in the kernel]`` inside its tasks that
+        succeeded, summed over the workers.
+    busy
+        Per worker (by address), the seconds it spent inside tasks that succeeded.
+    first_start, last_end
+        When the first of those tasks started and the last one ended (seconds since the epoch,
+        the workers' clocks).
+    """
+
+    by_stage: dict[str, list[float]] = field(default_factory=dict)
+    busy: dict[str, float] = field(default_factory=dict)
+    first_start: float = math.inf
+    last_end: float = -math.inf
+
+    def add(
+        self, stage: str, worker: str, start: float, seconds: float, cpu: float, kernel: float
+    ) -> None:
+        """Count one task's time."""
+        totals = self.by_stage.setdefault(stage, [0.0, 0.0, 0.0])
+        for k, value in enumerate((seconds, cpu, kernel)):
+            totals[k] += value
+        self.busy[worker] = self.busy.get(worker, 0.0) + seconds
+        self.first_start = min(self.first_start, start)
+        self.last_end = max(self.last_end, start + seconds)
+
+    @property
+    def span(self) -> float:
+        """Seconds from the first task's start to the last one's end (0 before any task):
+        with every worker busy all along, each worker's :attr:`busy` would be this."""
+        return max(self.last_end - self.first_start, 0.0)
 
 
 def solver_threads(cfg: ClusterSpec) -> int:
@@ -168,7 +214,7 @@ def run_tasks(
     *,
     stage: str,
     unit: str = "tiles",
-    task_seconds: dict[str, list[float]] | None = None,
+    clock: TaskClock | None = None,
     hold: bool = False,
 ) -> tuple[dict[str, Any], dict[str, BaseException]]:
     """Run tasks, one Dask task each, as their dependencies finish, showing a progress bar.
@@ -196,9 +242,8 @@ def run_tasks(
         Name shown on the progress bar and in the log.
     unit
         What the progress bar counts (the tasks' ``weight``): ``tiles``, ``products``, ...
-    task_seconds
-        If given, the seconds, CPU seconds and the kernel's part of those inside the tasks that
-        succeeded are added to it by stage, ``{stage: [seconds, cpu_seconds, kernel_seconds]}``:
+    clock
+        If given, the time of the tasks that succeeded is added to it (by stage and by worker):
         the run's time budget.
     hold
         Submit a ready task only when a worker thread is free for it, highest priority first
@@ -273,10 +318,8 @@ def run_tasks(
                 log.error("%s %s failed: %s", task.stage or stage, task.key, exc)
             else:
                 results[task.key], *spent = future.result()
-                if task_seconds is not None:
-                    totals = task_seconds.setdefault(task.stage or stage, [0.0, 0.0, 0.0])
-                    for k, value in enumerate(spent):
-                        totals[k] += value
+                if clock is not None:
+                    clock.add(task.stage or stage, *spent)
                 bar.update(task.weight)
             future.release()
             waiting = _release_ready(waiting, keys, results, failures, dropped, make_ready)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,29 @@ def test_products_are_written(tiled: tuple[Path, RunSummary]) -> None:
     assert table.sizes["tile"] == summary.tiles * 5 and bool(table.converged.all())
     assert (out / "diagnostics.csv").read_text().count("\n") == summary.tiles * 5 + 1
     assert not list(out.glob("*.partial")) and not list((out / "cog").glob(".*"))
+
+
+def test_the_time_budget_is_in_the_summary_and_the_tile_records(
+    tiled: tuple[Path, RunSummary],
+) -> None:
+    out, summary = tiled
+    # Seconds in tasks, by worker (2 in this run's cluster) and by stage, are the same time.
+    in_tasks = sum(seconds for _, seconds, _, _ in summary.task_seconds)
+    assert len(summary.worker_busy) == 2
+    assert sum(summary.worker_busy) == pytest.approx(in_tasks)
+    assert max(summary.worker_busy) <= summary.task_span <= summary.seconds
+    assert "workers busy" in summary.describe()
+    records = [
+        tile
+        for marker in (out / "work" / "done").glob("*.json")
+        for tile in json.loads(marker.read_text()).get("tiles", [])
+    ]
+    assert len(records) == summary.tiles * summary.bands
+    for record in records:
+        assert 0.0 <= record["kernel_seconds"] <= record["cpu_seconds"] + 0.01
+        assert record["page_faults"] >= 0 and record["preempted"] >= 0
+    if hasattr(resource, "RUSAGE_THREAD"):  # Linux counts them per thread
+        assert sum(r["page_faults"] for r in records) > 0
 
 
 def test_clouds_are_removed(

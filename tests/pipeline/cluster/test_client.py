@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from distributed import Client, LocalCluster, get_client
 
-from pipeline.cluster import Task, run_tasks
+from pipeline.cluster import Task, TaskClock, run_tasks
 from pipeline.cluster.client import holds_tasks
 from pipeline.config import ClusterSpec
 
@@ -123,10 +123,27 @@ def _fresh_pages(megabytes: int, times: int) -> int:
 def test_task_seconds_split_the_kernel_s_part_of_the_cpu(one_worker: Client) -> None:
     # 20 × 128 MiB of new pages: about 650 000 page faults, tens of milliseconds of system time
     # at the least, against a clock tick of 10 ms.
-    spent: dict[str, list[float]] = {}
+    clock = TaskClock()
     batch = [Task(f"p{i}", _fresh_pages, (128, 10)) for i in range(2)]
-    results, failures = run_tasks(one_worker, batch, stage="pages", task_seconds=spent)
+    results, failures = run_tasks(one_worker, batch, stage="pages", clock=clock)
     assert not failures and set(results.values()) == {10}
-    seconds, cpu, kernel = spent["pages"]
+    seconds, cpu, kernel = clock.by_stage["pages"]
     assert seconds > 0.0
     assert 0.0 < kernel <= cpu + 0.02  # ticks against a finer clock
+
+
+@pytest.mark.parametrize(("hold", "workers"), [(True, 1), (True, 2), (False, 2)])
+def test_the_clock_counts_each_worker_s_busy_seconds_and_the_span(
+    hold: bool, workers: int, request: pytest.FixtureRequest
+) -> None:
+    client = request.getfixturevalue("one_worker" if workers == 1 else "two_workers")
+    clock = TaskClock()
+    batch = [_task(f"t{i}", seconds=0.3) for i in range(4)]
+    results, failures = run_tasks(client, batch, stage="nap", hold=hold, clock=clock)
+    assert not failures and len(results) == 4
+    assert len(clock.busy) == workers  # by worker address, even for workers in one process
+    busy = sum(clock.busy.values())
+    assert busy == pytest.approx(clock.by_stage["nap"][0])
+    assert 4 * 0.3 <= busy < 4 * 0.3 + 0.5
+    # One worker runs them one after the other; two run two at a time.
+    assert busy / workers <= clock.span < busy / workers + 0.5
