@@ -12,8 +12,8 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
 * the seconds and CPU seconds inside each stage's tasks summed over the workers (the run
   summary's ``task_seconds``), and of the row tasks: reading halos, solving, blending and
   writing (their completion markers); in tile scope each worker's seconds in tasks against
-  the span of all tasks, and the span perfectly packed (the summary's ``worker_busy``,
-  ``task_span``);
+  the span of all tasks, and the span perfectly packed (:meth:`pipeline.status.RunSummary.
+  packing`);
 * the **bare reference**, measured in this process right after the run, on the run's own
   staged ``input.zarr``: the run's own solver (:func:`pipeline.solve.solve_matrix`, i.e.
   :func:`cloudcore.decompose` and, for the default, :func:`cloudcore.refine`) on each tile's
@@ -24,7 +24,7 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
   ``--bare-tiles`` are not all solved again: the bare time of the others is the sample's
   seconds per iteration and pixel × their d × iterations; for the tiles solved bare, the
   solving thread's CPU, kernel seconds, page faults and preemptions in the run (the tile
-  records) against bare (:class:`pipeline.usage.ThreadUsage`);
+  records) against bare (:class:`pipeline.usage.CpuUsage`);
 * the two ratios of issue #17, side by side from this one run:
   *per iteration* = in-pipeline seconds per iteration and pixel / bare (tile scope: over the
   tiles solved bare; scene scope: the band's wall per iteration × workers / bare), and
@@ -70,7 +70,7 @@ import psutil  # noqa: E402
 from pipeline.config import Config, SolverConfig, parse  # noqa: E402
 from pipeline.inputs.synthetic import make_gf4_series  # noqa: E402
 from pipeline.run import run  # noqa: E402
-from pipeline.usage import ThreadUsage  # noqa: E402
+from pipeline.usage import CpuUsage  # noqa: E402
 
 
 class PeakMemory:
@@ -177,7 +177,7 @@ class TileCase:
     d: int
     iterations: int
     seconds: float  # in the pipeline (the tile record's ``seconds``)
-    usage: ThreadUsage  # in the pipeline: the solving thread's (``cpu_seconds`` ...)
+    usage: CpuUsage  # in the pipeline: the solving thread's (``cpu_seconds`` ...)
 
 
 def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -194,7 +194,7 @@ def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.
     return D, mask, max(kept.size, 2)
 
 
-def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, ThreadUsage, int]:
+def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, CpuUsage, int]:
     """Seconds, the solving thread's usage (CPU seconds, kernel seconds, page faults,
     preemptions) and iterations of the run's solve (:func:`pipeline.solve.solve_matrix`:
     decompose, then refine when the solver refines) of the tile's halo matrix, on one thread,
@@ -204,14 +204,14 @@ def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, 
     D, mask, n = halo_matrix(store, case, solver.dtype)
     lam = resolve_lambda(solver.lam, case.d, n)
     shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
-    started, usage = time.perf_counter(), ThreadUsage.now()
+    started, usage = time.perf_counter(), CpuUsage.of_thread()
     result = solve_matrix(D, mask, solver, shape, lam, threads=1)
-    return time.perf_counter() - started, ThreadUsage.now() - usage, int(result.iterations)
+    return time.perf_counter() - started, CpuUsage.of_thread() - usage, int(result.iterations)
 
 
 def bare_tiles(
     store: str, cases: list[TileCase], solver: SolverConfig
-) -> list[tuple[float, ThreadUsage, int]]:
+) -> list[tuple[float, CpuUsage, int]]:
     """:func:`bare_tile` of each case, after one untimed warm-up solve (numba's cache)."""
     bare_tile(store, cases[0], solver)
     return [bare_tile(store, c, solver) for c in cases]
@@ -234,7 +234,7 @@ def contention(
     """Summed bare (seconds, CPU seconds) of ``cases`` in one worker-like process alone, and
     the mean of two such processes solving them at the same time."""
 
-    def summed(results: list[tuple[float, ThreadUsage, int]]) -> np.ndarray:
+    def summed(results: list[tuple[float, CpuUsage, int]]) -> np.ndarray:
         return np.array([sum(r[0] for r in results), sum(r[1].cpu_seconds for r in results)])
 
     with _worker_like_pool(2) as pool:
@@ -272,12 +272,7 @@ def tile_cases(out: Path, plan_bands: list[str], rows: list[dict[str, Any]]) -> 
                 d=int(record["d"]),
                 iterations=int(record["iterations"]),
                 seconds=float(record["seconds"]),
-                usage=ThreadUsage(
-                    float(record["cpu_seconds"]),
-                    float(record["kernel_seconds"]),
-                    int(record["page_faults"]),
-                    int(record["preempted"]),
-                ),
+                usage=CpuUsage.from_record(record),
             )
         )
     return cases
@@ -303,7 +298,7 @@ class Ratios:
     per_iteration_cpu: float = float("nan")  # in-pipeline / bare CPU seconds, same tiles
     notes: list[str] = field(default_factory=list)
     #: The solving thread's usage over the tiles solved bare, in the pipeline and bare.
-    solve_usage: tuple[ThreadUsage, ThreadUsage] | None = None
+    solve_usage: tuple[CpuUsage, CpuUsage] | None = None
 
 
 def tile_ratios(
@@ -321,9 +316,8 @@ def tile_ratios(
     # Tiles not solved bare: the sample's seconds per pixel-iteration × their own work.
     rest = sum(c.d * c.iterations for c in solved if c not in set(picked)) / work
     bare_wall = sum(b[0] for b in bare)
-    in_run, alone = (sum(u, ThreadUsage(0.0, 0.0, 0, 0)) for u in (
-        (c.usage for c in picked), (b[1] for b in bare)
-    ))  # fmt: skip
+    in_run = sum((c.usage for c in picked), CpuUsage())
+    alone = sum((b[1] for b in bare), CpuUsage())
     bare_cpu = alone.cpu_seconds
     return Ratios(
         bare_seconds=bare_wall * (1 + rest),
@@ -419,7 +413,7 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"processes {memory.cpu_seconds - driver - in_tasks:.1f} s"
         + f"\n  the driver's own highest RSS: {driver_rss / 2**30:.2f} GiB at {driver_at:.0f} s "
         f"(in {_phase_at(driver_at, summary.phase_seconds)})"
-        + _packing(summary.worker_busy, summary.task_span, scope)
+        + (f"\n  {summary.packing()}" if scope == "tile" else "")  # scene scope: actors
     )
     bands = list(json.loads((out / "COMPLETE.json").read_text())["bands"])
     cases = tile_cases(out, bands, rows) if scope == "tile" else []
@@ -523,21 +517,6 @@ def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
         if seconds <= elapsed:
             return name
     return "the end"
-
-
-def _packing(busy: tuple[float, ...], span: float, scope: str) -> str:
-    """How well the tasks kept the workers busy: each worker's seconds in tasks against the span
-    from the first task's start to the last one's end, and the span the same tasks would take
-    perfectly packed (their seconds over the workers): the most a better schedule could gain.
-    Tile scope only: scene scope solves in actors, which are not tasks."""
-    if scope != "tile" or not busy:
-        return ""
-    return (
-        "\n  workers busy "
-        + ", ".join(f"{b:.1f}" for b in busy)
-        + f" s of the {span:.1f} s from the first task's start to the last one's end; "
-        f"perfectly packed the same tasks would take {sum(busy) / len(busy):.1f} s"
-    )
 
 
 def _solve_task_seconds(rows: list[dict[str, Any]]) -> dict[str, float]:

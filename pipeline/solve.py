@@ -31,7 +31,7 @@ from pipeline.config import SolverConfig
 from pipeline.errors import TileError
 from pipeline.store.layout import Layout, components
 from pipeline.tiling import Tile
-from pipeline.usage import ThreadUsage
+from pipeline.usage import CpuUsage
 
 if TYPE_CHECKING:
     from cloudcore import Decomposition
@@ -215,14 +215,13 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         "lam": lam,
         "dates_left_out": left_out,
     }
-    started, usage = time.perf_counter(), ThreadUsage.now()
+    started, usage = time.perf_counter(), CpuUsage.of_thread()
     frames = (n, halo.height, halo.width)
     count = len(components(job.solver.method, job.solver.refines))
     if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
         layers = [np.full(frames, np.nan, np.float32) for _ in range(count)]
         record.update(iterations=0, converged=True, residual=0.0, anomaly_scale=0.0)
-        record.update(read_seconds=round(read_seconds, 4), seconds=0.0, cpu_seconds=0.0)
-        record.update(kernel_seconds=0.0, page_faults=0, preempted=0)
+        record.update(read_seconds=round(read_seconds, 4), seconds=0.0, **CpuUsage().as_record())
         return layers, record
     try:
         result = solve_matrix(D, mask, job.solver, (halo.height, halo.width), lam, job.threads)
@@ -246,7 +245,6 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
             layers.append(full)
     if job.solver.refines:
         record["refine_lam"] = float(result.lam)
-    used = ThreadUsage.now() - usage
     record.update(
         iterations=int(result.iterations),
         converged=bool(result.converged),
@@ -257,10 +255,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         # The solving thread's CPU time (numba runs the kernels in it at threads=1): on a
         # shared machine it tells the solver's own cost from the time other processes took.
         # Its kernel part, page faults and preemptions tell why it differs from a bare solve's.
-        cpu_seconds=round(used.cpu_seconds, 4),
-        kernel_seconds=round(used.kernel_seconds, 4),
-        page_faults=used.page_faults,
-        preempted=used.preempted,
+        **(CpuUsage.of_thread() - usage).as_record(),
     )
     if not mask.any():
         record["empty"] = True  # reported once for all such tiles by the run

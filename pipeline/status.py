@@ -148,6 +148,19 @@ class RunSummary:
     def ok(self) -> bool:
         return not self.failures
 
+    def packing(self) -> str:
+        """How well the tasks kept the workers busy: each worker's seconds in tasks against the
+        span from the first task's start to the last one's end, and the span the same tasks
+        would take perfectly packed (their seconds over the workers), the most a better
+        schedule could gain. Scene scope's band solves run in actors, not tasks: not counted."""
+        packed = sum(self.worker_busy) / max(len(self.worker_busy), 1)
+        return (
+            "workers busy in tasks "
+            + ", ".join(f"{b:.1f}" for b in self.worker_busy)
+            + f" s of the {self.task_span:.1f} s from the first task's start to the last end; "
+            f"perfectly packed {packed:.1f} s"
+        )
+
     def describe(self) -> str:
         """A short human-readable account for the terminal."""
         lines = [
@@ -166,11 +179,7 @@ class RunSummary:
                 )
             )
         if self.worker_busy:
-            lines.append(
-                "workers busy "
-                + ", ".join(f"{b:.1f}" for b in self.worker_busy)
-                + f" s of the {self.task_span:.1f} s from the first task's start to the last end"
-            )
+            lines.append(self.packing())
         lines += [f"FAILED {f.stage} {f.key}: {f.message}" for f in self.failures]
         if self.failures:
             lines.append("nothing was published; rerun the same command to retry the failed tiles")

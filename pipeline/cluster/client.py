@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from pipeline.cluster.faults import inject_faults
 from pipeline.cluster.heap import return_free_memory
 from pipeline.config import ClusterSpec
 from pipeline.errors import ConfigError
+from pipeline.usage import CpuUsage
 
 __all__ = [
     "RETRIES",
@@ -52,28 +52,19 @@ RETRIES = 2
 
 def _call(
     stage: str, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-) -> tuple[Any, str, float, float, float, float]:
+) -> tuple[Any, str, float, float, CpuUsage]:
     """Run one task on a worker, after the test hooks; returns its result, the worker's address,
-    when it started (seconds since the epoch), its seconds, the worker process's
-    CPU seconds meanwhile (a worker runs one task at a time, so that CPU is the task's, the
-    threads it starts included) and of those the kernel's (system time: page faults, file I/O;
-    counted in clock ticks, 10 ms, so read it summed over many tasks). The memory the task freed
-    goes back to the system afterwards (:mod:`pipeline.cluster.heap`), so the next task's peak
-    does not stack on it."""
+    when it started (seconds since the epoch), its seconds and the worker process's usage
+    meanwhile (a worker runs one task at a time, so that usage is the task's, the threads it
+    starts included). The memory the task freed goes back to the system afterwards
+    (:mod:`pipeline.cluster.heap`), so the next task's peak does not stack on it."""
     inject_faults(stage, key)
     worker = get_worker().address
-    epoch, started = time.time(), time.perf_counter()
-    cpu, kernel = time.process_time(), os.times().system
+    epoch, started, usage = time.time(), time.perf_counter(), CpuUsage.of_process()
     try:
         result = fn(*args, **kwargs)
-        return (
-            result,
-            worker,
-            epoch,
-            time.perf_counter() - started,
-            time.process_time() - cpu,
-            os.times().system - kernel,
-        )
+        seconds = time.perf_counter() - started
+        return result, worker, epoch, seconds, CpuUsage.of_process() - usage
     finally:
         return_free_memory()
 
@@ -99,12 +90,10 @@ class TaskClock:
     first_start: float = math.inf
     last_end: float = -math.inf
 
-    def add(
-        self, stage: str, worker: str, start: float, seconds: float, cpu: float, kernel: float
-    ) -> None:
+    def add(self, stage: str, worker: str, start: float, seconds: float, usage: CpuUsage) -> None:
         """Count one task's time."""
         totals = self.by_stage.setdefault(stage, [0.0, 0.0, 0.0])
-        for k, value in enumerate((seconds, cpu, kernel)):
+        for k, value in enumerate((seconds, usage.cpu_seconds, usage.kernel_seconds)):
             totals[k] += value
         self.busy[worker] = self.busy.get(worker, 0.0) + seconds
         self.first_start = min(self.first_start, start)
