@@ -72,17 +72,19 @@ def prepare(D: ArrayLike, mask: ArrayLike | None) -> Problem:
         if obs.all():
             obs = None
     values = a if obs is None else a[obs]  # the observed entries, extracted once
-    bad = ~np.isfinite(values)
-    if bad.any():
+    # NaN and ±inf show in the extremes (min and max propagate NaN): no boolean array of every
+    # entry (a tile's is 11 MiB, paged in afresh under the pipeline's mmap threshold).
+    low, high = (values.min(), values.max()) if values.size else (0.0, 0.0)
+    if not (np.isfinite(low) and np.isfinite(high)):
         if mask is None:
             raise ValueError(
-                f"D holds {int(bad.sum())} NaN/inf values; pass mask= (True = observed) to mark "
-                "missing entries"
+                f"D holds {int(np.count_nonzero(~np.isfinite(values)))} NaN/inf values; pass "
+                "mask= (True = observed) to mark missing entries"
             )
         raise ValueError("D holds NaN/inf at entries the mask marks as observed")
-    if values.size and (values.min() < -_RANGE_SLACK or values.max() > 1 + _RANGE_SLACK):
+    if low < -_RANGE_SLACK or high > 1 + _RANGE_SLACK:
         raise ValueError(
-            f"D has values in [{values.min():.4g}, {values.max():.4g}], outside [0, 1]; divide by "
+            f"D has values in [{low:.4g}, {high:.4g}], outside [0, 1]; divide by "
             "the sensor's maximum DN first"
         )
     kept = None

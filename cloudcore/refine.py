@@ -129,12 +129,19 @@ def flag_outliers(
     if rule.radius > 0:
         square = np.zeros((3, 3, 3), dtype=bool)
         square[1] = True  # within a date only
-        frames = ndimage.binary_opening(frames, structure=square)
         size = 2 * rule.radius + 1
         grow = np.zeros((3, size, size), dtype=bool)
         grow[1] = True
-        frames = ndimage.binary_dilation(frames, structure=grow)
-    return frames.reshape(n, d).T & observed
+        # The opening (erosion, then dilation by the square), then the dilation by ``grow``,
+        # as ``ndimage.binary_opening`` and ``binary_dilation`` compute them, written into two
+        # arrays: each step's output is a (d, n) boolean array (11 MiB for a tile).
+        eroded = ndimage.binary_erosion(frames, structure=square)
+        ndimage.binary_dilation(eroded, structure=square, output=frames)
+        ndimage.binary_dilation(frames, structure=grow, output=eroded)
+        frames = eroded
+    flags = frames.reshape(n, d).T
+    flags &= observed
+    return flags
 
 
 def refine(
@@ -192,23 +199,22 @@ def refine(
         flags = flag_outliers(
             np.where(observed, data - ground, np.nan), observed, image_shape, rule, flags
         )
+        keep = np.logical_not(flags)
+        keep &= observed
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # reported once, below
             last = decompose(
-                data,
-                "rpca",
-                lam=lam,
-                tol=tol,
-                max_iter=max_iter,
-                mask=observed & ~flags,
-                threads=threads,
+                data, "rpca", lam=lam, tol=tol, max_iter=max_iter, mask=keep, threads=threads
             )
+        del keep
         iterations += last.iterations
         converged, residual = last.converged, last.residual
         # Nothing left to pin a row or a date: keep the previous ground there (written into
         # the re-solve's own L, which nothing else holds: no new array at a tile's peak).
         resolved = last.L.astype(dtype, copy=False)
-        np.copyto(resolved, ground, where=~np.isfinite(resolved))
+        unpinned = np.isfinite(resolved)
+        np.copyto(resolved, ground, where=np.logical_not(unpinned, out=unpinned))
+        del unpinned
         ground = resolved
         del last  # its C and N are not used
     if not converged:

@@ -87,21 +87,41 @@ def _quantile(
 
 
 def _resplit(
-    r: np.ndarray, low: np.ndarray, method: str, lam: float, beta: float, shadow_weight: float
+    r: np.ndarray,
+    low: np.ndarray,
+    method: str,
+    lam: float,
+    beta: float,
+    shadow_weight: float,
+    out: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """C and N of observed entries with residual ``r = D − L`` (``low`` = L), by the method's
-    own rule for a fixed L; N is None for the methods whose N is zero everywhere."""
-    if method == "aatm":
-        c = np.clip(r - lam / beta, 0.0, 1.0)
-        return c, r - c
+    """C and N of entries with residual ``r = D − L`` (``low`` = L), by the method's own rule
+    for a fixed L; N is None for the methods whose N is zero everywhere.
+
+    In place: C (E for aATM-shadow) is written into ``out``, N into ``r``; what is returned are
+    those arrays (``r`` itself as C for RPCA). A refit date's arrays are a column of the tile
+    (13 MiB in float64 at 1280² px), allocated anew by every step they are not written into.
+    """
+    if method == "aatm":  # C = clip(r − λ/β, 0, 1), N = r − C
+        np.subtract(r, lam / beta, out=out)
+        np.clip(out, 0.0, 1.0, out=out)
+        return out, np.subtract(r, out, out=r)
     if method == "aatm-shadow":  # the signed sparse part E = C − S, split later (κ below)
         t = lam / beta
-        e = np.clip(np.maximum(r - t, 0.0) + np.minimum(r + shadow_weight * t, 0.0), -1.0, 1.0)
-        return e, r - e
+        shade = np.add(r, shadow_weight * t)
+        np.minimum(shade, 0.0, out=shade)
+        np.subtract(r, t, out=out)
+        np.maximum(out, 0.0, out=out)
+        np.add(out, shade, out=out)
+        del shade
+        np.clip(out, -1.0, 1.0, out=out)
+        return out, np.subtract(r, out, out=r)
     if method == "atm":  # D = L∘(1 − C) + C
+        np.subtract(1.0, low, out=out)
         with np.errstate(divide="ignore", invalid="ignore"):
-            c = np.where(low < 1.0, r / (1.0 - low), 0.0)
-        return np.clip(c, 0.0, 1.0), None
+            np.divide(r, out, out=out)
+        np.copyto(out, 0.0, where=~(low < 1.0))
+        return np.clip(out, 0.0, 1.0, out=out), None
     return r, None  # rpca, nnrpca: D = L + C
 
 
@@ -132,19 +152,43 @@ def _set_column(
     method: str,
     lam: float,
     beta: float,
-    shadow_weight: float = 1.0,
+    shadow_weight: float,
+    scratch: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> None:
     """Write the refitted ground ``column`` of one date into ``low`` and re-split ``cloud`` and
     ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D views
     of that date, written in place. The methods without haze leave ``haze`` as it is (zero):
-    writing zeros would only touch pages the solver left untouched (no memory until then)."""
+    writing zeros would only touch pages the solver left untouched (no memory until then).
+
+    ``scratch`` is two float64 arrays of the column's length, overwritten (None: new ones).
+    The split is computed on every entry and kept on the observed ones: the same values as
+    computing it on the observed entries alone (elementwise), without the copies that
+    selecting them makes.
+    """
     low[:] = column
-    c, n = _resplit(d[o] - column[o], column[o], method, lam, beta, shadow_weight)
-    cloud[o] = c
-    cloud[~o] = 0.0
+    residual, split = scratch or (np.empty_like(column), np.empty_like(column))
+    np.subtract(d, column, out=residual)
+    c, n = _resplit(residual, column, method, lam, beta, shadow_weight, split)
+    unseen = ~o
+    np.copyto(cloud, c, where=o, casting="same_kind")
+    cloud[unseen] = 0.0
     if n is not None:
-        haze[o] = n
-        haze[~o] = 0.0
+        np.copyto(haze, n, where=o, casting="same_kind")
+        haze[unseen] = 0.0
+
+
+def _strided_rows(observed: np.ndarray, most: int, block: int = 1 << 18) -> np.ndarray:
+    """Indices of every s-th True entry of the 1-D ``observed``, s the least stride that leaves
+    at most ``most`` of them: ``np.flatnonzero(observed)[::s]``, found a block at a time so that
+    the indices of all observed entries (13 MiB at 1280² px) are never held at once."""
+    count = int(np.count_nonzero(observed))
+    step = max(-(-count // most), 1)
+    picked, seen = [], 0
+    for start in range(0, observed.size, block):
+        here = np.flatnonzero(observed[start : start + block])
+        picked.append(here[(-seen) % step :: step] + start)
+        seen += here.size
+    return np.concatenate(picked) if picked else np.zeros(0, np.intp)
 
 
 def refit_partial_columns(
@@ -186,13 +230,16 @@ def refit_partial_columns(
     basis = low @ M  # U_k, orthonormal columns
     del low  # a float64 copy of L: gone before the per-date fits (a tile's memory peak)
     whole = np.flatnonzero(seen == obs.shape[0])
+    # One column's float64 arrays for every date: allocated per date, each was paged in afresh.
+    column = np.empty(obs.shape[0])
+    scratch = (np.empty_like(column), np.empty_like(column))
     for j in map(int, partial):
         o = obs[:, j]
-        rows = np.flatnonzero(o)
-        rows = rows[:: -(-rows.size // FIT_ROWS)]  # at most FIT_ROWS, evenly strided
+        rows = _strided_rows(o, FIT_ROWS)
         q = _quantile(D, obs, L, rows, j, whole)
         coef = _fit_column(basis[rows], D[rows, j].astype(np.float64), q)
+        np.matmul(basis, coef, out=column)
         _set_column(
-            basis @ coef, D[:, j], o, L[:, j], C[:, j], N[:, j], method, lam, beta, shadow_weight
+            column, D[:, j], o, L[:, j], C[:, j], N[:, j], method, lam, beta, shadow_weight, scratch
         )
     return empty

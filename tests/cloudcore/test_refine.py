@@ -125,3 +125,26 @@ def test_shape_errors_name_the_problem() -> None:
         cloudcore.refine(D[:, :5], first, (H, W))
     with pytest.raises(ValueError, match="images of shape"):
         cloudcore.refine(D, first, (H, W + 1))
+
+
+@pytest.mark.parametrize("radius", [0, 1, 2])
+def test_flags_are_the_opening_then_the_dilation(radius: int) -> None:
+    """The flags written into two arrays are scipy's opening and dilation, composed."""
+    from scipy import ndimage
+
+    D, _, _ = _series(2)
+    observed = np.random.default_rng(1).random(D.shape) < 0.9
+    residual = np.where(observed, D - np.median(D, axis=1, keepdims=True), np.nan)
+    rule = RefineRule(radius=radius)
+    got = flag_outliers(residual, observed, (H, W), rule)
+    sigma = robust_scale(residual, observed)
+    big = (np.abs(residual) >= rule.threshold * sigma) & observed
+    frames = big.T.reshape(N, H, W)
+    if radius:
+        square = np.zeros((3, 3, 3), bool)
+        square[1] = True
+        grow = np.zeros((3, 2 * radius + 1, 2 * radius + 1), bool)
+        grow[1] = True
+        frames = ndimage.binary_dilation(ndimage.binary_opening(frames, square), grow)
+    assert got.any() and not got.all()
+    assert np.array_equal(got, frames.reshape(N, -1).T & observed)

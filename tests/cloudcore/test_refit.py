@@ -99,3 +99,67 @@ def test_date_observed_nowhere_is_nan(footprint_case, method: str) -> None:
     for x in (res.L, res.C, res.N, res.ground):
         assert np.isnan(x[:, 2]).all()
         assert np.isfinite(np.delete(x, 2, axis=1)).all()
+
+
+# The refit and the refinement write into arrays they own instead of allocating one per step
+# (under the pipeline's 8 MiB mmap threshold every such array was paged in afresh). These check
+# that they compute what the plain expressions compute, bit for bit.
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 18])
+@pytest.mark.parametrize("most", [1, 5, 40, 10_000])
+def test_strided_rows_are_every_sth_observed_row(block: int, most: int) -> None:
+    rng = np.random.default_rng(block + most)
+    for share in (0.0, 0.03, 0.5, 1.0):
+        observed = rng.random(1000) < share
+        count = int(observed.sum())
+        step = max(-(-count // most), 1)
+        expected = np.flatnonzero(observed)[::step]
+        got = cloudcore.refit._strided_rows(observed, most, block)
+        assert got.size <= most
+        assert np.array_equal(got, expected)
+
+
+def _split_on_observed(r, low, method, lam, beta, kappa):
+    """The re-split as the refit wrote it before it worked in place (on the observed entries)."""
+    if method == "aatm":
+        c = np.clip(r - lam / beta, 0.0, 1.0)
+        return c, r - c
+    if method == "aatm-shadow":
+        t = lam / beta
+        e = np.clip(np.maximum(r - t, 0.0) + np.minimum(r + kappa * t, 0.0), -1.0, 1.0)
+        return e, r - e
+    if method == "atm":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where(low < 1.0, r / (1.0 - low), 0.0)
+        return np.clip(c, 0.0, 1.0), None
+    return r, None
+
+
+@pytest.mark.parametrize("method", cloudcore.METHODS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_set_column_in_place_matches_the_split_on_observed_entries(method, dtype) -> None:
+    rng = np.random.default_rng(3)
+    d = 5000
+    observed = rng.random(d) < 0.7
+    data = np.where(observed, rng.random(d), 0.0).astype(dtype)
+    column = rng.normal(0.5, 0.4, d)  # float64, some above 1 (ATM's guard) and below 0
+    column[:3] = 1.0
+    low, cloud, haze = (np.full(d, 9.0, dtype) for _ in range(3))
+    scratch = (np.empty(d), np.empty(d))
+    cloudcore.refit._set_column(
+        column, data, observed, low, cloud, haze, method, 0.02, 1.5, 0.7, scratch
+    )
+    c, n = _split_on_observed(
+        data[observed] - column[observed], column[observed], method, 0.02, 1.5, 0.7
+    )
+    want_cloud = np.zeros(d, dtype)
+    want_cloud[observed] = c
+    assert np.array_equal(low, column.astype(dtype))
+    assert np.array_equal(cloud, want_cloud)
+    if n is None:
+        assert (haze == 9.0).all()  # left as it was
+    else:
+        want_haze = np.zeros(d, dtype)
+        want_haze[observed] = n
+        assert np.array_equal(haze, want_haze)
