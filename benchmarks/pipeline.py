@@ -50,6 +50,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import shutil  # noqa: E402
 import sys  # noqa: E402
@@ -407,10 +408,14 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items())
         + "\n  task seconds (CPU seconds, of which in the kernel) summed over workers, by stage: "
         + ", ".join(f"{k} {w:.1f} ({c:.1f}, {sys_:.1f})" for k, w, c, sys_ in by_stage)
-        + "; of the row tasks: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in rows_split.items() if v)
+        + (
+            "; of the row tasks: " + ", ".join(f"{k} {v:.1f}" for k, v in rows_split.items() if v)
+            if any(rows_split.values())
+            else ""
+        )
         + f"\n  CPU outside tasks: driver (client, scheduler) {driver:.1f} s, worker and nanny "
         f"processes {memory.cpu_seconds - driver - in_tasks:.1f} s"
+        + (" (the scene solve's actors among them)" if scope == "scene" else "")
         + f"\n  the driver's own highest RSS: {driver_rss / 2**30:.2f} GiB at {driver_at:.0f} s "
         f"(in {_phase_at(driver_at, summary.phase_seconds)})"
         + (f"\n  {summary.packing()}" if scope == "tile" else "")  # scene scope: actors
@@ -427,7 +432,8 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"per-iteration ratio {ratios.per_iteration:.2f}, wall ratio {ratios.wall:.2f} "
         f"({'; '.join(ratios.notes)})\n"
         f"  in CPU seconds: bare {ratios.bare_cpu:.1f}, per-iteration ratio "
-        f"{ratios.per_iteration_cpu:.2f}; the run's processes used {memory.cpu_seconds:.1f} CPU s "
+        f"{_ratio_or_dash(ratios.per_iteration_cpu)}; the run's processes used "
+        f"{memory.cpu_seconds:.1f} CPU s "
         f"({memory.cpu_seconds / wall:.2f} cores on average of {os.cpu_count()}): work ratio "
         f"{memory.cpu_seconds / ratios.bare_cpu:.2f} (= the wall ratio on a quiet machine "
         f"with the workers always busy); in the kernel {memory.system_seconds:.1f} CPU s "
@@ -505,8 +511,14 @@ def main() -> None:
             f"{p.get('stage', 0):>7.1f}{p.get('solve', 0):>7.1f}{p.get('mask+products', 0):>14.1f}"
             f"{r['peak'] / 2**30:>9.2f}{r['ratios'].bare_seconds:>8.1f}"
             f"{r['ratios'].per_iteration:>10.2f}{r['ratios'].wall:>11.2f}"
-            f"{r['ratios'].per_iteration_cpu:>8.2f}{r['work']:>6.2f}"
+            f"{_ratio_or_dash(r['ratios'].per_iteration_cpu):>8}{r['work']:>6.2f}"
         )
+
+
+def _ratio_or_dash(ratio: float) -> str:
+    """A ratio to two decimals, or "—" where it was not measured (scene scope's CPU per
+    iteration: its shards are actors, whose threads' CPU is not recorded per band)."""
+    return "—" if math.isnan(ratio) else f"{ratio:.2f}"
 
 
 def _phase_at(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
