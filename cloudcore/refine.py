@@ -213,7 +213,8 @@ def refine(
         # the re-solve's own L, which nothing else holds: no new array at a tile's peak).
         resolved = last.L.astype(dtype, copy=False)
         unpinned = np.isfinite(resolved)
-        np.copyto(resolved, ground, where=np.logical_not(unpinned, out=unpinned))
+        np.logical_not(unpinned, out=unpinned)  # in place: one boolean array, not two
+        np.copyto(resolved, ground, where=unpinned)
         del unpinned
         ground = resolved
         del last  # its C and N are not used

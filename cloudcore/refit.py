@@ -143,7 +143,8 @@ def _basis_weights(gram: np.ndarray) -> np.ndarray | None:
 
 
 def _set_column(
-    column: np.ndarray,
+    basis: np.ndarray,
+    coef: np.ndarray,
     d: np.ndarray,
     o: np.ndarray,
     low: np.ndarray,
@@ -153,20 +154,23 @@ def _set_column(
     lam: float,
     beta: float,
     shadow_weight: float,
-    scratch: tuple[np.ndarray, np.ndarray] | None = None,
+    work: np.ndarray,
 ) -> None:
-    """Write the refitted ground ``column`` of one date into ``low`` and re-split ``cloud`` and
-    ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D views
-    of that date, written in place. The methods without haze leave ``haze`` as it is (zero):
-    writing zeros would only touch pages the solver left untouched (no memory until then).
+    """Write the refitted ground ``basis @ coef`` of one date into ``low`` and re-split ``cloud``
+    and ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D
+    views of that date, written in place. The methods without haze leave ``haze`` as it is
+    (zero): writing zeros would only touch pages the solver left untouched (no memory until
+    then).
 
-    ``scratch`` is two float64 arrays of the column's length, overwritten (None: new ones).
-    The split is computed on every entry and kept on the observed ones: the same values as
-    computing it on the observed entries alone (elementwise), without the copies that
-    selecting them makes.
+    ``work`` is a float64 (3, pixels) array, overwritten: the column, its residual and its
+    split. A caller refitting several dates passes the same one (each array of a column's size
+    allocated anew is paged in afresh under the pipeline's 8 MiB mmap threshold). The split is
+    computed on every entry and kept on the observed ones: the same values as computing it on
+    the observed entries alone (elementwise), without the copies that selecting them makes.
     """
+    column, residual, split = work
+    np.matmul(basis, coef, out=column)
     low[:] = column
-    residual, split = scratch or (np.empty_like(column), np.empty_like(column))
     np.subtract(d, column, out=residual)
     c, n = _resplit(residual, column, method, lam, beta, shadow_weight, split)
     unseen = ~o
@@ -230,16 +234,12 @@ def refit_partial_columns(
     basis = low @ M  # U_k, orthonormal columns
     del low  # a float64 copy of L: gone before the per-date fits (a tile's memory peak)
     whole = np.flatnonzero(seen == obs.shape[0])
-    # One column's float64 arrays for every date: allocated per date, each was paged in afresh.
-    column = np.empty(obs.shape[0])
-    scratch = (np.empty_like(column), np.empty_like(column))
+    work = np.empty((3, obs.shape[0]))  # _set_column's arrays, shared by every date
     for j in map(int, partial):
         o = obs[:, j]
         rows = _strided_rows(o, FIT_ROWS)
         q = _quantile(D, obs, L, rows, j, whole)
         coef = _fit_column(basis[rows], D[rows, j].astype(np.float64), q)
-        np.matmul(basis, coef, out=column)
-        _set_column(
-            column, D[:, j], o, L[:, j], C[:, j], N[:, j], method, lam, beta, shadow_weight, scratch
-        )
+        layers = (D[:, j], o, L[:, j], C[:, j], N[:, j])
+        _set_column(basis, coef, *layers, method, lam, beta, shadow_weight, work)
     return empty

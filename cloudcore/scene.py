@@ -275,7 +275,8 @@ class Block:
         if self._basis is None:
             return
         refit._set_column(
-            self._basis @ coef,
+            self._basis,
+            coef,
             self.D[j],
             self._observed(j),
             self.L[j],
@@ -285,6 +286,7 @@ class Block:
             lam,
             beta,
             kappa,
+            np.empty((3, self.d)),  # one date of one block: nothing to share it with
         )
 
     def refit_release(self) -> None:

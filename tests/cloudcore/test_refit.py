@@ -146,9 +146,9 @@ def test_set_column_in_place_matches_the_split_on_observed_entries(method, dtype
     column = rng.normal(0.5, 0.4, d)  # float64, some above 1 (ATM's guard) and below 0
     column[:3] = 1.0
     low, cloud, haze = (np.full(d, 9.0, dtype) for _ in range(3))
-    scratch = (np.empty(d), np.empty(d))
+    basis, coef = column[:, None], np.ones(1)  # basis @ coef = column, exactly
     cloudcore.refit._set_column(
-        column, data, observed, low, cloud, haze, method, 0.02, 1.5, 0.7, scratch
+        basis, coef, data, observed, low, cloud, haze, method, 0.02, 1.5, 0.7, np.empty((3, d))
     )
     c, n = _split_on_observed(
         data[observed] - column[observed], column[observed], method, 0.02, 1.5, 0.7
