@@ -32,7 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
+from cloudcore._morphology import opening
 from cloudcore.result import Decomposition
 
 __all__ = [
@@ -183,19 +185,16 @@ def classify_scores(
     """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`):
     ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
     no shadow class); ``observed``, ``rule`` and the codes returned are :func:`classify`'s."""
-    from scipy import ndimage
-
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
     codes[bright >= rule.haze] = HAZE
     cloud = bright >= rule.cloud
     shadow = (dark >= rule.shadow) & ~cloud if dark is not None else None
     if rule.radius > 0:
-        size = 2 * rule.radius + 1
-        structure = np.zeros((3, size, size), dtype=bool)
-        structure[1] = True  # within a date only
-        cloud = ndimage.binary_opening(cloud, structure=structure)
+        # Within each date; in place, one scratch array for both (cloudcore._morphology).
+        scratch = np.empty_like(cloud)
+        opening(cloud, rule.radius, out=cloud, scratch=scratch)
         if shadow is not None:
-            shadow = ndimage.binary_opening(shadow, structure=structure)
+            opening(shadow, rule.radius, out=shadow, scratch=scratch)
     if shadow is not None:
         codes[shadow] = SHADOW
     codes[cloud] = CLOUD
@@ -221,18 +220,31 @@ class BandMean:
     def add(self, anomaly: np.ndarray, sigma: float) -> None:
         """Add one band: its anomaly (NaN where not observed) and its σ (floored at the smallest
         float32 so that a σ of 0 cannot divide by zero)."""
-        finite = np.isfinite(anomaly)
+        anomaly = np.asarray(anomaly)
+        if anomaly.shape != self.total.shape:
+            raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.total.shape}")
         scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
-        # One temporary, divided in place: the same float32 quotients as
-        # ``where(...).astype(float32) / scale``, a quarter faster (1280² × 7: 32 against 42 ms).
-        term = np.where(finite, anomaly, np.float32(0.0)).astype(np.float32, copy=False)
-        np.divide(term, scale, out=term)
-        self.total += term
-        self.count += finite
+        # One pass in a compiled loop: the float32 quotients and sums of
+        # ``total += where(finite, anomaly, 0).astype(float32) / scale; count += finite``, bit
+        # for bit (tested), without its three temporaries (7 against 18 ms for 7 × 1028²).
+        _add_band(self.total.reshape(-1), self.count.reshape(-1), anomaly.reshape(-1), scale)
 
     def mean(self) -> np.ndarray:
         """The mean over the bands added."""
         return self.total / np.maximum(self.count, 1)
+
+
+@njit(cache=True, nogil=True)
+def _add_band(
+    total: np.ndarray, count: np.ndarray, anomaly: np.ndarray, scale: np.float32
+) -> None:  # pragma: no cover - compiled; tested through BandMean
+    for i in range(total.size):
+        value = anomaly[i]
+        if np.isfinite(value):
+            total[i] += np.float32(value) / scale
+            count[i] += 1
+        else:
+            total[i] += np.float32(0.0)  # as the expression adds its 0 (−0 + 0 is +0)
 
 
 def _band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cloudcore._memory import lazy_zeros_like
+from cloudcore._morphology import dilate, erode
 from cloudcore.masks import sample_entries
 from cloudcore.result import ConvergenceWarning, Decomposition
 
@@ -111,8 +112,6 @@ def flag_outliers(
     numpy.ndarray
         Boolean (d, n), True where flagged (never where not observed).
     """
-    from scipy import ndimage
-
     h, w = image_shape
     d, n = residual.shape
     if d != h * w:
@@ -127,17 +126,14 @@ def flag_outliers(
     big &= observed  # before the opening: unobserved entries must not seed or grow flags
     frames = big.T.reshape(n, h, w)
     if rule.radius > 0:
-        square = np.zeros((3, 3, 3), dtype=bool)
-        square[1] = True  # within a date only
-        size = 2 * rule.radius + 1
-        grow = np.zeros((3, size, size), dtype=bool)
-        grow[1] = True
-        # The opening (erosion, then dilation by the square), then the dilation by ``grow``,
-        # as ``ndimage.binary_opening`` and ``binary_dilation`` compute them, written into two
-        # arrays: each step's output is a (d, n) boolean array (11 MiB for a tile).
-        eroded = ndimage.binary_erosion(frames, structure=square)
-        ndimage.binary_dilation(eroded, structure=square, output=frames)
-        ndimage.binary_dilation(frames, structure=grow, output=eroded)
+        # The opening by a 3 × 3 square (erosion, then dilation), then the dilation by a
+        # (2·radius + 1)² square, within each date, as ``ndimage.binary_opening`` and
+        # ``binary_dilation`` compute them (cloudcore._morphology), written into arrays owned
+        # here: each step's output is an (n, h, w) boolean array (11 MiB for a tile).
+        scratch = np.empty_like(frames)
+        eroded = erode(frames, 1, scratch=scratch)
+        dilate(eroded, 1, out=frames, scratch=scratch)
+        dilate(frames, rule.radius, out=eroded, scratch=scratch)
         frames = eroded
     flags = frames.reshape(n, d).T
     flags &= observed

@@ -45,7 +45,7 @@ from pipeline.store.durable import (
     write_json,
     write_marker,
 )
-from pipeline.store.layout import MASK, PROVENANCE, Layout, components
+from pipeline.store.layout import MASK, PROVENANCE, Layout, components, haze_observed
 
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
@@ -420,6 +420,7 @@ def _mask_tasks(
                 rule=config.mask.rule(),
                 keep_clear=config.output.keep_clear,
                 preview=products.preview,
+                haze=haze_observed(config.solver.method, config.solver.refines),
             )
             for r in range(tiles.n_rows)
         )

@@ -127,7 +127,9 @@ def _rpc_image_coords(
     """Ground → image (row, col) through GDAL's RPC transformer, NaN where it fails."""
     options: dict[str, Any] = {"RPC_DEM": str(dem)} if dem is not None else {}
     with RPCTransformer(rpcs, **options) as tr:
-        rows, cols = tr.rowcol(lon, lat, op=lambda v: v)
+        # A ufunc is applied to the whole array (np.positive: the fractional positions as
+        # they are); any other callable is mapped over every point in Python.
+        rows, cols = tr.rowcol(lon, lat, op=np.positive)
     return np.asarray(rows, float), np.asarray(cols, float)
 
 
@@ -510,7 +512,10 @@ def _scaled(data: np.ndarray, acq: Acquisition, indexes: Sequence[int]) -> np.nd
         valid &= (data != acq.nodata).all(axis=0)
     if not valid.any():
         return None
-    vmax = float(data[:, valid].max())
+    # The largest DN where valid, reduced in place: selecting the valid pixels first
+    # (``data[:, valid]``) copied them all, 18 of the 24 ms of a 5-band 1164² window.
+    lowest = -np.inf if data.dtype.kind == "f" else np.iinfo(data.dtype).min
+    vmax = float(data.max(where=valid, initial=lowest))
     if vmax > acq.max_dn:
         raise InputError(
             f"{acq.path.name}: DN {vmax:g} exceeds max_dn {acq.max_dn:g}; set inputs.max_dn "

@@ -23,7 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["COMPONENTS", "MASK", "PROVENANCE", "Layout", "components", "solved_layers"]
+__all__ = [
+    "COMPONENTS",
+    "MASK",
+    "PROVENANCE",
+    "Layout",
+    "components",
+    "haze_observed",
+    "solved_layers",
+]
 
 #: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
 #: cloud, haze, and with the shadow model (``solver.method: aatm-shadow``) or the refinement
@@ -42,6 +50,14 @@ def components(method: str, refine: bool = False) -> tuple[str, ...]:
     # cloudcore.SHADOW_METHODS, spelt out: this module is read where numba is not imported
     # (a test holds the two equal).
     return _ALL_SOLVED if refine or method == "aatm-shadow" else COMPONENTS
+
+
+def haze_observed(method: str, refine: bool = False) -> bool:
+    """Whether a run of ``method`` can write a non-zero haze on an observed entry: only the
+    methods with a haze layer, unrefined. The others leave N at 0 (the refinement rewrites
+    it as 0, NaN on pixels observed on no date), so the mask reads no haze for them."""
+    # cloudcore.HAZE_METHODS, spelt out like SHADOW_METHODS above (a test holds them equal).
+    return method in ("aatm", "aatm-shadow") and not refine
 
 
 def solved_layers(count: int) -> tuple[str, ...]:

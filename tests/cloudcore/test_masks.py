@@ -105,12 +105,15 @@ def test_classify_result_finds_simulated_clouds(case_64x7: cloudcore.SimulatedSe
 
 
 def test_band_mean_sums_the_plain_float32_quotients() -> None:
-    """BandMean divides in place on one temporary: the same float32 bits as the plain
-    expression ``where(finite, x, 0).astype(float32) / float32(σ)``, summed band by band, for
-    float32 and float64 anomalies and a σ of 0 (floored at the smallest float32)."""
+    """BandMean sums in one compiled pass: the same float32 bits as the plain expression
+    ``where(finite, x, 0).astype(float32) / float32(σ)``, summed band by band, for float32 and
+    float64 anomalies, infinities, negative zeros and a σ of 0 (floored at the smallest
+    float32)."""
     rng = np.random.default_rng(5)
     bands = rng.normal(0.0, 0.05, (3, 7, 30, 40))
     bands[rng.random(bands.shape) < 0.2] = np.nan
+    bands[rng.random(bands.shape) < 0.02] = np.inf
+    bands[rng.random(bands.shape) < 0.02] = -0.0
     tiny = float(np.finfo(np.float32).tiny)
     for dtype in (np.float32, np.float64):
         mean = BandMean(bands.shape[1:])
@@ -120,4 +123,5 @@ def test_band_mean_sums_the_plain_float32_quotients() -> None:
             scale = np.float32(max(sigma, tiny))
             total += np.where(np.isfinite(x), x, 0.0).astype(np.float32) / scale
         assert np.array_equal(mean.total.view(np.uint32), total.view(np.uint32))
+        assert np.array_equal(mean.count, np.isfinite(bands).sum(axis=0))
         assert mean.total.dtype == np.float32

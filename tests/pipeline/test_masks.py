@@ -7,6 +7,7 @@ tile column and the opening's reach across cores are all checked against one ref
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from pipeline.grid import TargetGrid
 from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
 from pipeline.store.cube import create_store
 from pipeline.store.durable import write_marker
-from pipeline.store.layout import MASK, PROVENANCE
+from pipeline.store.layout import MASK, PROVENANCE, haze_observed
 from pipeline.tiling import TileGrid
 
 N_DATES, N_BANDS, TILE, OVERLAP = 3, 2, 32, 8
@@ -80,6 +81,36 @@ def _stores(tmp_path: Path, scene: dict[str, np.ndarray], grid: TileGrid) -> tup
     return source, cube
 
 
+def _mask_all_rows(
+    grid: TileGrid,
+    source: Path,
+    cube: Path,
+    records: Sequence[Path],
+    rule: MaskRule,
+    *,
+    keep_clear: bool,
+    haze: bool = True,
+) -> None:
+    """Run the mask task of every tile row, as a run does."""
+    for row in range(grid.n_rows):
+        mask_row(
+            MaskJob(
+                tiles=tuple(grid.tile(row, c) for c in range(grid.n_cols)),
+                task_id=f"mask-r{row:02d}",
+                height=grid.height,
+                width=grid.width,
+                input_store=str(source),
+                cube=str(cube),
+                layers=("clear", "cloud", "haze", "shadow"),
+                bands=tuple(f"B{b + 1}" for b in range(N_BANDS)),
+                records=tuple(str(r) for r in records),
+                rule=rule,
+                keep_clear=keep_clear,
+                haze=haze,
+            )
+        )
+
+
 @pytest.mark.parametrize(
     ("width", "radius"),
     [(150, 1), (129, 2)],  # last tile column 22 px wide; 1 px wide, narrower than the opening
@@ -102,21 +133,8 @@ def test_row_sweep_equals_the_whole_scene_classification(
         tiles.append({"band": band, "anomaly_scale": sigma / 2})
         markers.append(tmp_path / f"{band}-r00.json")
         write_marker(markers[-1], {"tiles": tiles})
-    for row in range(grid.n_rows):
-        job = MaskJob(
-            tiles=tuple(grid.tile(row, c) for c in range(grid.n_cols)),
-            task_id=f"mask-r{row:02d}",
-            height=height,
-            width=width,
-            input_store=str(source),
-            cube=str(cube),
-            layers=("clear", "cloud", "haze", "shadow"),
-            bands=bands,
-            records=(*(str(m) for m in markers), str(tmp_path / "not-written.json")),
-            rule=rule,
-            keep_clear=True,
-        )
-        mask_row(job)
+    records = (*markers, tmp_path / "not-written.json")
+    _mask_all_rows(grid, source, cube, records, rule, keep_clear=True)
 
     unseen = ~np.isfinite(scene["observed"])
     bright = np.where(unseen, np.nan, scene["cloud"] + scene["haze"]).transpose(1, 0, 2, 3)
@@ -137,3 +155,55 @@ def test_row_sweep_equals_the_whole_scene_classification(
     provenance = np.where(kept, OBSERVED, FILLED).astype(np.uint8)
     provenance[~np.isfinite(kept_clear)] = NODATA
     assert np.array_equal(np.asarray(group["provenance"][:]), provenance)
+
+
+@pytest.mark.parametrize("refine", [False, True])
+@pytest.mark.parametrize("method", ["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"])
+def test_haze_is_zero_where_observed_unless_haze_observed(method: str, refine: bool) -> None:
+    """The mask reads no haze when :func:`haze_observed` says a run cannot write one on an
+    observed entry: the tile's solve (every method, refined or not) must then leave N at 0
+    wherever the pixel is observed (NaN only on pixels observed on no date)."""
+    import cloudcore
+    from cloudcore.solvers import HAZE_METHODS
+    from pipeline.config import SolverConfig
+    from pipeline.solve import solve_matrix
+
+    assert cloudcore.METHODS == ("aatm", "aatm-shadow", "rpca", "nnrpca", "atm")
+    assert all(haze_observed(m) == (m in HAZE_METHODS) for m in cloudcore.METHODS)
+    rng = np.random.default_rng(3)
+    h, w, n = 24, 20, 6
+    ground = rng.uniform(0.1, 0.3, (h * w, 1)) * rng.uniform(0.8, 1.2, (1, n))
+    D = (ground + np.abs(rng.normal(0, 0.002, (h * w, n)))).astype(np.float32)
+    D[:60, 2] += 0.4  # a cloud
+    D[100:130, 4] -= 0.1  # a shadow
+    mask = rng.random((h * w, n)) > 0.15
+    mask[:20] = False  # pixels observed on no date
+    D[~mask] = 0.0
+    solver = SolverConfig(method=method, refine=refine)
+    result = solve_matrix(D, mask, solver, (h, w), lam=1 / np.sqrt(h * w), threads=1)
+    N = np.asarray(result.N)
+    if not haze_observed(method, refine):
+        assert np.all(N[mask] == 0.0)
+    elif method in HAZE_METHODS:
+        assert np.any(N[mask] != 0.0)  # the claim above is not vacuous: these do write haze
+
+
+def test_mask_without_reading_haze_is_the_same(tmp_path: Path) -> None:
+    """``MaskJob.haze`` False (a haze layer that is 0 wherever observed) gives the codes read
+    with it."""
+    height, width = 70, 75
+    grid = TileGrid(height, width, TILE, OVERLAP)
+    scene = _scene(height, width, seed=11)
+    scene["haze"][np.isfinite(scene["observed"])] = 0.0
+    scene["haze"][:, :, :, :2] = np.nan  # as the refinement leaves pixels observed on no date
+    scene["cloud"][0, 0, 5, 5:9] = -0.0  # whose sum with +0 haze would be +0
+    codes = {}
+    for haze in (True, False):
+        source, cube = _stores(tmp_path / str(haze), scene, grid)
+        marker = tmp_path / f"{haze}-r00.json"
+        tiles = [{"band": f"B{b + 1}", "anomaly_scale": 0.01} for b in range(N_BANDS)]
+        write_marker(marker, {"tiles": tiles})
+        _mask_all_rows(grid, source, cube, (marker,), MaskRule(), keep_clear=False, haze=haze)
+        codes[haze] = np.asarray(zarr.open_group(store=str(cube), mode="r")["mask"][:])
+    assert set(np.unique(codes[True])) >= {0, 2, 3, NODATA}
+    assert np.array_equal(codes[True], codes[False])

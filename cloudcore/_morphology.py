@@ -1,0 +1,114 @@
+"""Binary erosion, dilation and opening by a square, image by image, as two 1-D passes.
+
+The refinement's flags and the mask's classes are opened (and the flags dilated) by a
+(2·radius + 1)² square within each date. ``scipy.ndimage`` does this with a 3-D structure whose
+outer planes are empty, visiting every element of the square at every pixel; it took 60 ms
+for an erosion and 113 ms for a dilation of a 7 × 1280² boolean stack, about 0.29 s of every
+tile's refinement. A square is the product of a row and a column, so the same result comes
+from a pass along the rows and a pass along the columns, each an AND (erosion) or OR
+(dilation) of 2·radius shifted slices: 7–12 ms for the same stack.
+
+The results are ``scipy.ndimage``'s bit for bit, border included (pixels outside the image
+count as False: ``border_value=0``); ``tests/cloudcore/test_morphology.py`` compares them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["dilate", "erode", "opening"]
+
+
+def _pass(src: np.ndarray, out: np.ndarray, axis: int, radius: int, erode: bool) -> None:
+    """``out`` = AND (``erode``) or OR of ``src`` shifted by −radius … radius along ``axis``,
+    with False outside the array."""
+    np.copyto(out, src)
+    combine = np.logical_and if erode else np.logical_or
+    length = src.shape[axis]
+
+    def part(start: int, stop: int) -> tuple[slice, ...]:
+        index = [slice(None)] * src.ndim
+        index[axis] = slice(start, stop)
+        return tuple(index)
+
+    for k in range(1, radius + 1):
+        if k >= length:
+            break
+        after, before = part(k, length), part(0, length - k)
+        combine(out[after], src[before], out=out[after])  # the neighbour k before
+        combine(out[before], src[after], out=out[before])  # the neighbour k after
+    if erode:
+        # A square that reaches past the edge holds a False: nothing within radius survives.
+        out[part(0, radius)] = False
+        out[part(max(length - radius, 0), length)] = False
+
+
+def _square(
+    image: np.ndarray,
+    radius: int,
+    erode: bool,
+    out: np.ndarray | None,
+    scratch: np.ndarray | None,
+) -> np.ndarray:
+    if image.dtype != np.bool_ or image.ndim < 2:
+        raise ValueError(f"expected a boolean array of images, got {image.dtype} {image.shape}")
+    if radius < 0:
+        raise ValueError(f"radius must be >= 0, got {radius}")
+    out = np.empty_like(image) if out is None else out
+    scratch = np.empty_like(image) if scratch is None else scratch
+    _pass(image, scratch, image.ndim - 1, radius, erode)  # along each row
+    _pass(scratch, out, image.ndim - 2, radius, erode)  # along each column
+    return out
+
+
+def erode(
+    image: np.ndarray,
+    radius: int,
+    *,
+    out: np.ndarray | None = None,
+    scratch: np.ndarray | None = None,
+) -> np.ndarray:
+    """Erosion by a (2·``radius`` + 1)² square over the last two axes, False outside.
+
+    Parameters
+    ----------
+    image
+        Boolean, ``(..., rows, cols)``: each image (e.g. each date) is eroded on its own.
+    radius
+        Half the square's edge, less its centre.
+    out, scratch
+        Optional boolean arrays of ``image``'s shape to write the result and the first pass
+        into (allocated when None). ``out`` may be ``image``; ``scratch`` must be neither.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``out``: ``scipy.ndimage.binary_erosion`` with that square, bit for bit.
+    """
+    return _square(image, radius, True, out, scratch)
+
+
+def dilate(
+    image: np.ndarray,
+    radius: int,
+    *,
+    out: np.ndarray | None = None,
+    scratch: np.ndarray | None = None,
+) -> np.ndarray:
+    """Dilation by a (2·``radius`` + 1)² square over the last two axes (``scipy.ndimage``'s
+    ``binary_dilation`` bit for bit); parameters as :func:`erode`."""
+    return _square(image, radius, False, out, scratch)
+
+
+def opening(
+    image: np.ndarray,
+    radius: int,
+    *,
+    out: np.ndarray | None = None,
+    scratch: np.ndarray | None = None,
+) -> np.ndarray:
+    """Erosion, then dilation, by a (2·``radius`` + 1)² square over the last two axes
+    (``scipy.ndimage``'s ``binary_opening`` bit for bit); parameters as :func:`erode`, and one
+    more array of ``image``'s shape is allocated for the eroded images."""
+    eroded = erode(image, radius, scratch=scratch)
+    return dilate(eroded, radius, out=out, scratch=scratch)

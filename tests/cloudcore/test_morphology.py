@@ -1,0 +1,71 @@
+"""cloudcore._morphology against scipy.ndimage: the same booleans, borders included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from cloudcore._morphology import dilate, erode, opening
+
+
+def _square(radius: int) -> np.ndarray:
+    """scipy's structure for a square within each image of a (n, h, w) stack."""
+    size = 2 * radius + 1
+    structure = np.zeros((3, size, size), dtype=bool)
+    structure[1] = True
+    return structure
+
+
+def _stack(shape: tuple[int, ...], density: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    image = rng.random(shape) < density
+    # Blobs as well as specks, so that openings keep something.
+    image |= ndimage.binary_dilation(rng.random(shape) < density / 20, structure=_square(3))
+    return image
+
+
+SHAPES = [(3, 40, 57), (1, 5, 5), (2, 1, 9), (2, 7, 1), (4, 3, 4), (2, 64, 64)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("radius", [0, 1, 2, 3])
+@pytest.mark.parametrize("density", [0.1, 0.6, 0.95])
+def test_same_as_scipy(shape: tuple[int, ...], radius: int, density: float) -> None:
+    image = _stack(shape, density, seed=radius * 31 + shape[1])
+    structure = _square(radius)
+    expected = {
+        "erode": ndimage.binary_erosion(image, structure=structure),
+        "dilate": ndimage.binary_dilation(image, structure=structure),
+        "opening": ndimage.binary_opening(image, structure=structure),
+    }
+    for name, op in (("erode", erode), ("dilate", dilate), ("opening", opening)):
+        got = op(image, radius)
+        assert got.dtype == np.bool_ and got.shape == image.shape
+        np.testing.assert_array_equal(got, expected[name], err_msg=f"{name}, radius {radius}")
+
+
+def test_in_place_and_given_scratch() -> None:
+    image = _stack((3, 50, 41), 0.5, seed=7)
+    expected = ndimage.binary_opening(image, structure=_square(2))
+    original = image.copy()
+    scratch = np.empty_like(image)
+    eroded = erode(image, 2, scratch=scratch)
+    np.testing.assert_array_equal(image, original)  # the input is only read
+    np.testing.assert_array_equal(eroded, ndimage.binary_erosion(original, structure=_square(2)))
+    result = opening(image, 2, out=image, scratch=scratch)
+    assert result is image
+    np.testing.assert_array_equal(image, expected)
+
+
+def test_whole_image_eroded_when_square_exceeds_it() -> None:
+    image = np.ones((2, 3, 3), dtype=bool)
+    assert not erode(image, 2).any()
+    assert dilate(np.zeros_like(image), 2).sum() == 0
+
+
+def test_rejects_what_is_not_a_boolean_stack() -> None:
+    with pytest.raises(ValueError, match="boolean"):
+        erode(np.ones((3, 4), dtype=np.uint8), 1)
+    with pytest.raises(ValueError, match="radius"):
+        dilate(np.ones((2, 3, 4), dtype=bool), -1)
