@@ -92,9 +92,13 @@ def _quicklook_bands(bands: tuple[str, ...]) -> list[int]:
     return [bands.index(b) for b in rgb] if all(b in bands for b in rgb) else [0]
 
 
-def _check_writable(layout: Layout) -> None:
-    """Create ``work/`` and prove a file can be written there, before hours of computing."""
+def _check_writable(layout: Layout) -> list[Path]:
+    """Create ``work/`` and prove a file can be written there, before hours of computing.
+
+    Returns the directories it created, deepest first (see :func:`_remove_if_empty`).
+    """
     probe = layout.work / ".write-probe"
+    created = [p for p in (layout.work, *layout.work.parents) if not p.exists()]
     try:
         layout.work.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"ok")
@@ -104,6 +108,18 @@ def _check_writable(layout: Layout) -> None:
             f"output.path: cannot write {layout.root} ({exc.strerror or exc}); choose a "
             "writable `output.path`"
         ) from None
+    return created
+
+
+def _remove_if_empty(directories: Sequence[Path]) -> None:
+    """Remove those of ``directories`` (deepest first) that are still empty: a run that stops on
+    bad input before writing anything leaves no empty output directory behind. A directory
+    holding anything stays."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except OSError:
+            return  # not empty (or gone): its parents are not empty either
 
 
 def run(config: Config, *, overwrite: bool = False) -> RunSummary:
@@ -131,7 +147,7 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
     started = time.perf_counter()
     log.info("configuration:\n%s", config.to_yaml().rstrip())
     layout = Layout(Path(config.output.path))
-    _check_writable(layout)
+    created = _check_writable(layout)
     if overwrite:
         clear_work(layout)
     try:
@@ -142,6 +158,8 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         if error is None:
             raise
         raise error from None
+    finally:
+        _remove_if_empty(created)
 
 
 class _Progress:

@@ -110,7 +110,10 @@ def gdal_storage_error(
     import resource
 
     error = storage_error(exc, path)
-    if error is not None or not isinstance(exc, OSError | RuntimeError):
+    # rasterio raises GDAL's errors as its own classes (CPLE_…Error), which are neither: a
+    # scratch GeoTIFF cut short by a full disk surfaces only when the COG driver reads it back.
+    from_gdal = type(exc).__module__.startswith("rasterio")
+    if error is not None or not (isinstance(exc, OSError | RuntimeError) or from_gdal):
         return error
     directory = path.parent
     soft_limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)

@@ -25,7 +25,11 @@ def test_config_error_is_one_line_exit_2(
 ) -> None:
     cfg = _write(
         tmp_path / "c.yaml",
-        {"inputs": {"kind": "simulated"}, "output": {"path": "o"}, "tiling": {"overlapp": 8}},
+        {
+            "inputs": {"kind": "simulated"},
+            "output": {"path": str(tmp_path / "o")},
+            "tiling": {"overlapp": 8},
+        },
     )
     assert main(["run", str(cfg)]) == 2
     err = capsys.readouterr().err
@@ -93,14 +97,30 @@ def test_run_geotiff_series(
 def test_global_options_go_before_or_after_the_subcommand(
     tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    out = tmp_path / "runs" / "o"
     cfg = _write(
         tmp_path / "c.yaml",
-        {"inputs": {"kind": "geotiff", "paths": ["nope/*.tif"]}, "output": {"path": "o"}},
+        {"inputs": {"kind": "geotiff", "paths": ["nope/*.tif"]}, "output": {"path": str(out)}},
     )
     argv = ["--debug", "-q", "run", str(cfg)] if where == "before" else ["run", str(cfg), "-q"]
     argv += ["--debug"] if where == "after" else []
     assert main(argv) == 2  # the user's error, not an argparse one (which exits with 2 too)
     assert capsys.readouterr().err.startswith("error: inputs.paths")
+    # Stopped before writing anything: no empty output directory is left behind.
+    assert not (tmp_path / "runs").exists()
+
+
+def test_bad_input_keeps_an_existing_output_directory(tmp_path: Path) -> None:
+    """Only directories the run made, and only while empty, go when it stops on bad input."""
+    out = tmp_path / "o"
+    (out / "work").mkdir(parents=True)
+    (out / "notes.txt").write_text("the user's")
+    cfg = _write(
+        tmp_path / "c.yaml",
+        {"inputs": {"kind": "geotiff", "paths": ["nope/*.tif"]}, "output": {"path": str(out)}},
+    )
+    assert main(["-q", "run", str(cfg)]) == 2
+    assert (out / "notes.txt").read_text() == "the user's" and (out / "work").is_dir()
 
 
 def test_plan_of_simulated_inputs_simulates_nothing(

@@ -75,3 +75,51 @@ def test_cog_config_changes_time_not_bytes(
     ours = cog("ours")
     monkeypatch.setattr(products, "COG_GDAL_CONFIG", {})
     assert cog("gdal-defaults") == ours
+
+
+_COG_UNDER_A_LIMIT = """
+import resource, sys
+import numpy as np
+from pathlib import Path
+from affine import Affine
+from pipeline.grid import TargetGrid
+from pipeline.products import _profile, _write_safely
+from pipeline.store.durable import OutputError
+
+out = Path(sys.argv[1])
+grid = TargetGrid("EPSG:32650", Affine(50, 0, 0, 0, -50, 0), 1500, 1500)
+rng = np.random.default_rng(0)
+def read(rows, cols):
+    return rng.integers(1, 60000, (2, rows.stop - rows.start, cols.stop - cols.start), np.uint16)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+try:
+    _write_safely([out / "a.tif", out / "b.tif"], _profile(grid, "uint16", 0), read,
+                  lambda frame: frame, 512, "AVERAGE", None)
+except OutputError as exc:
+    print("OutputError:", exc)
+"""
+
+
+@pytest.mark.parametrize("limit", [4_600_000, 4_700_000])
+def test_cogs_cut_short_by_the_disk_are_the_users_one_line_error(
+    tmp_path: Path, limit: int
+) -> None:
+    """A disk that fills while the COGs are written (here the process's file size limit, just
+    under a band's 4.7 MB scratch GeoTIFF) gives the storage error, not GDAL's "IReadBlock
+    failed" from reading back a scratch file cut short (a rasterio error class, not an
+    OSError), and leaves no file behind."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "cog"
+    out.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", _COG_UNDER_A_LIMIT, str(out), str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("OutputError: output.path: cannot write "), proc.stdout
+    assert "file size limit exceeded" in proc.stdout
+    assert list(out.iterdir()) == []
