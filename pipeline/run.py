@@ -104,6 +104,7 @@ def _check_writable(layout: Layout) -> list[Path]:
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as exc:
+        _remove_if_empty(created)  # what ``mkdir`` made before it failed
         raise storage_error(exc, layout.root) or OutputError(
             f"output.path: cannot write {layout.root} ({exc.strerror or exc}); choose a "
             "writable `output.path`"
@@ -152,14 +153,13 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
         clear_work(layout)
     try:
         return _run(config, layout, started)
-    except OSError as exc:
+    except BaseException as exc:
+        _remove_if_empty(created)  # stopped (bad input, no cluster): no empty directory left
         # A disk that fills up while the client itself writes (templates, markers, products).
-        error = storage_error(exc, layout.root)
+        error = storage_error(exc, layout.root) if isinstance(exc, OSError) else None
         if error is None:
             raise
         raise error from None
-    finally:
-        _remove_if_empty(created)
 
 
 class _Progress:

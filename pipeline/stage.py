@@ -127,11 +127,11 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     for frame, acq in zip(cube, job.acquisitions, strict=True):
         try:
             read_window(acq, job.grid, core.to_rasterio(), dem=job.dem, out=frame)
-            finite += int(np.count_nonzero(np.isfinite(frame)))
         except (InputError, ConfigError) as exc:
             raise type(exc)(f"tile {job.tile.name}: {exc}") from None
         except Exception as exc:
             raise TileError(job.tile_id, f"reading {acq.id}: {type(exc).__name__}: {exc}") from exc
+        finite += int(np.count_nonzero(np.isfinite(frame)))
     store = job.layout.input_store
     try:
         target = zarr.open_array(store=str(store), path="observed", mode="r+")
