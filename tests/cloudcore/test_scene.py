@@ -70,12 +70,21 @@ def _whole(stack: np.ndarray, **kwargs: object) -> cloudcore.Decomposition:
     return cloudcore.decompose(D, mask=np.isfinite(D), **kwargs)  # type: ignore[arg-type]
 
 
-def _assert_same(got: list[np.ndarray], ref: cloudcore.Decomposition, rtol: float) -> None:
+def _assert_same(
+    got: list[np.ndarray],
+    ref: cloudcore.Decomposition,
+    rtol: float,
+    haze_to_ground: bool = False,
+) -> None:
+    """Each layer within ``rtol`` of decompose's, relative to its own norm; with
+    ``haze_to_ground`` the haze N relative to the ground's norm instead (see its caller)."""
     expected = (ref.ground, ref.C, ref.N) + ((ref.S,) if ref.S is not None else ())
-    for x, y in zip(got, expected, strict=True):
+    ground = float(np.linalg.norm(ref.ground[~np.isnan(ref.ground)]))
+    for k, (x, y) in enumerate(zip(got, expected, strict=True)):
         assert np.array_equal(np.isnan(x), np.isnan(y))  # NaN exactly where decompose has it
         m = ~np.isnan(y)
-        err = float(np.linalg.norm(x[m] - y[m])) / max(float(np.linalg.norm(y[m])), 1e-30)
+        scale = ground if haze_to_ground and k == 2 else float(np.linalg.norm(y[m]))
+        err = float(np.linalg.norm(x[m] - y[m])) / max(scale, 1e-30)
         assert err <= rtol, err
 
 
@@ -105,9 +114,17 @@ def test_other_alm_methods_and_one_tile_per_group(
     ref = _whole(footprint_series, method=method)
     outcome, got = _solve_tiled(footprint_series, (64, 64), groups=4, method=method)
     assert outcome.iterations == ref.iterations
-    # The shadow model's N is 1.7 % of L in norm: float32 rounding (|ΔN| ≤ 1.3e-6) is 1.4e-5 of
-    # it; L, C and S agree to 2e-6.
-    _assert_same(got, ref, 2e-5 if method == "aatm-shadow" else 1e-5)
+    shadow = method == "aatm-shadow"
+    # The shadow model's N is 1.7 % of L in norm, so float32 rounding at the ground's scale is
+    # a large part of N's own norm, and how large depends on the BLAS kernel OpenBLAS picks for
+    # the CPU: |ΔN| ≤ 1.3e-6 (1.4e-5 of N) with its Haswell kernels, ≤ 3.8e-6 (3.9e-5 of N,
+    # 6.7e-7 of L) with those it picks on an AMD EPYC Zen 4 (OPENBLAS_CORETYPE=Haswell there
+    # gives the former); L, C and S agree to 5e-6 with either. So N is held to the ground's
+    # scale, and to 1e-5 (a hundredth of a 10-bit DN) entry by entry.
+    _assert_same(got, ref, 1e-5, haze_to_ground=shadow)
+    if shadow:
+        seen = ~np.isnan(ref.N)
+        assert float(np.abs(got[2][seen] - ref.N[seen]).max()) <= 1e-5
 
 
 def test_unmasked_matrix(footprint_series: np.ndarray) -> None:
