@@ -48,18 +48,32 @@ WORKER_ENV = {
 }
 
 #: Dask settings of the clusters this package starts, unless the environment sets them
-#: (``DASK_…`` variables). Measured on an idle 2-worker local cluster, they cut the scheduler
-#: process's CPU from 2.5 % to 1.2 % of a core and each worker's from 1.8 % to 0.7 %; on two
-#: cores that is CPU the solver gets back.
+#: (``DASK_…`` variables). Each is a timer that runs whether or not a task does, in the
+#: scheduler, the nannies (in the driver's process on a local cluster) or the workers, and
+#: takes the GIL from the task thread while it runs; a run's tasks last seconds to minutes.
+#: On an idle 2-worker local cluster (``python benchmarks/idle_cluster.py``, Dask's defaults
+#: against these, alternated) all its processes together used 7.9-8.8 % of a core with Dask's
+#: defaults, 1.2 % with these (3.5-3.9 % with the first three alone); on two cores that is CPU
+#: the solver gets back, though in a run the timers' share is smaller than idle (README,
+#: "Performance").
 #:
 #: * the workers' statistical profiler samples every thread's stack 100 times a second; it
 #:   only feeds the dashboard's Profile page (task stream, progress and memory stay);
 #: * the event-loop watchdog's tick (20 ms) and work stealing's balancing (100 ms) run on the
-#:   scheduler; a run's tasks last seconds to minutes, so once a second is plenty.
+#:   scheduler: once a second is plenty;
+#: * the memory monitor of every worker and nanny (100 ms): its pause and terminate
+#:   thresholds are checked once a second (a row task grows by about a tile's state, 0.2 GiB,
+#:   in a second, against limits of gigabytes; the kernel's OOM killer stays the last resort);
+#: * the system monitor's samples for the dashboard's System page (500 ms), once a second, and
+#:   without the host's disk counters (``psutil.disk_io_counters`` reads every block device's
+#:   statistics; that plot is dropped).
 CLUSTER_DASK_CONFIG: dict[str, Any] = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1s",
     "distributed.scheduler.work-stealing-interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "1s",
+    "distributed.admin.system-monitor.disk": False,
 }
 
 

@@ -91,6 +91,30 @@ def test_local_workers_get_the_worker_environment() -> None:
     assert list(seen.values()) == [WORKER_ENV]
 
 
+def test_local_clusters_run_the_quiet_dask_timers() -> None:
+    # pipeline.cluster.backends.CLUSTER_DASK_CONFIG: the timers that run whether or not a task
+    # does take the GIL from the task thread; the workers and the scheduler must run with ours.
+    from pipeline.cluster import connect
+    from pipeline.config import ClusterSpec
+
+    def timers(dask_worker: Any) -> dict[str, Any]:
+        callbacks = dask_worker.periodic_callbacks
+        return {
+            "memory_ms": callbacks["memory_monitor"].callback_time,
+            "system_ms": callbacks["monitor"].callback_time,
+            "disk": dask_worker.monitor.monitor_disk_io,
+            "profile": "profile" in callbacks,
+        }
+
+    with connect(ClusterSpec(n_workers=1, dashboard=False)) as client:
+        (seen,) = client.run(timers).values()
+        scheduler_system_ms = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.periodic_callbacks["monitor"].callback_time
+        )
+    assert seen == {"memory_ms": 1000, "system_ms": 1000, "disk": False, "profile": False}
+    assert scheduler_system_ms == 1000
+
+
 def test_address_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://scheduler.ns.svc:8786")
     spec = as_cluster_spec({"kind": "address", "address": "${DASK_SCHEDULER_ADDRESS}"})
