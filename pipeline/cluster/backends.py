@@ -40,11 +40,19 @@ from pipeline.errors import ConfigError
 #: * GDAL_CACHEMAX (MB): GDAL's block cache defaults to 5 % of the machine's memory *per
 #:   process*; filled by staging reads and COG writes it made each worker's memory grow with
 #:   the scene. Tiles are read once, so a small cache costs nothing.
+#: * ZARR_ASYNC__CONCURRENCY: how many chunks one Zarr read or write encodes, decodes and moves
+#:   at once (Zarr's default 10). A worker per core already keeps every core busy, so more
+#:   codec threads than that only preempt the other workers' solves. With 1, a 2560² run on
+#:   two workers (4 runs alternated, ``benchmarks/pipeline.py --sizes 2560 --scopes tile``)
+#:   took 97.3 and 99.1 s against 99.6 and 100.9 s, 183.9 and 188.1 CPU s against 188.1 and
+#:   190.3, and its solving threads were preempted 24-39 % less often. On storage with long
+#:   latencies (an object store, a busy parallel file system) a higher value may pay: set it.
 WORKER_ENV = {
     "MALLOC_MMAP_THRESHOLD_": "33554432",
     "MALLOC_TRIM_THRESHOLD_": "67108864",
     "MALLOC_ARENA_MAX": "2",
     "GDAL_CACHEMAX": "256",
+    "ZARR_ASYNC__CONCURRENCY": "1",
 }
 
 #: Dask settings of the clusters this package starts, unless the environment sets them
@@ -87,6 +95,18 @@ def cluster_dask_config() -> dict[str, Any]:
     return {k: v for k, v in CLUSTER_DASK_CONFIG.items() if dask_env_name(k) not in os.environ}
 
 
+#: Keys of :data:`WORKER_ENV` that a variable of the user's own environment overrides for local
+#: workers too (the others are set whatever this process has: an earlier cluster of this
+#: process leaves Dask's MALLOC_TRIM_THRESHOLD_ behind, see :func:`spawn_environment`).
+USER_SETTABLE = ("ZARR_ASYNC__CONCURRENCY",)
+
+
+def local_worker_env() -> dict[str, str]:
+    """:data:`WORKER_ENV` for the workers of a local cluster, with the user's own value of each
+    :data:`USER_SETTABLE` key where this process's environment has one."""
+    return {**WORKER_ENV, **{k: os.environ[k] for k in USER_SETTABLE if k in os.environ}}
+
+
 def remote_worker_env() -> dict[str, str]:
     """What job scripts and pods export for their workers: :data:`WORKER_ENV` and
     :data:`CLUSTER_DASK_CONFIG` as ``DASK_…`` variables (those workers read their own
@@ -97,11 +117,13 @@ def remote_worker_env() -> dict[str, str]:
 
 __all__ = [
     "CLUSTER_DASK_CONFIG",
+    "USER_SETTABLE",
     "WORKER_ENV",
     "cluster_dask_config",
     "dask_env_name",
     "jobqueue_kwargs",
     "kubernetes_cluster_spec",
+    "local_worker_env",
     "make_cluster",
     "open_cluster",
     "remote_worker_env",
@@ -245,7 +267,7 @@ def make_cluster(cfg: ClusterSpec | Mapping[str, Any], *, scale: bool = True) ->
         cores = os.cpu_count() or 1
         threads = spec.threads_per_worker or 1
         # Nannies hand this process's Dask configuration to the workers they spawn.
-        with dask.config.set(cluster_dask_config()), spawn_environment(WORKER_ENV):
+        with dask.config.set(cluster_dask_config()), spawn_environment(local_worker_env()):
             return LocalCluster(
                 n_workers=spec.n_workers or max(cores // threads, 1),
                 threads_per_worker=threads,

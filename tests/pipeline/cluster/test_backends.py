@@ -91,6 +91,25 @@ def test_local_workers_get_the_worker_environment() -> None:
     assert list(seen.values()) == [WORKER_ENV]
 
 
+def test_local_workers_move_one_zarr_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pipeline.cluster.backends.WORKER_ENV: more codec threads than cores preempt the other
+    # workers' solves; the user's own ZARR_ASYNC__CONCURRENCY still wins (slow storage).
+    from pipeline.cluster import connect
+    from pipeline.config import ClusterSpec
+
+    def concurrency() -> int:
+        import zarr
+
+        return int(zarr.config.get("async.concurrency"))
+
+    monkeypatch.delenv("ZARR_ASYNC__CONCURRENCY", raising=False)
+    with connect(ClusterSpec(n_workers=1, dashboard=False)) as client:
+        assert list(client.run(concurrency).values()) == [1]
+    monkeypatch.setenv("ZARR_ASYNC__CONCURRENCY", "4")
+    with connect(ClusterSpec(n_workers=1, dashboard=False)) as client:
+        assert list(client.run(concurrency).values()) == [4]
+
+
 def test_local_clusters_run_the_quiet_dask_timers() -> None:
     # pipeline.cluster.backends.CLUSTER_DASK_CONFIG: the timers that run whether or not a task
     # does take the GIL from the task thread; the workers and the scheduler must run with ours.
