@@ -25,8 +25,8 @@ import dask
 from pipeline.config.cluster import ClusterSpec, JobqueueOptions, as_cluster_spec, worker_lifetime
 from pipeline.errors import ConfigError
 
-#: Environment of worker processes: local workers always get it; job scripts and pods export it
-#: before the user's own settings, which may override it.
+#: Environment of worker processes: local workers get it (:func:`local_worker_env`), job scripts
+#: and pods export it before the user's own settings; the user's own values win in both.
 #:
 #: * glibc malloc: Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
 #:   mmap threshold at 128 KiB: every chunk buffer and strip of a tile task then came from a
@@ -95,16 +95,14 @@ def cluster_dask_config() -> dict[str, Any]:
     return {k: v for k, v in CLUSTER_DASK_CONFIG.items() if dask_env_name(k) not in os.environ}
 
 
-#: Keys of :data:`WORKER_ENV` that a variable of the user's own environment overrides for local
-#: workers too (the others are set whatever this process has: an earlier cluster of this
-#: process leaves Dask's MALLOC_TRIM_THRESHOLD_ behind, see :func:`spawn_environment`).
-USER_SETTABLE = ("ZARR_ASYNC__CONCURRENCY",)
-
-
 def local_worker_env() -> dict[str, str]:
-    """:data:`WORKER_ENV` for the workers of a local cluster, with the user's own value of each
-    :data:`USER_SETTABLE` key where this process's environment has one."""
-    return {**WORKER_ENV, **{k: os.environ[k] for k in USER_SETTABLE if k in os.environ}}
+    """:data:`WORKER_ENV` for the workers of a local cluster, where, as in job scripts and pods,
+    a variable of the user's own environment wins, except those that Dask's nanny puts into
+    the environment itself (``distributed.nanny.pre-spawn-environ``): an earlier cluster of
+    this process leaves them behind (:func:`spawn_environment`), so they are not the user's."""
+    dasks_own = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    users = {k: os.environ[k] for k in WORKER_ENV if k in os.environ and k not in dasks_own}
+    return {**WORKER_ENV, **users}
 
 
 def remote_worker_env() -> dict[str, str]:
@@ -117,7 +115,6 @@ def remote_worker_env() -> dict[str, str]:
 
 __all__ = [
     "CLUSTER_DASK_CONFIG",
-    "USER_SETTABLE",
     "WORKER_ENV",
     "cluster_dask_config",
     "dask_env_name",
