@@ -38,8 +38,19 @@ from pipeline.config import SolverConfig
 from pipeline.errors import TileError
 from pipeline.rowblend import RowBlock, boundary_window, mix_boundary, row_blocks
 from pipeline.solve import SolveJob, solve_tile
-from pipeline.store.cube import chunk_range, compressors, fsync_chunks
-from pipeline.store.durable import durable_store, remove_store, storage_error, write_marker
+from pipeline.store.cube import (
+    chunk_files,
+    chunk_range,
+    compressors,
+    prefetch_files,
+)
+from pipeline.store.durable import (
+    durable_store,
+    fsync_paths,
+    remove_store,
+    storage_error,
+    write_marker,
+)
 from pipeline.store.layout import Layout, solved_layers
 from pipeline.tiling import Tile, TileGrid, Window
 
@@ -99,6 +110,11 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
 
     def solve(tile: Tile) -> list[np.ndarray]:
+        # The next tile's own input shard (most of its halo) is read from disk while this one
+        # solves: at full size the input has left the page cache by the time the rows read it.
+        ahead = [tile.col + 1] if tile.col + 1 < job.grid.n_cols else []
+        store = job.layout.input_store
+        prefetch_files(chunk_files(store, ["observed"], [tile.row], ahead, job.band_index))
         tile_id = job.tile_ids[tile.col]
         inject_faults("solve", tile_id)
         layers, record = solve_tile(
@@ -189,12 +205,14 @@ def write_row(
             if interior is not None:
                 # The chunks of the interior rows of every core of the row.
                 ch = grid.cube_chunk_rows
-                fsync_chunks(
-                    cube,
-                    names,
-                    chunk_range(interior.row_off, interior.row_end, ch),
-                    range(grid.n_cols),
-                    band_index,
+                fsync_paths(
+                    chunk_files(
+                        cube,
+                        names,
+                        chunk_range(interior.row_off, interior.row_end, ch),
+                        range(grid.n_cols),
+                        band_index,
+                    )
                 )
     except OSError as exc:
         # Errors of solving (raised by ``blocks``) pass unchanged: they name their tile.
@@ -274,12 +292,14 @@ def blend_seam(job: SeamJob) -> str:
             mixed = mix_boundary(job.grid, job.row, col, above, below)
             for k, target in enumerate(targets):
                 target[:, job.band_index, window.slices[0], cols] = mixed[k]
-        fsync_chunks(
-            cube,
-            names,
-            chunk_range(rows.row_off, rows.row_end, job.grid.cube_chunk_rows),
-            range(job.grid.n_cols),
-            job.band_index,
+        fsync_paths(
+            chunk_files(
+                cube,
+                names,
+                chunk_range(rows.row_off, rows.row_end, job.grid.cube_chunk_rows),
+                range(job.grid.n_cols),
+                job.band_index,
+            )
         )
     except Exception as exc:
         raise storage_error(exc, cube) or TileError(

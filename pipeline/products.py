@@ -18,6 +18,7 @@ import xarray as xr
 
 from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.previews import PreviewSpec, assemble
+from pipeline.store.cube import chunk_files, chunk_range, prefetch_files
 from pipeline.store.durable import atomic_write, gdal_storage_error, storage_error
 from pipeline.store.layout import MASK
 from pipeline.tiling import Tile
@@ -101,7 +102,22 @@ def write_cogs(
         stored = physical_scale / (max_dn if dtype == "uint16" else 1.0)
         meaning = (calibration, units, stored)
 
+    chunks = src.shards or src.chunks  # a file each
+    height, width = src.shape[-2:]
+
+    def fetch(r0: int, c0: int) -> None:
+        """Start reading the chunk files of the block at (r0, c0) (see :func:`read`)."""
+        if r0 < height:
+            rows = chunk_range(r0, min(r0 + block, height), chunks[-2])
+            cols = chunk_range(c0, min(c0 + block, width), chunks[-1])
+            prefetch_files(chunk_files(cube, ["clear"], rows, cols, band_index))
+
     def read(rows: slice, cols: slice) -> np.ndarray:
+        # Blocks come row by row, left to right; the next one is read from disk while this one
+        # is encoded (a band's clear layer may have left the page cache since it was solved).
+        if rows.start == 0 and cols.start == 0:
+            fetch(0, 0)
+        fetch(*((rows.start, cols.stop) if cols.stop < width else (rows.stop, 0)))
         return np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)
 
     def encode(frame: np.ndarray) -> np.ndarray:

@@ -47,8 +47,8 @@ from pipeline.cluster.heap import return_free_memory
 from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.solve import resolve_lambda
-from pipeline.store.cube import chunk_range, fsync_chunks
-from pipeline.store.durable import OutputError, storage_error, write_marker
+from pipeline.store.cube import chunk_files, chunk_range
+from pipeline.store.durable import OutputError, fsync_paths, storage_error, write_marker
 from pipeline.store.layout import Layout, solved_layers
 from pipeline.tiling import Tile, TileGrid
 
@@ -137,12 +137,14 @@ class SceneShard(BlockGroup):
                     target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
                 scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
                 block.release()
-                fsync_chunks(
-                    path,
-                    names,
-                    chunk_range(tile.core.row_off, tile.core.row_end, chunk_rows),
-                    [tile.col],  # cube chunks are tile_size wide
-                    spec.band_index,
+                fsync_paths(
+                    chunk_files(
+                        path,
+                        names,
+                        chunk_range(tile.core.row_off, tile.core.row_end, chunk_rows),
+                        [tile.col],  # cube chunks are tile_size wide
+                        spec.band_index,
+                    )
                 )
                 record: dict[str, Any] = {
                     "tile_id": tile_id,

@@ -21,8 +21,8 @@ import numpy as np
 
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.ids import ALL_BANDS
-from pipeline.store.cube import create_store, fsync_chunks, store_token
-from pipeline.store.durable import storage_error, write_marker
+from pipeline.store.cube import chunk_files, create_store, store_token
+from pipeline.store.durable import fsync_paths, storage_error, write_marker
 from pipeline.store.layout import Layout
 from pipeline.tiling import Tile, TileGrid
 
@@ -137,7 +137,7 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
         target = zarr.open_array(store=str(store), path="observed", mode="r+")
         target[:, :, rows, cols] = cube
         # Cores are aligned with chunks (chunk = tile_size): all dates and bands of this core.
-        fsync_chunks(store, ["observed"], [job.tile.row], [job.tile.col])
+        fsync_paths(chunk_files(store, ["observed"], [job.tile.row], [job.tile.col]))
     except Exception as exc:
         raise storage_error(exc, store) or TileError(
             job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}"

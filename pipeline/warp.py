@@ -383,7 +383,7 @@ def read_window(
     elif out.shape != shape or out.dtype != np.float32:
         raise ValueError(f"out is {out.dtype} {out.shape}, expected float32 {shape}")
     out.fill(np.nan)
-    with _open(acq) as src:
+    with rasterio.Env(**READ_GDAL_CONFIG), _open(acq) as src:
         indexes = _band_indexes(src, acq, bands)
         if _same_lattice(src, acq, grid):
             _copy_window(src, acq, indexes, grid, window, out)
@@ -433,6 +433,16 @@ def read_window(
                 **common,
             )
     return out
+
+
+#: GDAL configuration while a window is read. GDAL reads an uncompressed, striped GeoTIFF (the
+#: layout it writes by default, one row of all bands per strip, as the GF-4 fixtures have) through
+#: its block cache a whole strip at a time: a stage task's 1164-pixel-wide window of a 10240-wide
+#: PMS frame copied 8.8 times the bytes it used, 0.20-0.23 s of CPU per date, mostly in the kernel.
+#: Memory-mapped (``GTIFF_VIRTUAL_MEM_IO``; where the file would not fit in RAM, ``GTIFF_DIRECT_IO``
+#: reads just the window's bytes of each row instead) the same read took 0.017 s, the same values
+#: (tested). Compressed or tiled files read as before: GDAL applies both only to uncompressed ones.
+READ_GDAL_CONFIG = {"GTIFF_VIRTUAL_MEM_IO": "IF_ENOUGH_RAM", "GTIFF_DIRECT_IO": "YES"}
 
 
 def _same_lattice(src: rasterio.io.DatasetReader, acq: Acquisition, grid: TargetGrid) -> bool:

@@ -6,6 +6,7 @@ metadata.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -16,9 +17,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from pipeline.store.durable import fsync_paths
-
-__all__ = ["chunk_range", "compressors", "create_store", "fsync_chunks", "store_token"]
+__all__ = [
+    "chunk_files",
+    "chunk_range",
+    "compressors",
+    "create_store",
+    "prefetch_files",
+    "store_token",
+]
 
 
 def compressors() -> tuple[Any, ...]:
@@ -155,7 +161,7 @@ def chunk_range(start: int, stop: int, size: int) -> range:
     return range(start // size, -(-stop // size))
 
 
-def fsync_chunks(
+def chunk_files(
     store: Path,
     variables: Sequence[str],
     chunk_rows: Iterable[int],
@@ -163,22 +169,45 @@ def fsync_chunks(
     band: int | None = None,
     *,
     per_band: bool = True,
-) -> None:
-    """fsync chunk files (or shards) of a store made by :func:`create_store`.
+) -> list[Path]:
+    """The chunk files (or shards) of a store made by :func:`create_store` that exist.
 
     Chunks cover all dates and one band, so their keys are
     ``<variable>/c/0/<band>/<chunk row>/<chunk col>``: every band when ``band`` is None; with
     ``per_band=False`` the variables are (time, y, x) ones (``date_codes``), keyed
     ``<variable>/c/0/<chunk row>/<chunk col>``. Chunks never written (all fill value) have no
-    file and are skipped.
+    file and are left out. A task fsyncs the files it wrote
+    (``pipeline.store.durable.fsync_paths``) and reads ahead the ones it will read
+    (:func:`prefetch_files`).
     """
     bands = "" if not per_band else ("*/" if band is None else f"{band}/")
     cols = list(chunk_cols)
     rows = list(chunk_rows)
-    fsync_paths(
+    return [
         p
         for name in variables
         for r in rows
         for c in cols
         for p in store.glob(f"{name}/c/*/{bands}{r}/{c}")
-    )
+    ]
+
+
+def prefetch_files(paths: Iterable[Path]) -> None:
+    """Ask the kernel to start reading ``paths`` into the page cache, without waiting for them.
+
+    ``posix_fadvise(WILLNEED)`` queues the reads of every file at once, while the caller works on
+    what it already has; its later reads of them then find them in memory. Where the call does
+    not exist (not a POSIX system) this does nothing; so does a file that is gone (its read
+    will say so).
+    """
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)

@@ -19,10 +19,11 @@ from affine import Affine
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
 from pipeline.grid import TargetGrid
 from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
-from pipeline.store.cube import create_store
+from pipeline.store.cube import chunk_files, create_store
 from pipeline.store.durable import write_marker
 from pipeline.store.layout import MASK, PROVENANCE, haze_observed
 from pipeline.tiling import TileGrid
+from tests.pipeline.reads import reads_asked_before, record_reads
 
 N_DATES, N_BANDS, TILE, OVERLAP = 3, 2, 32, 8
 
@@ -207,3 +208,24 @@ def test_mask_without_reading_haze_is_the_same(tmp_path: Path) -> None:
         codes[haze] = np.asarray(zarr.open_group(store=str(cube), mode="r")["mask"][:])
     assert set(np.unique(codes[True])) >= {0, 2, 3, NODATA}
     assert np.array_equal(codes[True], codes[False])
+
+
+def test_each_core_s_files_are_asked_for_before_they_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mask task asks the kernel for a core's chunk files (every layer it reads, every band,
+    and the input's shards of the core) before it reads them, the next core's while it works
+    on this one."""
+    height, width = 70, 150
+    grid = TileGrid(height, width, TILE, OVERLAP)
+    source, cube = _stores(tmp_path, _scene(height, width, seed=5), grid)
+    marker = tmp_path / "r00.json"
+    write_marker(marker, {"tiles": [{"band": f"B{b + 1}", "anomaly_scale": 0.01} for b in (0, 1)]})
+    events = record_reads(monkeypatch, "pipeline.masks")
+    _mask_all_rows(grid, source, cube, (marker,), MaskRule(), keep_clear=False)
+
+    layers = chunk_files(cube, ["clear", "cloud", "haze", "shadow"], range(99), range(99))
+    count, unasked = reads_asked_before(events, set(layers))
+    assert count >= len(layers) and not unasked
+    shards = {p for k, p in events if k == "asked" and p.is_relative_to(source)}
+    assert len(shards) == grid.n_rows * grid.n_cols * N_BANDS  # every core's, no neighbour's

@@ -123,3 +123,41 @@ def test_cogs_cut_short_by_the_disk_are_the_users_one_line_error(
     assert proc.stdout.startswith("OutputError: output.path: cannot write "), proc.stdout
     assert "file size limit exceeded" in proc.stdout
     assert list(out.iterdir()) == []
+
+
+def test_the_next_block_s_chunks_are_asked_for_before_they_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A band's COGs read the cube block by block; each block's chunk files were asked for
+    while the block before it was encoded, the first at the start. The COGs hold the values."""
+    from datetime import datetime
+
+    import zarr
+
+    from pipeline.grid import TargetGrid
+    from pipeline.store.cube import chunk_files, create_store
+    from pipeline.tiling import TileGrid
+    from tests.pipeline.reads import reads_asked_before, record_reads
+
+    tiles = TileGrid(70, 150, 32, 8)  # 3 × 5 blocks, the last ones narrow
+    grid = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 150, 70)
+    cube = tmp_path / "cube.zarr"
+    times = [datetime(2020, 6, d + 1) for d in range(2)]
+    create_store(
+        cube, grid, times=times, bands=["B1", "B2"], variables=["clear"],
+        tile_size=32, chunk_rows=tiles.cube_chunk_rows, attrs={},
+    )  # fmt: skip
+    clear = np.random.default_rng(1).uniform(0.01, 1, (2, 2, 70, 150)).astype(np.float32)
+    zarr.open_array(store=str(cube), path="clear", mode="r+")[...] = clear
+    events = record_reads(monkeypatch, "pipeline.products")
+    dsts = [tmp_path / f"t{t}.tif" for t in range(2)]
+    products.write_cogs(
+        cube, dsts, band_index=1, grid=grid, dtype="uint16", max_dn=1023.0, block=32
+    )
+
+    band = chunk_files(cube, ["clear"], range(99), range(99), band=1)
+    count, unasked = reads_asked_before(events, set(band))
+    assert count == len(band) > 15 and not unasked
+    for t, dst in enumerate(dsts):
+        with rasterio.open(dst) as cog:
+            assert np.array_equal(cog.read(1), _encode(clear[t, 1], "uint16", 1023.0))

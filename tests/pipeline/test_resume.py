@@ -195,3 +195,28 @@ def test_the_refinement_as_it_takes_effect_keys_the_tiles(
     default = solve_ids()
     assert solve_ids(refine=True) == default  # left out = on in tile scope: the same work
     assert solve_ids(refine=False).isdisjoint(default)
+
+
+def test_a_row_asks_for_the_next_tile_s_input_before_reading_it(
+    geotiff_series: SimulatedProducts,
+    scheduler: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A row task asks the kernel for the next tile's input shard while it solves this one."""
+    from pipeline.store.cube import chunk_files
+    from tests.pipeline.reads import reads_asked_before, record_reads
+
+    out = tmp_path / "out"
+    cfg = parse(_cfg(out, geotiff_series.paths, scheduler), Config)
+    assert run(cfg).ok
+    plan = make_plan(cfg)
+    layout, tiles = plan.layout, plan.tiles
+    b = plan.bands.index("B2")
+    ids = tuple(plan.solve_ids["B2"][0, c] for c in range(tiles.n_cols))
+    events = record_reads(monkeypatch, "pipeline.blend")
+    row_id = plan.row_ids["B2"][0]
+    solve_row(RowJob(tiles, 0, b, "B2", row_id, ids, layout, str(layout.cube), cfg.solver, 1))
+    ahead = chunk_files(layout.input_store, ["observed"], [0], range(1, tiles.n_cols), b)
+    count, unasked = reads_asked_before(events, set(ahead))
+    assert tiles.n_cols >= 2 and count >= len(ahead) and not unasked

@@ -163,6 +163,27 @@ def test_reading_into_a_given_array(clear) -> None:
         read_window(acqs[0], grid, window, out=cube[:, 0])
 
 
+@pytest.mark.parametrize("window", [Window(37, 50, 64, 70), Window(1, 120, 140, 9)])
+def test_memory_mapped_reads_give_the_block_cache_values(
+    clear, geotiff_series: SimulatedProducts, window: Window, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows of uncompressed striped files are read memory-mapped (READ_GDAL_CONFIG): the same
+    values, bit for bit, as GDAL's default read through its block cache, for an RPC product
+    (warped) and for a GeoTIFF on the grid (copied)."""
+    acqs, grid, _ = clear
+    series = discover_geotiffs(geotiff_series.paths)
+    cases = [(acqs[0], grid), (series[0], derive_grid(series))]
+    for acq, on in cases:
+        with rasterio.open(acq.path) as src:  # the layout the option is for
+            assert src.compression is None and not src.profile.get("tiled")
+        mapped = read_window(acq, on, window)
+        with monkeypatch.context() as patch:
+            patch.setattr("pipeline.warp.READ_GDAL_CONFIG", {})
+            cached = read_window(acq, on, window)
+        assert np.isfinite(mapped).any()
+        np.testing.assert_array_equal(mapped, cached)
+
+
 def test_reads_only_the_needed_source_region(clear) -> None:
     acqs, grid, _ = clear
     with rasterio.open(acqs[0].path) as src:
