@@ -34,7 +34,7 @@ re-solves rather than mixing two settings in one cube.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ import numpy as np
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
 from pipeline.errors import TileError
 from pipeline.previews import PreviewSpec, Samples
-from pipeline.store.cube import chunk_files, chunk_range, prefetch_files
+from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import Tile, Window
@@ -178,7 +178,10 @@ def _row_codes(
     r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
     held: list[_Scores] = []  # consecutive columns, left to right
     samples: dict[int, Samples | None] = {}
-    following = _fetched_ahead(job.tiles, lambda t: _prefetch(arrays, source, job, t, r0, r1))
+    # By the time the mask runs the cube has mostly left the page cache (at full size the stores
+    # outgrow the machine's memory), and a core's reads, one chunk at a time, left the task
+    # waiting on the disk: the next core's files are asked for while this one is computed.
+    following = read_ahead(job.tiles, lambda t: _prefetch(arrays, source, job, t, r0, r1))
     for tile in job.tiles:
         c0, c1 = max(tile.core.col_off - pad, 0), min(tile.core.col_end + pad, job.width)
         while not held or held[-1].col_end < c1:
@@ -195,22 +198,6 @@ def _row_codes(
             slice(tile.core.col_off - c0, tile.core.col_end - c0),
         )
         yield tile, np.ascontiguousarray(codes[inner]), samples.pop(tile.col)
-
-
-def _fetched_ahead(tiles: Sequence[Tile], fetch: Callable[[Tile], None]) -> Iterator[Tile]:
-    """The tiles in order; the first two are fetched at once, each next one as its turn comes.
-
-    By the time the mask pass runs the cube has mostly left the page cache (at full size the
-    stores are larger than the machine's memory), and a core's reads, one chunk at a time, left
-    the task waiting on the disk: 169.5 task seconds for 109.4 CPU seconds at full size. With
-    the next core's files asked for while this one is computed, the disk works meanwhile.
-    """
-    for tile in tiles[:1]:
-        fetch(tile)
-    for i, tile in enumerate(tiles):
-        if i + 1 < len(tiles):
-            fetch(tiles[i + 1])
-        yield tile
 
 
 def _prefetch(

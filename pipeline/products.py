@@ -18,7 +18,7 @@ import xarray as xr
 
 from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.previews import PreviewSpec, assemble
-from pipeline.store.cube import chunk_files, chunk_range, prefetch_files
+from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import atomic_write, gdal_storage_error, storage_error
 from pipeline.store.layout import MASK
 from pipeline.tiling import Tile
@@ -103,27 +103,25 @@ def write_cogs(
         meaning = (calibration, units, stored)
 
     chunks = src.shards or src.chunks  # a file each
-    height, width = src.shape[-2:]
-
-    def fetch(r0: int, c0: int) -> None:
-        """Start reading the chunk files of the block at (r0, c0) (see :func:`read`)."""
-        if r0 < height:
-            rows = chunk_range(r0, min(r0 + block, height), chunks[-2])
-            cols = chunk_range(c0, min(c0 + block, width), chunks[-1])
-            prefetch_files(chunk_files(cube, ["clear"], rows, cols, band_index))
 
     def read(rows: slice, cols: slice) -> np.ndarray:
-        # Blocks come row by row, left to right; the next one is read from disk while this one
-        # is encoded (a band's clear layer may have left the page cache since it was solved).
-        if rows.start == 0 and cols.start == 0:
-            fetch(0, 0)
-        fetch(*((rows.start, cols.stop) if cols.stop < width else (rows.stop, 0)))
         return np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)
+
+    def ahead(rows: slice, cols: slice) -> None:
+        # A band's clear layer may have left the page cache since the band was solved.
+        files = chunk_files(
+            cube,
+            ["clear"],
+            chunk_range(rows.start, rows.stop, chunks[-2]),
+            chunk_range(cols.start, cols.stop, chunks[-1]),
+            band_index,
+        )
+        prefetch_files(files)
 
     def encode(frame: np.ndarray) -> np.ndarray:
         return _encode(frame, dtype, max_dn)
 
-    _write_safely(dsts, profile, read, encode, block, "AVERAGE", meaning)
+    _write_safely(dsts, profile, read, encode, block, "AVERAGE", meaning, ahead=ahead)
     return [str(d) for d in dsts]
 
 
@@ -177,6 +175,8 @@ def _write_safely(
     block: int,
     overviews: str,
     meaning: tuple[str, str, float] | None,
+    *,
+    ahead: Callable[[slice, slice], None] | None = None,
 ) -> None:
     """:func:`_write_cog_files` under temporary names that are removed whatever happens; a
     full or read-only disk becomes the user's one-line error."""
@@ -186,7 +186,9 @@ def _write_safely(
     for d in dsts:
         d.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _write_cog_files(read, encode, scratch, partial, dsts, profile, block, overviews, meaning)
+        _write_cog_files(
+            read, encode, scratch, partial, dsts, profile, block, overviews, meaning, ahead=ahead
+        )
     except Exception as exc:
         # A full or read-only disk is the user's to fix: one line naming the place, exit 2.
         error = gdal_storage_error(exc, dsts[0], [*scratch, *partial])
@@ -208,8 +210,15 @@ def _write_cog_files(
     block: int,
     overviews: str,
     meaning: tuple[str, str, float] | None = None,
+    *,
+    ahead: Callable[[slice, slice], None] | None = None,
 ) -> None:
-    """The GDAL part of :func:`write_cogs`: tiled GeoTIFFs, then COGs renamed into place."""
+    """The GDAL part of :func:`write_cogs`: tiled GeoTIFFs, then COGs renamed into place.
+
+    ``ahead`` (rows, cols), if given, is told each block before it is read, the next one while
+    this one is encoded (:func:`pipeline.store.cube.read_ahead`): it can start that block's
+    reads from disk.
+    """
     import rasterio
     import rasterio.shutil
 
@@ -223,14 +232,17 @@ def _write_cog_files(
     try:
         # One cube chunk (all dates of a block × block tile) at a time: memory stays at a
         # tile's size whatever the scene's width.
-        for r0 in range(0, height, block):
-            r1 = min(r0 + block, height)
-            for c0 in range(0, width, block):
-                c1 = min(c0 + block, width)
-                frames = read(slice(r0, r1), slice(c0, c1))  # (time, rows, cols)
-                for out, frame in zip(outs, frames, strict=True):
-                    window = ((r0, r1), (c0, c1))
-                    out.write(encode(frame), 1, window=window)
+        blocks = [
+            (slice(r0, min(r0 + block, height)), slice(c0, min(c0 + block, width)))
+            for r0 in range(0, height, block)
+            for c0 in range(0, width, block)
+        ]
+        order = blocks if ahead is None else read_ahead(blocks, lambda b: ahead(*b))
+        for rows, cols in order:
+            frames = read(rows, cols)  # (time, rows, cols)
+            for out, frame in zip(outs, frames, strict=True):
+                window = ((rows.start, rows.stop), (cols.start, cols.stop))
+                out.write(encode(frame), 1, window=window)
     finally:
         for out in outs:
             out.close()

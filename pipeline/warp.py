@@ -438,9 +438,10 @@ def read_window(
 #: GDAL configuration while a window is read. GDAL reads an uncompressed, striped GeoTIFF (the
 #: layout it writes by default, one row of all bands per strip, as the GF-4 fixtures have) through
 #: its block cache a whole strip at a time: a stage task's 1164-pixel-wide window of a 10240-wide
-#: PMS frame copied 8.8 times the bytes it used, 0.20-0.23 s of CPU per date, mostly in the kernel.
-#: Memory-mapped (``GTIFF_VIRTUAL_MEM_IO``; where the file would not fit in RAM, ``GTIFF_DIRECT_IO``
-#: reads just the window's bytes of each row instead) the same read took 0.017 s, the same values
+#: PMS frame copied 8.8 times the bytes it used, mostly in the kernel. Memory-mapped
+#: (``GTIFF_VIRTUAL_MEM_IO``; where the file would not fit in RAM, ``GTIFF_DIRECT_IO`` reads just
+#: the window's bytes of each row instead), 21 stage windows of the full-size series took 1.78
+#: CPU s against 2.65-3.11 s, warp included (``benchmarks/stage_reads.py``), the same values
 #: (tested). Compressed or tiled files read as before: GDAL applies both only to uncompressed ones.
 READ_GDAL_CONFIG = {"GTIFF_VIRTUAL_MEM_IO": "IF_ENOUGH_RAM", "GTIFF_DIRECT_IO": "YES"}
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ __all__ = [
     "compressors",
     "create_store",
     "prefetch_files",
+    "read_ahead",
     "store_token",
 ]
 
@@ -211,3 +212,21 @@ def prefetch_files(paths: Iterable[Path]) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
         finally:
             os.close(fd)
+
+
+T = TypeVar("T")
+
+
+def read_ahead(items: Sequence[T], fetch: Callable[[T], None]) -> Iterator[T]:
+    """``items`` in order, each one's ``fetch`` called before it comes: the first two at once,
+    then each next one while the caller works on the one before.
+
+    With ``fetch`` asking for an item's chunk files (:func:`prefetch_files`), the disk reads the
+    next item's data while the caller computes on this one's.
+    """
+    for item in items[:1]:
+        fetch(item)
+    for i, item in enumerate(items):
+        if i + 1 < len(items):
+            fetch(items[i + 1])
+        yield item
