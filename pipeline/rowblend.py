@@ -61,22 +61,25 @@ class RowBlock:
         return [layer[:, rows, cols] for layer in self.layers]
 
 
-def _mix(pieces: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Σ w·x / Σ w over the pieces with a finite value; NaN where none has one.
+def _mix(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Σ w·x / Σ w over the two pieces with a finite value; NaN where neither has one.
 
-    Each piece is (values, weights) with weights broadcastable to the values. Masked in-place
-    adds (``where=``) instead of masked copies: 3.4x faster on a seam column, same bits.
+    Each piece is (values, weights): float32 values whose last two axes are (rows, cols), and
+    weights broadcastable to (rows, cols). One pass of a compiled kernel
+    (:func:`pipeline._feather.mix_pair`), the same bits as the NumPy expression it replaced.
     """
-    shape = pieces[0][0].shape
-    num = np.zeros(shape, np.float32)
-    den = np.zeros(shape, np.float32)
-    for values, weights in pieces:
-        w = np.broadcast_to(np.asarray(weights, np.float32), shape)
-        finite = np.isfinite(values)
-        np.add(num, values * w, out=num, where=finite)
-        np.add(den, w, out=den, where=finite)
-    out = np.full(shape, np.nan, np.float32)
-    np.divide(num, den, out=out, where=den > 0)
+    from pipeline._feather import mix_pair
+
+    shape = first[0].shape
+    rows, cols = shape[-2:]
+    out = np.empty(shape, np.float32)
+    values, weights = [], []
+    for x, w in (first, second):
+        values.append(np.asarray(x, np.float32).reshape(-1, rows, cols))
+        weights.append(
+            np.ascontiguousarray(np.broadcast_to(np.asarray(w, np.float32), (rows, cols)))
+        )
+    mix_pair(values[0], weights[0], values[1], weights[1], out.reshape(-1, rows, cols))
     return out
 
 
@@ -160,7 +163,7 @@ def _blend_core_columns(
             continue
         weights = [_column_weights(grid, p, start, stop) for p in (current, other)]
         layers = [
-            _mix([(own, weights[0]), (theirs, weights[1])])
+            _mix((own, weights[0]), (theirs, weights[1]))
             for own, theirs in zip(
                 current.columns(start, stop), other.columns(start, stop), strict=True
             )
@@ -199,4 +202,4 @@ def mix_boundary(
         wy, _ = feather_ramps(tile, grid)
         r0 = window.row_off - tile.halo.row_off
         pieces.append((values, wy[r0 : r0 + window.height, None]))
-    return _mix(pieces)
+    return _mix(*pieces)

@@ -61,7 +61,8 @@ def warm_kernels(solver: SolverConfig) -> float:
     cache lacks it); returns the seconds.
 
     The matrix has a partly observed date, so the masked path and the refit are taken; the
-    unmasked path calls the same kernels with the same argument types.
+    unmasked path calls the same kernels with the same argument types. The row tasks' blend
+    kernel (:mod:`pipeline._feather`) is loaded too.
     """
     import numpy as np
 
@@ -75,6 +76,7 @@ def warm_kernels(solver: SolverConfig) -> float:
     brief = solver.model_copy(update={"max_iter": 3})  # loading the kernels is all it is for
     with _machine_lock(LOCK_PATH):
         solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
+        import pipeline._feather  # noqa: F401  (the blend's kernel, compiled on import)
     return time.perf_counter() - started
 
 

@@ -78,3 +78,54 @@ def test_row_fused_blend_equals_the_2d_feather_blend(shape, tile, overlap) -> No
     got = _row_fused(grid, sols)
     np.testing.assert_allclose(got, expected, atol=2e-6, rtol=0)
     assert np.array_equal(np.isnan(got), np.isnan(expected))
+
+
+def _numpy_mix(pieces: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The NumPy expression the compiled kernel replaced, kept as its reference: masked
+    in-place adds of w·x and w where x is finite, then Σ w·x / Σ w, NaN where Σ w is 0."""
+    shape = pieces[0][0].shape
+    num = np.zeros(shape, np.float32)
+    den = np.zeros(shape, np.float32)
+    for values, weights in pieces:
+        w = np.broadcast_to(np.asarray(weights, np.float32), shape)
+        finite = np.isfinite(values)
+        with np.errstate(invalid="ignore"):
+            np.add(num, values * w, out=num, where=finite)
+        np.add(den, w, out=den, where=finite)
+    out = np.full(shape, np.nan, np.float32)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def _awkward(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Values with NaN, ±inf, −0, subnormals and large magnitudes among them."""
+    x = rng.normal(0.3, 0.5, shape).astype(np.float32)
+    for value, share in ((np.nan, 0.1), (np.inf, 0.01), (-np.inf, 0.01), (-0.0, 0.01)):
+        x[rng.random(shape) < share] = value
+    x[rng.random(shape) < 0.01] = np.float32(1e-40)
+    x[rng.random(shape) < 0.01] *= np.float32(1e30)
+    return x
+
+
+def test_the_compiled_mix_gives_the_numpy_blend_bit_for_bit() -> None:
+    """Overlapping columns (strided views, one weight per column, one of them 0) and a seam
+    (4-D strips, one weight per row): the same float32 bits, NaN where neither is finite."""
+    from pipeline.rowblend import _mix
+
+    rng = np.random.default_rng(7)
+    left, right = _awkward(rng, (N, 40, 96)), _awkward(rng, (N, 40, 96))
+    own, theirs = left[:, :, 64:], right[:, :, :32]  # views, as the row task passes them
+    ramp = np.linspace(0.0, 1.0, 32, dtype=np.float32)
+    cases = [
+        ((own, 1 - ramp), (theirs, ramp)),
+        (
+            (_awkward(rng, (3, N, 16, 24)), ramp[:16, None]),
+            (_awkward(rng, (3, N, 16, 24)), 1 - ramp[:16, None]),
+        ),
+    ]
+    for first, second in cases:
+        expected = _numpy_mix([first, second])
+        got = _mix(first, second)
+        assert got.dtype == np.float32 and got.shape == expected.shape
+        assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert np.isnan(got).any() and np.isfinite(got).any()  # both branches were taken
