@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ from pipeline.tiling import Tile, TileGrid
 __all__ = ["StageJob", "prepare_input_store", "stage_tile"]
 
 log = logging.getLogger(__name__)
+
+#: Dates a stage task reads and warps at once. A single-threaded task left its core idle while
+#: a date's pages came from the disk (full size: 161.9 task seconds, 124.4 of them on the CPU);
+#: two keep it busy and hold two dates' source windows (about 27 MiB each at full size).
+STAGE_THREADS = 2
 
 #: Attribute of input.zarr holding the identity of what it was staged from.
 TOKEN_ATTR = "cloudremoval_stage_token"
@@ -123,15 +129,26 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     n_bands = len(job.acquisitions[0].bands)
     shape = (len(job.acquisitions), n_bands, core.height, core.width)
     cube = np.empty(shape, dtype=np.float32)  # (time, band, h, w)
-    finite = 0  # counted date by date: a cube-sized boolean array is paged in afresh
-    for frame, acq in zip(cube, job.acquisitions, strict=True):
+
+    def read_date(date: int) -> int:
+        """Fill date ``date``'s slice of the cube; its count of finite values (date by date:
+        a cube-sized boolean array is paged in afresh)."""
+        frame, acq = cube[date], job.acquisitions[date]
         try:
             read_window(acq, job.grid, core.to_rasterio(), dem=job.dem, out=frame)
         except (InputError, ConfigError) as exc:
             raise type(exc)(f"tile {job.tile.name}: {exc}") from None
         except Exception as exc:
             raise TileError(job.tile_id, f"reading {acq.id}: {type(exc).__name__}: {exc}") from exc
-        finite += int(np.count_nonzero(np.isfinite(frame)))
+        return int(np.count_nonzero(np.isfinite(frame)))
+
+    # Dates in STAGE_THREADS threads (the reads, GDAL and the warp kernel release the GIL): one
+    # date's pages come from the disk while another's are warped; the first error is raised.
+    # rasterio's GDAL settings are per thread; the warnings filter that read_window's open sets
+    # is per process, and two threads may interleave it: at worst the warning it hides
+    # (NotGeoreferencedWarning) stays hidden in this worker.
+    with ThreadPoolExecutor(STAGE_THREADS, thread_name_prefix="stage") as pool:
+        finite = sum(pool.map(read_date, range(len(job.acquisitions))))
     store = job.layout.input_store
     try:
         target = zarr.open_array(store=str(store), path="observed", mode="r+")
