@@ -73,6 +73,7 @@ import psutil  # noqa: E402
 from pipeline.config import Config, SolverConfig, parse  # noqa: E402
 from pipeline.inputs.synthetic import make_gf4_series  # noqa: E402
 from pipeline.run import run  # noqa: E402
+from pipeline.store.cube import advise_files  # noqa: E402
 from pipeline.usage import CpuUsage  # noqa: E402
 
 
@@ -180,8 +181,8 @@ def products(data: Path, size: int, dates: int) -> list[Path]:
     return [Path(p) for p in done.read_text().split()]
 
 
-def evict_inputs(paths: list[Path]) -> int:
-    """Drop the input products' files from the page cache; the bytes that were cached.
+def evict_inputs(paths: list[Path]) -> None:
+    """Drop the input products' files from the page cache.
 
     Every run then reads its inputs from the disk, as a cluster reading a shared file system
     does: otherwise whether the frames of the last run are still cached (8.8 GB at full size,
@@ -189,19 +190,10 @@ def evict_inputs(paths: list[Path]) -> int:
     DN and staging wait, and two runs of the same code differ by tens of seconds.
     ``posix_fadvise(DONTNEED)`` drops clean pages only and needs no privileges.
     """
-    if not hasattr(os, "posix_fadvise"):
-        return 0
-    dropped = 0
-    for product in paths:
-        for path in [product] if product.is_file() else sorted(product.rglob("*")):
-            if path.is_file():
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
-                dropped += path.stat().st_size
-    return dropped
+    if not hasattr(os, "POSIX_FADV_DONTNEED"):
+        return
+    inside = (f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*"))))
+    advise_files([f for f in inside if f.is_file()], os.POSIX_FADV_DONTNEED)
 
 
 # --- the bare reference ------------------------------------------------------------------------

@@ -73,14 +73,21 @@ def _mix(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndar
     shape = first[0].shape
     rows, cols = shape[-2:]
     out = np.empty(shape, np.float32)
-    values, weights = [], []
-    for x, w in (first, second):
-        values.append(np.asarray(x, np.float32).reshape(-1, rows, cols))
-        weights.append(
-            np.ascontiguousarray(np.broadcast_to(np.asarray(w, np.float32), (rows, cols)))
-        )
+    values = [np.asarray(x, np.float32).reshape(-1, rows, cols) for x, _ in (first, second)]
+    weights = [_weight_plane(w, rows, cols) for _, w in (first, second)]
     mix_pair(values[0], weights[0], values[1], weights[1], out.reshape(-1, rows, cols))
     return out
+
+
+def _weight_plane(weights: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """``weights`` as the kernel takes them: a writable, C-ordered float32 (rows, cols) array;
+    one already so is passed as it is (the row task makes its planes once for every layer)."""
+    w = np.asarray(weights, np.float32)
+    if w.shape == (rows, cols) and w.flags.c_contiguous and w.flags.writeable:
+        return w
+    plane = np.empty((rows, cols), np.float32)
+    plane[...] = w
+    return plane
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,11 @@ def _blend_core_columns(
         start, stop = max(other.col_off, core.col_off), min(other.col_end, core.col_end)
         if stop <= start:
             continue
-        weights = [_column_weights(grid, p, start, stop) for p in (current, other)]
+        rows = current.layers[0].shape[-2]  # halo rows, the same for every layer
+        weights = [
+            _weight_plane(_column_weights(grid, p, start, stop), rows, stop - start)
+            for p in (current, other)
+        ]
         layers = [
             _mix((own, weights[0]), (theirs, weights[1]))
             for own, theirs in zip(

@@ -18,6 +18,7 @@ import pandas as pd
 import xarray as xr
 
 __all__ = [
+    "advise_files",
     "chunk_files",
     "chunk_range",
     "compressors",
@@ -197,9 +198,18 @@ def prefetch_files(paths: Iterable[Path]) -> None:
     """Ask the kernel to start reading ``paths`` into the page cache, without waiting for them.
 
     ``posix_fadvise(WILLNEED)`` queues the reads of every file at once, while the caller works on
-    what it already has; its later reads of them then find them in memory. Where the call does
-    not exist (not a POSIX system) this does nothing; so does a file that is gone (its read
-    will say so).
+    what it already has; its later reads of them then find them in memory
+    (:func:`advise_files`).
+    """
+    if hasattr(os, "POSIX_FADV_WILLNEED"):
+        advise_files(paths, os.POSIX_FADV_WILLNEED)
+
+
+def advise_files(paths: Iterable[Path], advice: int) -> None:
+    """``posix_fadvise(advice)`` over the whole of each file of ``paths``.
+
+    Where the call does not exist (not a POSIX system) this does nothing; so does a file that
+    is gone (its read will say so).
     """
     if not hasattr(os, "posix_fadvise"):
         return
@@ -209,7 +219,7 @@ def prefetch_files(paths: Iterable[Path]) -> None:
         except OSError:
             continue
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            os.posix_fadvise(fd, 0, 0, advice)
         finally:
             os.close(fd)
 
