@@ -46,7 +46,7 @@ from pipeline.errors import TileError
 from pipeline.previews import PreviewSpec, Samples
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
-from pipeline.store.layout import MASK, PROVENANCE
+from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE
 from pipeline.tiling import Tile, Window
 
 __all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_row", "tile_records"]
@@ -119,12 +119,16 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
         arrays = {name: group[name] for name in (*job.layers, MASK, PROVENANCE)}
-        source = zarr.open_array(store=job.input_store, path="observed", mode="r")
-        for tile, codes, samples in _row_codes(arrays, source, job, scales):
+        seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
+        # The observations themselves only where kept: the scores need where they are finite.
+        observed = None
+        if job.keep_clear:
+            observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
+        for tile, codes, samples in _row_codes(arrays, seen, job, scales):
             rows, cols = tile.core.slices
             arrays[MASK][:, rows, cols] = codes
             for b in range(len(job.bands)):
-                provenance = _provenance(arrays, source, job, tile, b, codes, samples)
+                provenance = _provenance(arrays, observed, job, tile, b, codes, samples)
                 arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
             if samples is not None:
@@ -164,7 +168,7 @@ class _Scores:
 
 
 def _row_codes(
-    arrays: Mapping[str, Any], source: Any, job: MaskJob, scales: Sequence[float]
+    arrays: Mapping[str, Any], seen: Any, job: MaskJob, scales: Sequence[float]
 ) -> Iterator[tuple[Tile, np.ndarray, Samples | None]]:
     """Each core of the row with its codes (time, core rows, core cols) and its quicklook
     samples so far, left to right.
@@ -181,14 +185,14 @@ def _row_codes(
     # By the time the mask runs the cube has mostly left the page cache (at full size the stores
     # outgrow the machine's memory), and a core's reads, one chunk at a time, left the task
     # waiting on the disk: the next core's files are asked for while this one is computed.
-    following = read_ahead(job.tiles, lambda t: _prefetch(arrays, source, job, t, r0, r1))
+    following = read_ahead(job.tiles, lambda t: _prefetch(arrays, seen, job, t, r0, r1))
     for tile in job.tiles:
         c0, c1 = max(tile.core.col_off - pad, 0), min(tile.core.col_end + pad, job.width)
         while not held or held[-1].col_end < c1:
             nxt = next(following)
             samples[nxt.col] = Samples(job.preview, nxt) if job.preview else None
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
-            held.append(_scores(arrays, source, job, scales, window, samples[nxt.col]))
+            held.append(_scores(arrays, seen, job, scales, window))
         held = [s for s in held if s.col_end > c0]
         bright, dark, observed = _columns(held, c0, c1)
         codes = classify_scores(bright, dark, observed, job.rule)
@@ -201,10 +205,11 @@ def _row_codes(
 
 
 def _prefetch(
-    arrays: Mapping[str, Any], source: Any, job: MaskJob, tile: Tile, r0: int, r1: int
+    arrays: Mapping[str, Any], seen: Any, job: MaskJob, tile: Tile, r0: int, r1: int
 ) -> None:
     """Start reading the chunk files the scores and provenance of ``tile``'s core will read:
-    every band's layers over rows ``[r0, r1)`` and the input's shards of the core."""
+    every band's layers and ``seen`` over rows ``[r0, r1)``, and with ``keep_clear`` the
+    observations' shards of the core."""
     core = tile.core
     chunks = arrays["cloud"].shards or arrays["cloud"].chunks  # a file each
     read = [n for n in job.layers if n != "haze" or job.haze]
@@ -214,15 +219,23 @@ def _prefetch(
         chunk_range(r0, r1, chunks[-2]),
         chunk_range(core.col_off, core.col_end, chunks[-1]),
     )
-    # The input's shards are tile-sized: the rows beyond the core (2·radius of them) come from
-    # the neighbours' shards, a few rows each, read when needed rather than whole.
-    shards = source.shards or source.chunks
+    # `seen` is in tile-sized chunks (codes are not sharded, pipeline.store.cube.create_store),
+    # read whole, the neighbours' above and below too; they compress to almost nothing.
+    seen_chunks = seen.chunks
     files += chunk_files(
         Path(job.input_store),
-        ["observed"],
-        chunk_range(core.row_off, core.row_end, shards[-2]),
-        chunk_range(core.col_off, core.col_end, shards[-1]),
+        [INPUT_SEEN],
+        chunk_range(r0, r1, seen_chunks[-2]),
+        chunk_range(core.col_off, core.col_end, seen_chunks[-1]),
     )
+    if job.keep_clear:
+        # The observations' shards are tile-sized and only the core's are read.
+        files += chunk_files(
+            Path(job.input_store),
+            [INPUT_OBSERVED],
+            chunk_range(core.row_off, core.row_end, seen_chunks[-2]),
+            chunk_range(core.col_off, core.col_end, seen_chunks[-1]),
+        )
     prefetch_files(files)
 
 
@@ -251,30 +264,26 @@ def _columns(
 
 def _scores(
     arrays: Mapping[str, Any],
-    source: Any,
+    seen: Any,
     job: MaskJob,
     scales: Sequence[float],
     window: Window,
-    samples: Samples | None,
 ) -> _Scores:
     """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
-    band did not observe the pixel (the solver's C, N, S are 0 there, not evidence), are added
-    to the bands' means in units of the band's σ in ``scales`` (:class:`cloudcore.masks.BandMean`),
-    so the task holds one band's layers at once. ``samples`` keeps the quicklooks'
-    observations."""
+    band did not observe the pixel (``seen``; the solver's C, N, S are 0 there, not evidence),
+    are added to the bands' means in units of the band's σ in ``scales``
+    (:class:`cloudcore.masks.BandMean`), so the task holds one band's layers at once."""
     from cloudcore.masks import BandMean
 
     rows, cols = window.slices
-    shape = (source.shape[0], window.height, window.width)
+    shape = (seen.shape[0], window.height, window.width)
     bright = BandMean(shape)
     dark = BandMean(shape) if "shadow" in job.layers else None
     observed = np.zeros(shape, dtype=bool)  # in some band
     for b, sigma in enumerate(scales):
-        observation = np.asarray(source[:, b, rows, cols])
-        if samples is not None:
-            samples.take("observed", b, observation, window)
-        unseen = ~np.isfinite(observation)
-        observed |= ~unseen
+        observed_b = np.asarray(seen[:, b, rows, cols]) == 1
+        observed |= observed_b
+        unseen = ~observed_b
         anomaly = np.asarray(arrays["cloud"][:, b, rows, cols])
         if job.haze:
             anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
@@ -289,7 +298,7 @@ def _scores(
 
 def _provenance(
     arrays: Mapping[str, Any],
-    source: Any,
+    source: Any | None,
     job: MaskJob,
     tile: Tile,
     band: int,
@@ -307,12 +316,13 @@ def _provenance(
     if job.keep_clear:
         # Read again rather than kept from _scores: keeping every band's observations would
         # undo the one-band-at-a-time memory bound (and keep_clear is off by default).
+        assert source is not None  # opened by mask_row with keep_clear
         observation = np.asarray(source[:, band, rows, cols])
         clear, kept = keep_clear(clear, observation, codes == CLEAR)
         arrays["clear"][:, band, rows, cols] = clear
         provenance[kept] = OBSERVED
     if samples is not None:
-        samples.take("clear", band, clear, tile.core)
+        samples.take(band, clear, tile.core)
     provenance[~np.isfinite(clear)] = NODATA
     return provenance
 

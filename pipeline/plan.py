@@ -24,7 +24,7 @@ from pipeline.config import Config
 from pipeline.errors import InputError
 from pipeline.ids import code_version, digest, file_signature, tile_id, time_label
 from pipeline.inputs.discovery import discover
-from pipeline.store.layout import Layout
+from pipeline.store.layout import STAGED, Layout
 from pipeline.tiling import TileGrid
 
 __all__ = [
@@ -173,7 +173,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         input_ids=input_ids,
         tile=tiles.tile(0, 0),
         band=None,
-        settings={**scene, "store": "input"},
+        settings={**scene, "store": "input", "staged": list(STAGED)},
         version=version_tag,
     )
     return RunPlan(
@@ -184,7 +184,8 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         tiles=tiles,
         bands=bands,
         version=version_tag,
-        stage_ids=ids(None, scene),
+        # What staging writes: a store of an earlier layout is staged again.
+        stage_ids=ids(None, {**scene, "staged": list(STAGED)}),
         solve_ids=solve_ids,
         row_ids=row_ids,
         seam_ids=seam_ids,

@@ -1,12 +1,13 @@
-"""Quicklook samples taken by the mask pass, so that the quicklooks decode no store again.
+"""Quicklook samples kept by the stage and mask tasks, so that no quicklook decodes a store.
 
 A date's quicklook shows every ``step``-th pixel (``step`` = longest side / quicklook size,
 rounded up) of the observed image, of the mask and of the clear image. Read from the stores,
 those samples cost a decode of every chunk of three bands of the input and of the cube (their
-chunks hold whole tiles): the slowest product task at full size. The mask task of each tile
-core (:mod:`pipeline.masks`) already holds those layers in memory, so it keeps the pixels of
-its core whose row and column are multiples of ``step`` and saves them in ``work/previews/``,
-one ``.npy`` per layer (:data:`SAMPLE_LAYERS`), dates first; :func:`assemble` puts the cores'
+chunks hold whole tiles): the slowest product task at full size. The tasks that hold those
+layers anyway keep the pixels of their core whose row and column are multiples of ``step`` and
+save them in ``work/previews/``, one ``.npy`` per layer (:data:`SAMPLE_LAYERS`), dates first:
+the stage task of each tile its observations (:func:`save_observed`), the mask task of each
+core its clear values and mask codes (:class:`Samples`). :func:`assemble` puts the cores'
 samples together. The result is the strided read, value for value. Each date's quicklook is a
 task of its own and maps the files, so it reads its own date's samples only.
 """
@@ -23,7 +24,15 @@ import numpy as np
 from pipeline.store.durable import atomic_write
 from pipeline.tiling import Tile, Window
 
-__all__ = ["SAMPLE_LAYERS", "PreviewSpec", "Samples", "assemble", "preview_step", "save_samples"]
+__all__ = [
+    "SAMPLE_LAYERS",
+    "PreviewSpec",
+    "Samples",
+    "assemble",
+    "preview_step",
+    "save_observed",
+    "save_samples",
+]
 
 #: The layers of a core's samples, a file each: (time, rows, cols, bands) float32 ``observed``
 #: and ``clear``, (time, rows, cols) uint8 ``mask``.
@@ -59,7 +68,8 @@ class PreviewSpec:
 
 
 class Samples:
-    """The samples of one core, filled band by band by the mask task.
+    """The clear samples of one core, filled band by band by the mask task, saved with its
+    mask codes (the observations' samples are the stage task's, :func:`save_observed`).
 
     Parameters
     ----------
@@ -71,33 +81,43 @@ class Samples:
 
     def __init__(self, spec: PreviewSpec, tile: Tile) -> None:
         self.spec, self.tile = spec, tile
-        self.observed: dict[int, np.ndarray] = {}
         self.clear: dict[int, np.ndarray] = {}
 
-    def take(self, name: str, band: int, values: np.ndarray, window: Window) -> None:
-        """Keep ``values`` (time, rows, cols over ``window``) of ``band`` if it is a preview
-        band; ``name`` is ``observed`` or ``clear``."""
+    def take(self, band: int, values: np.ndarray, window: Window) -> None:
+        """Keep the clear ``values`` (time, rows, cols over ``window``) of ``band`` if it is a
+        preview band."""
         if band in self.spec.bands:
             rows, cols = self.spec.offsets(self.tile.core, window)
-            getattr(self, name)[band] = np.array(values[:, rows, cols], dtype=np.float32)
+            self.clear[band] = np.array(values[:, rows, cols], dtype=np.float32)
 
     def save(self, codes: np.ndarray) -> None:
-        """Write the samples with the core's mask ``codes`` (time, rows, cols over the core)."""
+        """Write the clear samples with the core's mask ``codes`` (time, rows, cols over the
+        core)."""
         rows, cols = self.spec.offsets(self.tile.core, self.tile.core)
         layers = {
-            "observed": np.stack([self.observed[b] for b in self.spec.bands], axis=-1),
             "clear": np.stack([self.clear[b] for b in self.spec.bands], axis=-1),
             "mask": np.ascontiguousarray(codes[:, rows, cols]),
         }
         save_samples(self.spec, self.tile, layers)
 
 
+def save_observed(spec: PreviewSpec, tile: Tile, observed: np.ndarray) -> None:
+    """Write the samples of ``tile``'s core observations, ``observed`` (time, band, rows, cols
+    over the core), as the stage task holds them."""
+    rows, cols = spec.offsets(tile.core, tile.core)
+    samples = np.stack([observed[:, b, rows, cols] for b in spec.bands], axis=-1)
+    save_samples(spec, tile, {"observed": samples.astype(np.float32, copy=False)})
+
+
 def save_samples(spec: PreviewSpec, tile: Tile, layers: dict[str, np.ndarray]) -> None:
-    """Write one core's samples, each of :data:`SAMPLE_LAYERS` atomically as an ``.npy``."""
+    """Write some of one core's samples, each layer (of :data:`SAMPLE_LAYERS`) atomically as an
+    ``.npy``."""
     Path(spec.folder).mkdir(parents=True, exist_ok=True)
-    for layer in SAMPLE_LAYERS:
+    for layer, values in layers.items():
+        if layer not in SAMPLE_LAYERS:
+            raise ValueError(f"{layer!r} is not one of the sample layers {SAMPLE_LAYERS}")
         buffer = io.BytesIO()
-        np.save(buffer, layers[layer])
+        np.save(buffer, values)
         atomic_write(spec.path(tile, layer), buffer.getvalue())
 
 

@@ -265,7 +265,17 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
         Task(
             stage_ids[t.row, t.col],
             stage_tile,
-            (StageJob(t, stage_ids[t.row, t.col], tuple(acqs), plan.grid, layout, dem),),
+            (
+                StageJob(
+                    t,
+                    stage_ids[t.row, t.col],
+                    tuple(acqs),
+                    plan.grid,
+                    layout,
+                    dem,
+                    samples=_samples_spec(plan),
+                ),
+            ),
         )
         for t in todo
     ]
@@ -745,8 +755,12 @@ QUICKLOOK_SIZE = 1024
 
 def _preview_spec(plan: RunPlan) -> PreviewSpec | None:
     """What the mask pass keeps for the quicklooks (None: no quicklooks)."""
-    if not plan.config.output.quicklooks:
-        return None
+    return _samples_spec(plan) if plan.config.output.quicklooks else None
+
+
+def _samples_spec(plan: RunPlan) -> PreviewSpec:
+    """The quicklooks' samples, whether or not this run writes quicklooks (staging keeps the
+    observations' samples always: a later run may ask for quicklooks, and it stages nothing)."""
     step = preview_step(plan.grid.height, plan.grid.width, QUICKLOOK_SIZE)
     return PreviewSpec(tuple(_quicklook_bands(plan.bands)), step, str(plan.layout.previews))
 

@@ -22,9 +22,10 @@ import numpy as np
 
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.ids import ALL_BANDS
+from pipeline.previews import PreviewSpec, save_observed
 from pipeline.store.cube import chunk_files, create_store, store_token
 from pipeline.store.durable import fsync_paths, storage_error, write_marker
-from pipeline.store.layout import Layout
+from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, STAGED, Layout
 from pipeline.tiling import Tile, TileGrid
 
 __all__ = ["StageJob", "prepare_input_store", "stage_tile"]
@@ -81,7 +82,8 @@ def prepare_input_store(
         grid,
         times=[a.time for a in acquisitions],
         bands=acquisitions[0].bands,
-        variables=["observed"],
+        variables=[INPUT_OBSERVED],
+        codes=[INPUT_SEEN],
         tile_size=tiles.tile_size,
         inner_chunk=tiles.inner_chunk,
         attrs={
@@ -103,10 +105,15 @@ class StageJob:
     grid: Any
     layout: Layout
     dem: Path | None = None  # heights for RPC orthorectification (inputs.dem)
+    # Where the core's observations are sampled for the quicklooks (pipeline.previews); kept
+    # whether or not this run writes quicklooks, so that a later run with them finds them.
+    samples: PreviewSpec | None = None
 
 
 def stage_tile(job: StageJob) -> dict[str, Any]:
-    """Read the core window of every acquisition and write it into ``input.zarr``.
+    """Read the core window of every acquisition and write it into ``input.zarr``: the
+    observations and where they are finite (:data:`pipeline.store.layout.STAGED`), and their
+    quicklook samples (``job.samples``).
 
     Runs on a worker. Writes the completion marker after the data.
 
@@ -131,10 +138,10 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     n_bands = len(job.acquisitions[0].bands)
     shape = (len(job.acquisitions), n_bands, core.height, core.width)
     cube = np.empty(shape, dtype=np.float32)  # (time, band, h, w)
+    seen = np.empty(shape, dtype=np.uint8)  # 1 where finite, 0 where not
 
     def read_date(date: int) -> int:
-        """Fill date ``date``'s slice of the cube; its count of finite values (date by date:
-        a cube-sized boolean array is paged in afresh)."""
+        """Fill date ``date``'s slice of the cube and of ``seen``; its count of finite values."""
         frame, acq = cube[date], job.acquisitions[date]
         try:
             read_window(acq, job.grid, core.to_rasterio(), dem=job.dem, out=frame)
@@ -142,7 +149,8 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
             raise type(exc)(f"tile {job.tile.name}: {exc}") from None
         except Exception as exc:
             raise TileError(job.tile_id, f"reading {acq.id}: {type(exc).__name__}: {exc}") from exc
-        return int(np.count_nonzero(np.isfinite(frame)))
+        finite = np.isfinite(frame, out=seen[date].view(bool))
+        return int(np.count_nonzero(finite))
 
     # Dates in STAGE_THREADS threads (the reads, GDAL and the warp kernel release the GIL): one
     # date's pages come from the disk while another's are warped; the first error is raised.
@@ -153,10 +161,14 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
         finite = sum(pool.map(read_date, range(len(job.acquisitions))))
     store = job.layout.input_store
     try:
-        target = zarr.open_array(store=str(store), path="observed", mode="r+")
-        target[:, :, rows, cols] = cube
+        layers: tuple[np.ndarray, ...] = (cube, seen)
+        for name, values in zip(STAGED, layers, strict=True):
+            target = zarr.open_array(store=str(store), path=name, mode="r+")
+            target[:, :, rows, cols] = values
+        if job.samples is not None:
+            save_observed(job.samples, job.tile, cube)
         # Cores are aligned with chunks (chunk = tile_size): all dates and bands of this core.
-        fsync_paths(chunk_files(store, ["observed"], [job.tile.row], [job.tile.col]))
+        fsync_paths(chunk_files(store, list(STAGED), [job.tile.row], [job.tile.col]))
     except Exception as exc:
         raise storage_error(exc, store) or TileError(
             job.tile_id, f"writing input.zarr: {type(exc).__name__}: {exc}"

@@ -76,8 +76,11 @@ def create_store(
     tile_size``: the core of one tile in one band. Every chunk has exactly one writer as long
     as writes start on multiples of the chunk edges (staging writes whole cores; the cube takes
     ``chunk_rows = TileGrid.cube_chunk_rows`` for its row and seam writes). With
-    ``inner_chunk`` the tile-sized chunks become shards of (inner_chunk × inner_chunk) chunks —
-    still one writer per shard — so that a halo read decodes only the pixels it needs.
+    ``inner_chunk`` the tile-sized chunks of the float32 ``variables`` become shards of
+    (inner_chunk × inner_chunk) chunks — still one writer per shard — so that a halo read
+    decodes only the pixels it needs; codes stay whole chunks: they compress to almost nothing
+    and decode whole in less time than the shards' index work takes (a 1024² core's 0/1
+    ``seen``, 7 dates × 5 bands: 0.14 s of CPU to write in 128² shards).
     Coordinates are the pixel centres of ``grid`` and the CRS and transform are stored the
     rioxarray way, so ``.rio.crs``/``.rio.transform()`` work.
 
@@ -96,7 +99,7 @@ def create_store(
     attrs
         Dataset attributes (JSON-serialisable).
     inner_chunk
-        Edge of the inner chunks of tile-sized shards (None: no sharding).
+        Edge of the inner chunks of the ``variables``' tile-sized shards (None: no sharding).
     chunk_rows
         Rows per chunk (None: ``tile_size``).
     """
@@ -130,7 +133,7 @@ def create_store(
         # as a coordinate makes a plain ``xarray.open_zarr`` give ``.rio.crs`` back.
         own = chunks3 if name in date_codes else chunks
         layout: dict[str, Any] = {"chunks": own}
-        if inner_chunk:
+        if inner_chunk and name in variables:
             layout = {"chunks": (*own[:-2], inner_chunk, inner_chunk), "shards": own}
         fill = np.nan if name in variables else 255
         ds[name].encoding.update(

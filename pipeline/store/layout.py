@@ -10,8 +10,9 @@ Layout of ``output.path``::
     cog/<time>_mask.tif       the cloud/haze/shadow mask per acquisition (uint8)
     quicklooks/YYYYMMDD.png   before | after per date
     COMPLETE.json         written last: the run that produced everything above, and when
-    work/                 input.zarr, strips/ (solved rows shared by two tile rows, until
-                          blended), previews/ (the quicklooks' samples, from the mask pass
+    work/                 input.zarr (observed (time, band, y, x) float32 and seen uint8),
+                          strips/ (solved rows shared by two tile rows, until blended),
+                          previews/ (the quicklooks' samples, from the stage and mask tasks
                           to the quicklooks), done/ (markers), run.json (the ids of the
                           current run, for ``status``); resumable. A finished run keeps it,
                           so that a rerun with the same settings only rewrites the products;
@@ -25,8 +26,11 @@ from pathlib import Path
 
 __all__ = [
     "COMPONENTS",
+    "INPUT_OBSERVED",
+    "INPUT_SEEN",
     "MASK",
     "PROVENANCE",
+    "STAGED",
     "Layout",
     "components",
     "haze_observed",
@@ -41,6 +45,14 @@ _ALL_SOLVED = (*COMPONENTS, "shadow")
 #: The per-acquisition mask (time, y, x) uint8 and the per-band provenance (time, band, y, x)
 #: uint8 of the cube (pipeline.masks).
 MASK, PROVENANCE = "mask", "provenance"
+#: The staged input (``work/input.zarr``): the observations, (time, band, y, x) float32, NaN
+#: where a date did not observe a pixel; and where it did, (time, band, y, x) uint8 1 or 0. The
+#: mask pass needs only the second: a byte a value, compressed to almost nothing, where the
+#: observations are four bytes of noise, 30 % of all the bytes the mask pass read at full size.
+INPUT_OBSERVED, INPUT_SEEN = "observed", "seen"
+#: What staging writes (part of the stage tasks' ids: a store staged without ``seen`` is
+#: staged again), besides the observations' quicklook samples (pipeline.previews).
+STAGED = (INPUT_OBSERVED, INPUT_SEEN)
 
 
 def components(method: str, refine: bool = False) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from pipeline.grid import TargetGrid
 from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
 from pipeline.store.cube import chunk_files, create_store
 from pipeline.store.durable import write_marker
-from pipeline.store.layout import MASK, PROVENANCE, haze_observed
+from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE, haze_observed
 from pipeline.tiling import TileGrid
 from tests.pipeline.reads import reads_asked_before, record_reads
 
@@ -65,7 +65,14 @@ def _stores(tmp_path: Path, scene: dict[str, np.ndarray], grid: TileGrid) -> tup
         "attrs": {},
     }
     source, cube = tmp_path / "input.zarr", tmp_path / "cube.zarr"
-    create_store(source, target, variables=["observed"], inner_chunk=grid.inner_chunk, **common)
+    create_store(
+        source,
+        target,
+        variables=[INPUT_OBSERVED],
+        codes=[INPUT_SEEN],
+        inner_chunk=grid.inner_chunk,
+        **common,
+    )
     create_store(
         cube,
         target,
@@ -75,7 +82,9 @@ def _stores(tmp_path: Path, scene: dict[str, np.ndarray], grid: TileGrid) -> tup
         chunk_rows=grid.cube_chunk_rows,
         **common,
     )
-    zarr.open_array(store=str(source), path="observed", mode="r+")[...] = scene["observed"]
+    zarr.open_array(store=str(source), path=INPUT_OBSERVED, mode="r+")[...] = scene["observed"]
+    seen = np.isfinite(scene["observed"]).astype(np.uint8)  # as staging writes it
+    zarr.open_array(store=str(source), path=INPUT_SEEN, mode="r+")[...] = seen
     group = zarr.open_group(store=str(cube), mode="r+")
     for name in ("clear", "cloud", "haze", "shadow"):
         group[name][...] = scene[name]

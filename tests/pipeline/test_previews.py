@@ -6,14 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.previews import PreviewSpec, Samples, assemble, preview_step
+from pipeline.previews import PreviewSpec, Samples, assemble, preview_step, save_observed
 from pipeline.products import write_quicklooks
 from pipeline.tiling import TileGrid, Window
 
 
 def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
-    # A stride (7) that divides neither the tile (64) nor the grid (300 × 250), and a mask
-    # window padded by one pixel as the mask task reads it.
+    # A stride (7) that divides neither the tile (64) nor the grid (300 × 250), and a window
+    # padded by one pixel around the core.
     height, width, n, bands = 300, 250, 3, (2, 0, 1)
     step = preview_step(height, width, 43)
     assert step == 7
@@ -29,10 +29,12 @@ def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
         window = Window(
             r0, c0, min(core.row_end + 1, height) - r0, min(core.col_end + 1, width) - c0
         )
+        # The stage task's samples of the observations of the core, the mask task's of its
+        # clear values (over a window the core is part of) and codes.
+        save_observed(spec, tile, observed[:, :, *core.slices])
         samples = Samples(spec, tile)
         for b in range(3):
-            samples.take("observed", b, observed[:, b, *window.slices], window)
-            samples.take("clear", b, clear[:, b, *core.slices], core)
+            samples.take(b, clear[:, b, *window.slices], window)
         samples.save(mask[:, *core.slices])
     left, right, codes = assemble(spec, list(grid), range(n), height, width)
     every = slice(None, None, step)

@@ -101,6 +101,15 @@ def _errors(out: Path, truth_path: Path) -> tuple[float, float]:
     return cloudcore.recovery_error(clear, ref), cloudcore.recovery_error(obs, ref)
 
 
+def test_staging_records_where_each_date_observed(tiled: tuple[Path, RunSummary]) -> None:
+    # The mask pass reads `seen`, not the observations: it must be where they are finite.
+    staged = xr.open_zarr(tiled[0] / "work" / "input.zarr", consolidated=False)
+    seen = staged.seen.values
+    assert seen.dtype == np.uint8
+    np.testing.assert_array_equal(seen, np.isfinite(staged.observed.values))
+    assert 0 < seen.mean() < 1  # the footprints leave some pixels unobserved
+
+
 def test_products_are_written(tiled: tuple[Path, RunSummary]) -> None:
     out, summary = tiled
     assert summary.ok, summary.describe()
