@@ -10,9 +10,14 @@ COGs are written; each reads the tiles' records from the row markers when it sta
   shadow) layers, with each band's anomaly scale σ the median of its tiles' (the solve records
   it per tile: one σ per band and scene, so the mask has no seams at tile borders);
 * ``provenance`` (time, band, y, x) uint8: 1 where the output is the observation, 0 where it is
-  modelled (filled from the low-rank ground), 255 where the output is NaN (no data);
-* with ``output.keep_clear`` the ``clear`` layer takes the observation wherever the mask says
-  clear and the band observed the pixel (provenance 1); elsewhere it stays the modelled ground.
+  modelled (filled from the low-rank ground), 255 where the output is NaN (no data)
+  (:func:`provenance_codes`). Only with ``output.keep_clear`` does the mask pass write it: the
+  ``clear`` layer then takes the observation wherever the mask says clear and the band
+  observed the pixel (provenance 1), elsewhere it stays the modelled ground. Otherwise
+  ``clear`` is final when the band is blended, and each band's COG task, which reads it
+  anyway, writes the band's provenance (:func:`pipeline.products.write_cogs`): the mask pass
+  then reads no ``clear`` (a third of the bytes it read at full size, from a cube that has
+  left the page cache by then).
 
 The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) makes a core's
 codes depend on the scores up to ``2·radius`` pixels beyond it; a task classifies each core
@@ -43,13 +48,21 @@ import numpy as np
 
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
 from pipeline.errors import TileError
-from pipeline.previews import PreviewSpec, Samples
+from pipeline.previews import PreviewSpec, keep_mask
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE
 from pipeline.tiling import Tile, Window
 
-__all__ = ["FILLED", "OBSERVED", "MaskJob", "band_scales", "mask_row", "tile_records"]
+__all__ = [
+    "FILLED",
+    "OBSERVED",
+    "MaskJob",
+    "band_scales",
+    "mask_row",
+    "provenance_codes",
+    "tile_records",
+]
 
 #: Provenance codes: the output is the observation / is modelled (no data is 255).
 OBSERVED, FILLED = 1, 0
@@ -70,7 +83,7 @@ class MaskJob:
     records: tuple[str, ...]  # the markers holding the tiles' records, each band's σ from them
     rule: MaskRule
     keep_clear: bool
-    preview: PreviewSpec | None = None  # the quicklooks' samples to keep (pipeline.previews)
+    preview: PreviewSpec | None = None  # the quicklooks' mask samples to keep (pipeline.previews)
     # Whether the haze layer can be non-zero where observed (pipeline.store.layout.haze_observed);
     # if not, the scores read no haze: cloud + 0 gives the same float32 sums, and a fifth of
     # the mask's reads are saved.
@@ -96,8 +109,8 @@ def band_scales(records: Sequence[dict[str, Any]], bands: Sequence[str]) -> tupl
 
 
 def mask_row(job: MaskJob) -> dict[str, Any]:
-    """Classify the cores of one tile row, write their mask and provenance (and kept
-    observations), durably.
+    """Classify the cores of one tile row, write their mask (and with ``keep_clear`` the kept
+    observations and the provenance), durably.
 
     Runs on a worker. Returns the seconds spent and the count of each class.
 
@@ -124,15 +137,16 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         observed = None
         if job.keep_clear:
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
-        for tile, codes, samples in _row_codes(arrays, seen, job, scales):
+        for tile, codes in _row_codes(arrays, seen, job, scales):
             rows, cols = tile.core.slices
             arrays[MASK][:, rows, cols] = codes
-            for b in range(len(job.bands)):
-                provenance = _provenance(arrays, observed, job, tile, b, codes, samples)
-                arrays[PROVENANCE][:, b, rows, cols] = provenance
+            if observed is not None:
+                for b in range(len(job.bands)):
+                    provenance = _keep_observed(arrays, observed, tile, b, codes)
+                    arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
-            if samples is not None:
-                samples.save(codes)
+            if job.preview is not None:
+                keep_mask(job.preview, tile, codes)
             counts += np.bincount(codes.ravel(), minlength=256)
     except OSError as exc:
         raise storage_error(exc, cube) or TileError(
@@ -169,9 +183,8 @@ class _Scores:
 
 def _row_codes(
     arrays: Mapping[str, Any], seen: Any, job: MaskJob, scales: Sequence[float]
-) -> Iterator[tuple[Tile, np.ndarray, Samples | None]]:
-    """Each core of the row with its codes (time, core rows, core cols) and its quicklook
-    samples so far, left to right.
+) -> Iterator[tuple[Tile, np.ndarray]]:
+    """Each core of the row with its codes (time, core rows, core cols), left to right.
 
     A core is classified over its columns and ``2·radius`` more on each side (as far as the
     scene goes: what its opening depends on), from the scores of the cores around it, each
@@ -181,7 +194,6 @@ def _row_codes(
     core = job.tiles[0].core
     r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
     held: list[_Scores] = []  # consecutive columns, left to right
-    samples: dict[int, Samples | None] = {}
     # By the time the mask runs the cube has mostly left the page cache (at full size the stores
     # outgrow the machine's memory), and a core's reads, one chunk at a time, left the task
     # waiting on the disk: the next core's files are asked for while this one is computed.
@@ -190,7 +202,6 @@ def _row_codes(
         c0, c1 = max(tile.core.col_off - pad, 0), min(tile.core.col_end + pad, job.width)
         while not held or held[-1].col_end < c1:
             nxt = next(following)
-            samples[nxt.col] = Samples(job.preview, nxt) if job.preview else None
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
             held.append(_scores(arrays, seen, job, scales, window))
         held = [s for s in held if s.col_end > c0]
@@ -201,7 +212,7 @@ def _row_codes(
             slice(tile.core.row_off - r0, tile.core.row_end - r0),
             slice(tile.core.col_off - c0, tile.core.col_end - c0),
         )
-        yield tile, np.ascontiguousarray(codes[inner]), samples.pop(tile.col)
+        yield tile, np.ascontiguousarray(codes[inner])
 
 
 def _prefetch(
@@ -212,7 +223,8 @@ def _prefetch(
     observations' shards of the core."""
     core = tile.core
     chunks = arrays["cloud"].shards or arrays["cloud"].chunks  # a file each
-    read = [n for n in job.layers if n != "haze" or job.haze]
+    # clear only where the observations are kept (it is read over the core, a few rows less).
+    read = [n for n in job.layers if (n != "haze" or job.haze) and (n != "clear" or job.keep_clear)]
     files = chunk_files(
         Path(job.cube),
         read,
@@ -296,42 +308,40 @@ def _scores(
     return _Scores(window.col_off, bright.mean(), dark.mean() if dark else None, observed)
 
 
-def _provenance(
-    arrays: Mapping[str, Any],
-    source: Any | None,
-    job: MaskJob,
-    tile: Tile,
-    band: int,
-    codes: np.ndarray,
-    samples: Samples | None,
-) -> np.ndarray:
-    """One band's provenance over the core (time, rows, cols); with ``keep_clear`` it also
-    writes the observations kept into the band's ``clear``. ``samples`` keeps the quicklooks'
-    clear values (as written)."""
-    from cloudcore.masks import keep_clear
-
-    rows, cols = tile.core.slices
-    clear = np.asarray(arrays["clear"][:, band, rows, cols])
+def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
+    """The provenance of ``clear`` values (any shape): :data:`OBSERVED` where ``kept`` (the
+    observations kept, ``output.keep_clear``), :data:`FILLED` elsewhere, ``NODATA`` where the
+    value is NaN."""
     provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
-    if job.keep_clear:
-        # Read again rather than kept from _scores: keeping every band's observations would
-        # undo the one-band-at-a-time memory bound (and keep_clear is off by default).
-        assert source is not None  # opened by mask_row with keep_clear
-        observation = np.asarray(source[:, band, rows, cols])
-        clear, kept = keep_clear(clear, observation, codes == CLEAR)
-        arrays["clear"][:, band, rows, cols] = clear
+    if kept is not None:
         provenance[kept] = OBSERVED
-    if samples is not None:
-        samples.take(band, clear, tile.core)
     provenance[~np.isfinite(clear)] = NODATA
     return provenance
 
 
+def _keep_observed(
+    arrays: Mapping[str, Any], source: Any, tile: Tile, band: int, codes: np.ndarray
+) -> np.ndarray:
+    """Write the observations kept (where the mask says clear) into the band's ``clear`` over
+    the core, and return its provenance (time, rows, cols)."""
+    from cloudcore.masks import keep_clear
+
+    rows, cols = tile.core.slices
+    clear = np.asarray(arrays["clear"][:, band, rows, cols])
+    # Read again rather than kept from _scores: keeping every band's observations would undo
+    # the one-band-at-a-time memory bound (and keep_clear is off by default).
+    observation = np.asarray(source[:, band, rows, cols])
+    clear, kept = keep_clear(clear, observation, codes == CLEAR)
+    arrays["clear"][:, band, rows, cols] = clear
+    return provenance_codes(clear, kept)
+
+
 def _fsync_core(arrays: Mapping[str, Any], cube: Path, job: MaskJob, tile: Tile) -> None:
-    """fsync the chunks of this core in ``mask``, ``provenance`` and (kept observations)
+    """fsync the chunks of this core in ``mask`` and (kept observations) ``provenance`` and
     ``clear``; cores are whole chunks, and the three share their spatial chunking."""
     chunks = arrays[MASK].chunks
     rows = chunk_range(tile.core.row_off, tile.core.row_end, chunks[-2])
     cols = chunk_range(tile.core.col_off, tile.core.col_end, chunks[-1])
     fsync_paths(chunk_files(cube, [MASK], rows, cols, per_band=False))
-    fsync_paths(chunk_files(cube, [PROVENANCE] + (["clear"] if job.keep_clear else []), rows, cols))
+    if job.keep_clear:
+        fsync_paths(chunk_files(cube, [PROVENANCE, "clear"], rows, cols))

@@ -17,11 +17,12 @@ import pandas as pd
 import xarray as xr
 
 from cloudcore.masks import CLOUD, HAZE, SHADOW
-from pipeline.previews import PreviewSpec, assemble
+from pipeline.masks import provenance_codes
+from pipeline.previews import PreviewSpec, assemble, keep_band
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
-from pipeline.store.durable import atomic_write, gdal_storage_error, storage_error
-from pipeline.store.layout import MASK
-from pipeline.tiling import Tile
+from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error, storage_error
+from pipeline.store.layout import MASK, PROVENANCE
+from pipeline.tiling import Tile, TileGrid
 
 __all__ = ["write_cogs", "write_diagnostics", "write_mask_cogs", "write_quicklooks"]
 
@@ -58,8 +59,12 @@ def write_cogs(
     calibration: str = "dn",
     units: str = "",
     physical_scale: float = 1.0,
+    tiles: TileGrid | None = None,
+    provenance: bool = False,
+    preview: PreviewSpec | None = None,
 ) -> list[str]:
-    """Write the clear ground of one band as one Cloud-Optimised GeoTIFF per date.
+    """Write the clear ground of one band as one Cloud-Optimised GeoTIFF per date; and from
+    the same reads, core by core, the band's provenance and its quicklook samples.
 
     ``uint16`` stores ``round(clear · max_dn)`` with 0 reserved as nodata (a clear value that
     would round to 0 is stored as 1); ``float32`` stores the [0, 1] value with NaN as nodata.
@@ -87,6 +92,15 @@ def write_cogs(
         What the values mean (:func:`pipeline.inputs.radiometry.value_meaning`). Unless
         ``calibration`` is ``"dn"``, the band's GDAL scale and unit are set so that readers get
         the physical quantity: stored × scale (radiance in ``units``, or reflectance).
+    tiles
+        The run's tiling (its cores are the blocks read; ``block`` is its tile size): needed
+        for ``provenance`` and ``preview``.
+    provenance
+        Write the band's ``provenance`` layer of the cube from the clear values
+        (:func:`pipeline.masks.provenance_codes`; without ``output.keep_clear``, where the mask
+        pass leaves ``clear`` as it is), durably before returning.
+    preview
+        Keep the clear values' quicklook samples of each core (:func:`pipeline.previews.keep_band`).
 
     Returns
     -------
@@ -104,8 +118,19 @@ def write_cogs(
 
     chunks = src.shards or src.chunks  # a file each
 
+    if (provenance or preview is not None) and (tiles is None or tiles.tile_size != block):
+        raise ValueError("provenance and preview samples need the run's tiles, block = tile size")
+    target = zarr.open_array(store=str(cube), path=PROVENANCE, mode="r+") if provenance else None
+
     def read(rows: slice, cols: slice) -> np.ndarray:
-        return np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)
+        values = np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)
+        if tiles is not None:
+            tile = tiles.tile(rows.start // block, cols.start // block)
+            if preview is not None:
+                keep_band(preview, tile, "clear", band_index, values, tile.core)
+            if target is not None:
+                target[:, band_index, rows, cols] = provenance_codes(values)
+        return values
 
     def ahead(rows: slice, cols: slice) -> None:
         # A band's clear layer may have left the page cache since the band was solved.
@@ -122,6 +147,16 @@ def write_cogs(
         return _encode(frame, dtype, max_dn)
 
     _write_safely(dsts, profile, read, encode, block, "AVERAGE", meaning, ahead=ahead)
+    if target is not None:
+        fsync_paths(
+            chunk_files(
+                cube,
+                [PROVENANCE],
+                chunk_range(0, grid.height, target.chunks[-2]),
+                chunk_range(0, grid.width, target.chunks[-1]),
+                band_index,
+            )
+        )
     return [str(d) for d in dsts]
 
 

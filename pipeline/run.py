@@ -682,11 +682,16 @@ class _ProductPlan:
                 "calibration": calibration,
                 "units": units,
                 "physical_scale": physical[b],
+                # From the clear values the task reads anyway: the band's provenance unless
+                # the mask pass writes it (keep_clear), and the quicklooks' clear samples.
+                "tiles": plan.tiles,
+                "provenance": not plan.config.output.keep_clear,
+                "preview": self.preview,
             }
             args = (cube, [self.cog_tmp / n for n in self._cog_names(band)])
             tasks.append(
                 Task(
-                    f"cog-{band}",
+                    _band_cog_key(band),
                     write_cogs,
                     args,
                     kwargs,
@@ -702,7 +707,8 @@ class _ProductPlan:
         """The product tasks of the mask batch, each waiting for the ``masks`` tasks if it
         reads what they write: the bands' COGs unless the solve batch wrote them (with
         ``output.keep_clear`` they wait), the mask COGs and the quicklooks (from the samples the
-        mask tasks keep, :mod:`pipeline.previews`)."""
+        stage, mask and COG tasks keep, :mod:`pipeline.previews`: they wait for the COGs of the
+        quicklook bands too, in this batch or the solve batch they share in tile scope)."""
         plan = self.plan
         tasks = []
         if not self.cogs_with_solve:
@@ -732,7 +738,7 @@ class _ProductPlan:
                     write_quicklooks,
                     (spec, list(plan.tiles), [self.looks_tmp / name]),
                     {**size, "dates": (i,)},
-                    after=masks,
+                    after=masks + tuple(_band_cog_key(plan.bands[b]) for b in spec.bands),
                     stage="products",
                     priority=MASK_PRIORITY,
                 )
@@ -747,6 +753,11 @@ class _ProductPlan:
         _report_dates_left_out(records, self.plan.time_labels)
         write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube)
         _report_empty_tiles(records)
+
+
+def _band_cog_key(band: str) -> str:
+    """The key of the task writing ``band``'s COGs (:meth:`_ProductPlan.band_cogs`)."""
+    return f"cog-{band}"
 
 
 #: Longest side of a quicklook panel, in pixels.

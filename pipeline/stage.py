@@ -22,7 +22,7 @@ import numpy as np
 
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.ids import ALL_BANDS
-from pipeline.previews import PreviewSpec, save_observed
+from pipeline.previews import PreviewSpec, keep_band
 from pipeline.store.cube import chunk_files, create_store, store_token
 from pipeline.store.durable import fsync_paths, storage_error, write_marker
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, STAGED, Layout
@@ -166,7 +166,8 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
             target = zarr.open_array(store=str(store), path=name, mode="r+")
             target[:, :, rows, cols] = values
         if job.samples is not None:
-            save_observed(job.samples, job.tile, cube)
+            for band in job.samples.bands:
+                keep_band(job.samples, job.tile, "observed", band, cube[:, band], core)
         # Cores are aligned with chunks (chunk = tile_size): all dates and bands of this core.
         fsync_paths(chunk_files(store, list(STAGED), [job.tile.row], [job.tile.col]))
     except Exception as exc:

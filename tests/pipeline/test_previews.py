@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.previews import PreviewSpec, Samples, assemble, preview_step, save_observed
+from pipeline.previews import PreviewSpec, assemble, keep_band, keep_mask, preview_step
 from pipeline.products import write_quicklooks
 from pipeline.tiling import TileGrid, Window
 
@@ -29,13 +29,12 @@ def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:
         window = Window(
             r0, c0, min(core.row_end + 1, height) - r0, min(core.col_end + 1, width) - c0
         )
-        # The stage task's samples of the observations of the core, the mask task's of its
-        # clear values (over a window the core is part of) and codes.
-        save_observed(spec, tile, observed[:, :, *core.slices])
-        samples = Samples(spec, tile)
+        # The stage task keeps the observations of the core, a band's COG task the clear
+        # values (here over a window the core is part of), the mask task the codes.
         for b in range(3):
-            samples.take(b, clear[:, b, *window.slices], window)
-        samples.save(mask[:, *core.slices])
+            keep_band(spec, tile, "observed", b, observed[:, b, *core.slices], core)
+            keep_band(spec, tile, "clear", b, clear[:, b, *window.slices], window)
+        keep_mask(spec, tile, mask[:, *core.slices])
     left, right, codes = assemble(spec, list(grid), range(n), height, width)
     every = slice(None, None, step)
     expected = np.stack([observed[:, b, every, every] for b in bands], axis=-1)

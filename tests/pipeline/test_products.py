@@ -161,3 +161,57 @@ def test_the_next_block_s_chunks_are_asked_for_before_they_are_read(
     for t, dst in enumerate(dsts):
         with rasterio.open(dst) as cog:
             assert np.array_equal(cog.read(1), _encode(clear[t, 1], "uint16", 1023.0))
+
+
+def test_a_band_s_cogs_write_its_provenance_and_quicklook_samples(tmp_path: Path) -> None:
+    """Without ``output.keep_clear`` the band's COG task writes the band's provenance from the
+    clear values it reads (filled, or no data where NaN), durably, and keeps their quicklook
+    samples; it touches no other band."""
+    from datetime import datetime
+
+    import zarr
+
+    from cloudcore.masks import NODATA
+    from pipeline.grid import TargetGrid
+    from pipeline.masks import FILLED
+    from pipeline.previews import PreviewSpec
+    from pipeline.store.cube import chunk_files, create_store
+    from pipeline.store.layout import PROVENANCE
+    from pipeline.tiling import TileGrid
+
+    tiles = TileGrid(70, 150, 32, 8)  # 3 × 5 cores, the last ones narrow
+    grid = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 150, 70)
+    cube = tmp_path / "cube.zarr"
+    times = [datetime(2020, 6, d + 1) for d in range(2)]
+    create_store(
+        cube, grid, times=times, bands=["B1", "B2"], variables=["clear"], codes=[PROVENANCE],
+        tile_size=32, chunk_rows=tiles.cube_chunk_rows, attrs={},
+    )  # fmt: skip
+    clear = np.random.default_rng(2).uniform(0.01, 1, (2, 2, 70, 150)).astype(np.float32)
+    clear[0, 1, :5, :40] = np.nan  # across a core border
+    clear[1, 1, 64:, 96:] = np.nan  # a whole corner core
+    zarr.open_array(store=str(cube), path="clear", mode="r+")[...] = clear
+    spec = PreviewSpec((1,), 7, str(tmp_path / "previews"))
+    dsts = [tmp_path / f"t{t}.tif" for t in range(2)]
+    products.write_cogs(
+        cube, dsts, band_index=1, grid=grid, dtype="uint16", max_dn=1023.0, block=32,
+        tiles=tiles, provenance=True, preview=spec,
+    )  # fmt: skip
+
+    provenance = np.asarray(zarr.open_array(store=str(cube), path=PROVENANCE)[:, 1])
+    expected = np.where(np.isfinite(clear[:, 1]), FILLED, NODATA).astype(np.uint8)
+    assert np.array_equal(provenance, expected)
+    assert set(np.unique(provenance)) == {FILLED, NODATA}
+    assert chunk_files(cube, [PROVENANCE], range(99), range(99), band=0) == []
+    every = slice(None, None, spec.step)
+    for tile in tiles:
+        kept = np.load(spec.path(tile, "clear", 1))
+        rows, cols = spec.offsets(tile.core, tile.core)
+        core = clear[:, 1, *tile.core.slices]
+        assert np.array_equal(kept, core[:, rows, cols], equal_nan=True)
+    assert not list((tmp_path / "previews").glob("*-b0.npy"))
+    assert np.array_equal(
+        np.concatenate([np.load(spec.path(t, "clear", 1)) for t in tiles if t.row == 0], axis=2),
+        clear[:, 1, every, every][:, : -(-32 // 7)],
+        equal_nan=True,
+    )
