@@ -15,10 +15,12 @@ import xarray as xr
 from rasterio.warp import Resampling
 
 import cloudcore
+from cloudcore.masks import NODATA
 from pipeline.config import Config, parse
 from pipeline.grid import derive_grid
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
+from pipeline.masks import FILLED
 from pipeline.run import run
 from pipeline.status import RunSummary
 from tests.pipeline.truth import truth_on
@@ -119,6 +121,12 @@ def test_products_are_written(tiled: tuple[Path, RunSummary]) -> None:
     assert set(cube.data_vars) >= {"clear", "cloud", "haze", "shadow"}
     assert cube.clear.dims == ("time", "band", "y", "x") and cube.clear.dtype == np.float32
     assert cube.clear.shape == observed.shape
+    # Without output.keep_clear the bands' COG tasks write the provenance: modelled where the
+    # clear value is finite, no data where it is NaN.
+    clear = cube.clear.values
+    expected = np.where(np.isfinite(clear), FILLED, NODATA).astype(np.uint8)
+    np.testing.assert_array_equal(cube.provenance.values, expected)
+    assert np.isnan(clear).any()  # the footprints leave pixels without data
     assert len(list((out / "cog").glob("*_B?.tif"))) == 7 * 5
     masks = sorted((out / "cog").glob("*_mask.tif"))
     assert len(masks) == 7  # one per acquisition
