@@ -148,15 +148,20 @@ def write_cogs(
 
     _write_safely(dsts, profile, read, encode, block, "AVERAGE", meaning, ahead=ahead)
     if target is not None:
-        fsync_paths(
-            chunk_files(
-                cube,
-                [PROVENANCE],
-                chunk_range(0, grid.height, target.chunks[-2]),
-                chunk_range(0, grid.width, target.chunks[-1]),
-                band_index,
-            )
+        files = chunk_files(
+            cube,
+            [PROVENANCE],
+            chunk_range(0, grid.height, target.chunks[-2]),
+            chunk_range(0, grid.width, target.chunks[-1]),
+            band_index,
         )
+        try:
+            fsync_paths(files)
+        except OSError as exc:
+            error = storage_error(exc, cube)  # a full or read-only disk: the user's one line
+            if error is None:
+                raise
+            raise error from exc
     return [str(d) for d in dsts]
 
 
