@@ -7,8 +7,8 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
 
 * wall time (the inputs dropped from the page cache first: :func:`evict_inputs`), the split
   by phase (setup, stage = read + RPC warp, solve = solve and blend and,
-  in tile scope, the bands' COGs; mask+products = mask and provenance layers, the mask COGs
-  and quicklooks (and scene scope's band COGs); publish), peak memory of the
+  in tile scope, the bands' COGs and the provenance they write; mask+products = the mask
+  layer, the mask COGs and quicklooks (and scene scope's band COGs); publish), peak memory of the
   driver plus all worker processes (RSS sampled every 0.2 s);
 * the seconds and CPU seconds inside each stage's tasks summed over the workers (the run
   summary's ``task_seconds``), and of the row tasks: reading halos, solving, blending and

@@ -131,7 +131,8 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
-        arrays = {name: group[name] for name in (*job.layers, MASK, PROVENANCE)}
+        names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
+        arrays = {name: group[name] for name in names}
         seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
         # The observations themselves only where kept: the scores need where they are finite.
         observed = None
@@ -218,37 +219,30 @@ def _row_codes(
 def _prefetch(
     arrays: Mapping[str, Any], seen: Any, job: MaskJob, tile: Tile, r0: int, r1: int
 ) -> None:
-    """Start reading the chunk files the scores and provenance of ``tile``'s core will read:
-    every band's layers and ``seen`` over rows ``[r0, r1)``, and with ``keep_clear`` the
-    observations' shards of the core."""
-    core = tile.core
-    chunks = arrays["cloud"].shards or arrays["cloud"].chunks  # a file each
-    # clear only where the observations are kept (it is read over the core, a few rows less).
-    read = [n for n in job.layers if (n != "haze" or job.haze) and (n != "clear" or job.keep_clear)]
-    files = chunk_files(
-        Path(job.cube),
-        read,
-        chunk_range(r0, r1, chunks[-2]),
-        chunk_range(core.col_off, core.col_end, chunks[-1]),
-    )
-    # `seen` is in tile-sized chunks (codes are not sharded, pipeline.store.cube.create_store),
-    # read whole, the neighbours' above and below too; they compress to almost nothing.
-    seen_chunks = seen.chunks
-    files += chunk_files(
-        Path(job.input_store),
-        [INPUT_SEEN],
-        chunk_range(r0, r1, seen_chunks[-2]),
-        chunk_range(core.col_off, core.col_end, seen_chunks[-1]),
-    )
-    if job.keep_clear:
-        # The observations' shards are tile-sized and only the core's are read.
-        files += chunk_files(
-            Path(job.input_store),
-            [INPUT_OBSERVED],
-            chunk_range(core.row_off, core.row_end, seen_chunks[-2]),
-            chunk_range(core.col_off, core.col_end, seen_chunks[-1]),
-        )
+    """Start reading the chunk files ``tile``'s core will read: every band's scored layers
+    (:func:`_scored`) and ``seen`` over rows ``[r0, r1)``, and with ``keep_clear`` the core's
+    clear values and observations."""
+    core, cube, source = tile.core, Path(job.cube), Path(job.input_store)
+    chunk_rows, chunk_cols = (arrays["cloud"].shards or arrays["cloud"].chunks)[-2:]  # a file each
+    cols = chunk_range(core.col_off, core.col_end, chunk_cols)
+    files = chunk_files(cube, _scored(job), chunk_range(r0, r1, chunk_rows), cols)
+    # The input's chunks (`seen`, read whole: codes are not sharded, create_store) and shards
+    # (the observations) are tile-sized: a file per core.
+    tile_size = seen.chunks[-1]
+    tile_cols = chunk_range(core.col_off, core.col_end, tile_size)
+    files += chunk_files(source, [INPUT_SEEN], chunk_range(r0, r1, tile_size), tile_cols)
+    if job.keep_clear:  # the core's clear values and observations, no rows beyond it
+        core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
+        files += chunk_files(cube, ["clear"], core_chunk_rows, cols)
+        core_rows = chunk_range(core.row_off, core.row_end, tile_size)
+        files += chunk_files(source, [INPUT_OBSERVED], core_rows, tile_cols)
     prefetch_files(files)
+
+
+def _scored(job: MaskJob) -> list[str]:
+    """The solved layers the scores read: all but ``clear``, and ``haze`` only if it can be
+    non-zero where observed."""
+    return [n for n in job.layers if n != "clear" and (n != "haze" or job.haze)]
 
 
 def _columns(

@@ -260,7 +260,7 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
     prepare_input_store(layout, plan.grid, tiles, list(acqs), token=plan.input_token)
     stage_ids = plan.stage_ids
     todo = [t for t in tiles if not layout.marker(stage_ids[t.row, t.col]).exists()]
-    dem = plan.config.inputs.dem
+    dem, samples = plan.config.inputs.dem, _samples_spec(plan)
     stage_jobs = [
         Task(
             stage_ids[t.row, t.col],
@@ -273,7 +273,7 @@ def _stage(client: Any, plan: RunPlan, progress: _Progress) -> set[str]:
                     plan.grid,
                     layout,
                     dem,
-                    samples=_samples_spec(plan),
+                    samples=samples,
                 ),
             ),
         )
@@ -414,8 +414,9 @@ def _run_batch(
 def _mask_tasks(
     plan: RunPlan, cube_tmp: Path, products: _ProductPlan, *, after: tuple[str, ...]
 ) -> list[Task]:
-    """The mask and provenance layers of the cube, and the observations kept where the mask
-    says clear (:mod:`pipeline.masks`; one task per tile row, all bands, each band's σ from
+    """The mask layer of the cube, and with ``output.keep_clear`` the observations kept where
+    the mask says clear and the provenance (:mod:`pipeline.masks`; otherwise the bands' COG
+    tasks write the provenance; one task per tile row, all bands, each band's σ from
     its tiles' records in the markers), each after the tasks ``after``; then the products not
     written yet: the mask COGs and the quicklooks (and with ``output.keep_clear`` the bands'
     COGs) as soon as every mask task is done."""
@@ -631,7 +632,7 @@ class _ProductPlan:
     def __init__(self, plan: RunPlan) -> None:
         layout = plan.layout
         self.plan = plan
-        self.preview = _preview_spec(plan)  # what the mask pass keeps for the quicklooks
+        self.preview = _preview_spec(plan)  # what the mask and COG tasks keep for quicklooks
         self.cog_tmp = layout.partial(layout.cog_dir)
         self.looks_tmp = layout.partial(layout.quicklook_dir)
         for leftover in (self.cog_tmp, self.looks_tmp):
@@ -765,7 +766,7 @@ QUICKLOOK_SIZE = 1024
 
 
 def _preview_spec(plan: RunPlan) -> PreviewSpec | None:
-    """What the mask pass keeps for the quicklooks (None: no quicklooks)."""
+    """What the mask and COG tasks keep for the quicklooks (None: no quicklooks)."""
     return _samples_spec(plan) if plan.config.output.quicklooks else None
 
 

@@ -12,8 +12,8 @@ Layout of ``output.path``::
     COMPLETE.json         written last: the run that produced everything above, and when
     work/                 input.zarr (observed (time, band, y, x) float32 and seen uint8),
                           strips/ (solved rows shared by two tile rows, until blended),
-                          previews/ (the quicklooks' samples, from the stage and mask tasks
-                          to the quicklooks), done/ (markers), run.json (the ids of the
+                          previews/ (the quicklooks' samples, from the stage, COG and mask
+                          tasks to the quicklooks), done/ (markers), run.json (the ids of the
                           current run, for ``status``); resumable. A finished run keeps it,
                           so that a rerun with the same settings only rewrites the products;
                           delete it once the products are what you want.

@@ -223,8 +223,8 @@ def test_each_core_s_files_are_asked_for_before_they_are_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The mask task asks the kernel for a core's chunk files (every layer it reads, every band,
-    and the input's shards of the core) before it reads them, the next core's while it works
-    on this one."""
+    and the input's `seen` chunks of the core and of the cores above and below it) before it
+    reads them, the next core's while it works on this one."""
     height, width = 70, 150
     grid = TileGrid(height, width, TILE, OVERLAP)
     source, cube = _stores(tmp_path, _scene(height, width, seed=5), grid)
@@ -237,4 +237,4 @@ def test_each_core_s_files_are_asked_for_before_they_are_read(
     count, unasked = reads_asked_before(events, set(layers))
     assert count >= len(layers) and not unasked
     shards = {p for k, p in events if k == "asked" and p.is_relative_to(source)}
-    assert len(shards) == grid.n_rows * grid.n_cols * N_BANDS  # every core's, no neighbour's
+    assert len(shards) == grid.n_rows * grid.n_cols * N_BANDS  # every core's `seen`, no more
