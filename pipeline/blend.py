@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from pipeline.cluster.faults import inject_faults
-from pipeline.cluster.heap import SOLVE_MMAP_THRESHOLD, mmap_threshold
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
 from pipeline.rowblend import RowBlock, boundary_window, mix_boundary, row_blocks
@@ -125,16 +124,15 @@ def solve_row(job: RowJob) -> dict[str, Any]:
 
     top, bottom = (job.layout.strip(s) for s in strip_ids(job.row_id))
     shared = job.grid.overlap > 0  # without overlap no rows are shared: no strips, no seams
-    with mmap_threshold(SOLVE_MMAP_THRESHOLD):  # a tile's masks go back once freed
-        write_row(
-            row_blocks(job.grid, job.row, solve),
-            grid=job.grid,
-            band_index=job.band_index,
-            cube=Path(job.cube),
-            top=top if shared and job.row > 0 else None,
-            bottom=bottom if shared and job.row < job.grid.n_rows - 1 else None,
-            what=job.row_id,
-        )
+    write_row(
+        row_blocks(job.grid, job.row, solve),
+        grid=job.grid,
+        band_index=job.band_index,
+        cube=Path(job.cube),
+        top=top if shared and job.row > 0 else None,
+        bottom=bottom if shared and job.row < job.grid.n_rows - 1 else None,
+        what=job.row_id,
+    )
     seconds = round(time.perf_counter() - started, 4)  # reading, solving, blending, writing
     record = {"band": job.band, "row": job.row, "tiles": records, "seconds": seconds}
     write_marker(job.layout.marker(job.row_id), record)

@@ -32,8 +32,8 @@ from pipeline.errors import ConfigError
 #:   mmap threshold at 128 KiB: every chunk buffer and strip of a tile task then came from a
 #:   fresh mmap and was paged in again, and a run spent ~40 % of its CPU time in the kernel
 #:   (blend 2.5x, solve 1.4x slower than with glibc's defaults). These are the values glibc's own
-#:   dynamic threshold settles at (32 MiB), with the heap trimmed once 64 MiB are free; a tile
-#:   row's solve lowers the threshold while it runs (:func:`pipeline.cluster.heap.mmap_threshold`).
+#:   dynamic threshold settles at (32 MiB), with the heap trimmed once 64 MiB are free (and
+#:   all free pages returned between tasks, :mod:`pipeline.cluster.heap`).
 #:   Two malloc arenas instead of 8 per core: zarr's codec threads each kept an arena of freed
 #:   chunk buffers. A full-size row task of 12 tiles peaked at 1.30-1.38 GiB RSS with two
 #:   arenas against 1.41-1.42 GiB with the default.

@@ -9,32 +9,25 @@ tiles keeps hundreds of MiB of resident memory it no longer uses, and that memor
 next task's peak. ``malloc_trim(0)`` returns every free page of every arena; it takes a few
 milliseconds, against tasks of seconds.
 
-Inside a tile row's solve, :func:`mmap_threshold` lowers the threshold to
-:data:`SOLVE_MMAP_THRESHOLD`, so that a tile's boolean masks and per-date float64 columns
-(11-13 MiB at 1280² × 7) are mmapped and go back to the system as soon as they are freed: a
-full-size row task of 12 tiles peaked at 1.27 GiB RSS against 1.30-1.38 GiB with 32 MiB. Not
-for every task: the COG and mask tasks allocate many band-sized arrays (26 MiB at 2560²) that
-would then each be paged in afresh; with 8 MiB for the whole run their CPU time rose by 20 %
-(2560² scene scope, products 14.4-15.9 against 12.8-13.7 CPU s).
+A tile row's solve runs under the same 32 MiB threshold: its boolean masks and per-date float64
+columns (11-13 MiB at 1280² × 7) are reused from the heap rather than mapped afresh and zeroed by
+the kernel for each tile. An 8 MiB threshold inside the row tasks (until version e088dfa) held a
+full-size row task 0.1-0.4 GiB lower when the run's peak was near 3 GB; since then the peak came
+down: at full size the run peaked at 2.15 GiB without it against 2.16 GiB with it, and its wall
+ratio to the bare solve went from 1.59 to 1.52 (docs/PERFORMANCE.md).
 
 Elsewhere than glibc (macOS, musl) this does nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import functools
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SOLVE_MMAP_THRESHOLD", "mmap_threshold", "return_free_memory"]
-
-#: Bytes from which allocations are mmapped while a tile row is solved (see the module text).
-SOLVE_MMAP_THRESHOLD = 8 << 20
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc's malloc.h)
+__all__ = ["return_free_memory"]
 
 
 @functools.cache
@@ -59,21 +52,3 @@ def return_free_memory() -> bool:
         return False
     trim(0)
     return True
-
-
-@contextlib.contextmanager
-def mmap_threshold(nbytes: int) -> Iterator[bool]:
-    """Within the block, allocations of ``nbytes`` or more are mmapped; then the process's own
-    ``MALLOC_MMAP_THRESHOLD_`` again. Yields whether it took effect: only where that variable
-    is set (every worker of this package's clusters, :data:`pipeline.cluster.backends.WORKER_ENV`),
-    since glibc's dynamic default could not be restored afterwards, and only with glibc."""
-    mallopt = _libc("mallopt", (ctypes.c_int, ctypes.c_int))
-    own = os.environ.get("MALLOC_MMAP_THRESHOLD_", "")
-    if mallopt is None or not own.isdigit():
-        yield False
-        return
-    mallopt(_M_MMAP_THRESHOLD, nbytes)
-    try:
-        yield True
-    finally:
-        mallopt(_M_MMAP_THRESHOLD, int(own))
