@@ -73,7 +73,7 @@ def prepare(D: ArrayLike, mask: ArrayLike | None) -> Problem:
             obs = None
     values = a if obs is None else a[obs]  # the observed entries, extracted once
     # NaN and ±inf show in the extremes (min and max propagate NaN): no boolean array of every
-    # entry (a tile's is 11 MiB, paged in afresh under the pipeline's mmap threshold).
+    # entry (a tile's is 11 MiB, memory to allocate and page in for one check).
     low, high = (values.min(), values.max()) if values.size else (0.0, 0.0)
     if not (np.isfinite(low) and np.isfinite(high)):
         if mask is None:

@@ -163,8 +163,8 @@ def _set_column(
     then).
 
     ``work`` is a float64 (3, pixels) array, overwritten: the column, its residual and its
-    split. A caller refitting several dates passes the same one (each array of a column's size
-    allocated anew is paged in afresh under the pipeline's 8 MiB mmap threshold). The split is
+    split. A caller refitting several dates passes the same one (an array of a column's size,
+    13 MiB at 1280² px, allocated anew may be mapped and paged in afresh by malloc). The split is
     computed on every entry and kept on the observed ones: the same values as computing it on
     the observed entries alone (elementwise), without the copies that selecting them makes.
     """

@@ -20,7 +20,7 @@ from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.masks import provenance_codes
 from pipeline.previews import PreviewSpec, assemble, keep_band
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
-from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error, storage_error
+from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error, output_errors
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.tiling import Tile, TileGrid
 
@@ -155,13 +155,8 @@ def write_cogs(
             chunk_range(0, grid.width, target.chunks[-1]),
             band_index,
         )
-        try:
+        with output_errors(cube):
             fsync_paths(files)
-        except OSError as exc:
-            error = storage_error(exc, cube)  # a full or read-only disk: the user's one line
-            if error is None:
-                raise
-            raise error from exc
     return [str(d) for d in dsts]
 
 
@@ -401,15 +396,13 @@ def _save_quicklook(left: np.ndarray, right: np.ndarray, mask: np.ndarray, dst: 
     labelled = _labelled(image, [f"observed {dst.stem}", "mask", "cloud-free"], [0, step, 2 * step])
     dst.parent.mkdir(parents=True, exist_ok=True)
     partial = dst.with_name(f".{dst.stem}.{uuid.uuid4().hex[:8]}.png")
-    try:
-        labelled.save(partial, format="PNG", compress_level=QUICKLOOK_PNG_LEVEL)
-        os.replace(partial, dst)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        error = storage_error(exc, dst)
-        if error is None:
+    with output_errors(dst):
+        try:
+            labelled.save(partial, format="PNG", compress_level=QUICKLOOK_PNG_LEVEL)
+            os.replace(partial, dst)
+        except OSError:
+            partial.unlink(missing_ok=True)
             raise
-        raise error from exc
     return str(dst)
 
 

@@ -25,29 +25,28 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Callable
-from typing import Any
 
 __all__ = ["return_free_memory"]
 
 
 @functools.cache
-def _libc(name: str, argtypes: tuple[Any, ...]) -> Callable[..., int] | None:
-    """glibc's function ``name`` (returning int), or None where the C library has none."""
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
     library = ctypes.util.find_library("c")
     if library is None:
         return None
     try:
-        function = getattr(ctypes.CDLL(library), name)
+        trim = ctypes.CDLL(library).malloc_trim
     except (OSError, AttributeError):
         return None
-    function.argtypes = list(argtypes)
-    function.restype = ctypes.c_int
-    return function
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
 
 
 def return_free_memory() -> bool:
     """Return the process's free heap pages to the system; whether the C library could."""
-    trim = _libc("malloc_trim", (ctypes.c_size_t,))
+    trim = _malloc_trim()
     if trim is None:
         return False
     trim(0)

@@ -39,6 +39,7 @@ __all__ = [
     "fsync_paths",
     "fsync_tree",
     "gdal_storage_error",
+    "output_errors",
     "publish_dir",
     "read_json",
     "read_markers",
@@ -88,6 +89,19 @@ def storage_error(exc: BaseException, what: str | Path) -> OutputError | None:
         f"output.path: cannot write {where}: {_STORAGE_ERRNOS[exc.errno]} "
         f"([Errno {exc.errno}]); {fix}"
     )
+
+
+@contextmanager
+def output_errors(what: str | Path) -> Iterator[None]:
+    """Within the block, an ``OSError`` that a retry cannot fix becomes the user's one-line
+    :class:`OutputError` naming ``what`` (:func:`storage_error`); any other passes unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        error = storage_error(exc, what)
+        if error is None:
+            raise
+        raise error from exc
 
 
 #: Free bytes below which a failed GDAL write is taken for a full disk, and how close to the
