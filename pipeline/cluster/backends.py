@@ -31,12 +31,19 @@ from pipeline.errors import ConfigError
 #: * glibc malloc: Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
 #:   mmap threshold at 128 KiB: every chunk buffer and strip of a tile task then came from a
 #:   fresh mmap and was paged in again, and a run spent ~40 % of its CPU time in the kernel
-#:   (blend 2.5x, solve 1.4x slower than with glibc's defaults). These are the values glibc's own
-#:   dynamic threshold settles at (32 MiB), with the heap trimmed once 64 MiB are free (and
-#:   all free pages returned between tasks, :mod:`pipeline.cluster.heap`).
-#:   Two malloc arenas instead of 8 per core: zarr's codec threads each kept an arena of freed
-#:   chunk buffers. A full-size row task of 12 tiles peaked at 1.30-1.38 GiB RSS with two
-#:   arenas against 1.41-1.42 GiB with the default.
+#:   (blend 2.5x, solve 1.4x slower than with glibc's defaults).
+#:   A worker solves tile after tile of the same size, so it keeps what it frees for the next
+#:   one: arrays up to 256 MiB come from the heap (a 1280² × 7 tile's float32 layers are 44 MiB,
+#:   its float64 refit 88 MiB; glibc's own dynamic threshold stops at 32 MiB, so each of them
+#:   was mapped afresh and zeroed by the kernel, tile after tile), the heap is trimmed only
+#:   once 1 GiB of it is free, and all free pages go back between tasks
+#:   (:mod:`pipeline.cluster.heap`). One malloc arena: a task thread's arena other than the
+#:   main one grows in heaps of 64 MiB and maps anything larger afresh. At 2560² (two runs
+#:   each, alternated, 2026-11-26) the solving threads took 22-30 k page faults for the
+#:   sampled tiles against 96-141 k with 32 MiB, two arenas and a 64 MiB trim threshold, and
+#:   their CPU was 0.94-0.95 of the bare solve's against 1.06-1.10; the run's peak rose
+#:   0.2 GiB (docs/PERFORMANCE.md). zarr's codec threads, which each kept an arena of freed
+#:   chunk buffers under the default of 8 per core, share it too.
 #: * GDAL_CACHEMAX (MB): GDAL's block cache defaults to 5 % of the machine's memory *per
 #:   process*; filled by staging reads and COG writes it made each worker's memory grow with
 #:   the scene. Tiles are read once, so a small cache costs nothing.
@@ -48,9 +55,9 @@ from pipeline.errors import ConfigError
 #:   190.3, and its solving threads were preempted 24-39 % less often. On storage with long
 #:   latencies (an object store, a busy parallel file system) a higher value may pay: set it.
 WORKER_ENV = {
-    "MALLOC_MMAP_THRESHOLD_": "33554432",
-    "MALLOC_TRIM_THRESHOLD_": "67108864",
-    "MALLOC_ARENA_MAX": "2",
+    "MALLOC_MMAP_THRESHOLD_": "268435456",
+    "MALLOC_TRIM_THRESHOLD_": "1073741824",
+    "MALLOC_ARENA_MAX": "1",
     "GDAL_CACHEMAX": "256",
     "ZARR_ASYNC__CONCURRENCY": "1",
 }

@@ -1,20 +1,20 @@
 """Give a worker's freed memory back to the operating system between tasks.
 
 Why: glibc keeps the memory a process frees and reuses it later; it hands back to the system
-only the free top of the heap beyond ``MALLOC_TRIM_THRESHOLD_`` (64 MiB on our workers,
+only the free top of the heap beyond ``MALLOC_TRIM_THRESHOLD_`` (1 GiB on our workers,
 :data:`pipeline.cluster.backends.WORKER_ENV`), never free pages between live allocations. Arrays
-under the mmap threshold (32 MiB there: a scene-scope tile's state arrays of 1024² × 7 float32
-are 28 MiB each) live on the heap, so a worker that has held a band's state or solved a row of
+under the mmap threshold (256 MiB there: every array of a tile's solve, and a scene-scope
+tile's state) live on the heap, so a worker that has held a band's state or solved a row of
 tiles keeps hundreds of MiB of resident memory it no longer uses, and that memory adds to the
 next task's peak. ``malloc_trim(0)`` returns every free page of every arena; it takes a few
 milliseconds, against tasks of seconds.
 
-A tile row's solve runs under the same 32 MiB threshold: its boolean masks and per-date float64
-columns (11-13 MiB at 1280² × 7) are reused from the heap rather than mapped afresh and zeroed by
-the kernel for each tile. An 8 MiB threshold inside the row tasks (until version e088dfa) held a
-full-size row task 0.1-0.4 GiB lower when the run's peak was near 3 GB; since then the peak came
-down: at full size the run peaked at 2.15 GiB without it against 2.16 GiB with it, and its wall
-ratio to the bare solve went from 1.59 to 1.52 (docs/PERFORMANCE.md).
+Within a task the heap is kept on purpose: a row task's tiles are of one size, and each reuses
+the pages the one before it freed instead of having them mapped afresh and zeroed by the
+kernel (the page faults of the solving thread fell to a quarter, its CPU by 5-10 %; the run's
+peak rose 0.2 GiB, docs/PERFORMANCE.md). Until version e088dfa the row tasks even lowered the
+threshold to 8 MiB, to hold a full-size row task 0.1-0.4 GiB lower when the run's peak was
+near 3 GB; the peak has come down since.
 
 Elsewhere than glibc (macOS, musl) this does nothing.
 """

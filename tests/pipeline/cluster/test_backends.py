@@ -277,7 +277,7 @@ def test_kubernetes_cluster_spec() -> None:
         ]
     assert worker["spec"]["containers"][0]["args"][:2] == ["dask", "worker"]
     env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
-    assert env["MALLOC_TRIM_THRESHOLD_"] == "67108864"  # pipeline.cluster.backends.WORKER_ENV
+    assert env["MALLOC_TRIM_THRESHOLD_"] == "1073741824"  # pipeline.cluster.backends.WORKER_ENV
     jsonschema = pytest.importorskip("jsonschema")
     # The Helm chart's copy of the CRD has its references resolved.
     chart = "deployment/helm/dask-kubernetes-operator/crds/daskcluster.yaml"
