@@ -39,6 +39,7 @@ from pipeline.status import RunSummary, TileFailure, finish_run_record, write_ru
 from pipeline.store.cube import create_store, store_token
 from pipeline.store.durable import (
     OutputError,
+    output_errors,
     publish_dir,
     remove_published,
     storage_error,
@@ -152,14 +153,12 @@ def run(config: Config, *, overwrite: bool = False) -> RunSummary:
     if overwrite:
         clear_work(layout)
     try:
-        return _run(config, layout, started)
-    except BaseException as exc:
-        _remove_if_empty(created)  # stopped (bad input, no cluster): no empty directory left
         # A disk that fills up while the client itself writes (templates, markers, products).
-        error = storage_error(exc, layout.root) if isinstance(exc, OSError) else None
-        if error is None:
-            raise
-        raise error from None
+        with output_errors(layout.root):
+            return _run(config, layout, started)
+    except BaseException:
+        _remove_if_empty(created)  # stopped (bad input, no cluster): no empty directory left
+        raise
 
 
 class _Progress:
