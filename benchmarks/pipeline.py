@@ -29,7 +29,9 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
 * the two ratios of issue #17, side by side from this one run:
   *per iteration* = in-pipeline seconds per iteration and pixel / bare (tile scope: over the
   tiles solved bare; scene scope: the band's wall per iteration × workers / bare), and
-  *wall* = wall time / (bare solve time of all tiles (bands) / workers);
+  *wall* = wall time / (bare solve time of all tiles (bands) / workers); and the wall ratio's
+  floor that the run's own work sets (:func:`wall_ratio_floor`): the bare solve plus the CPU
+  of everything else the run did, on the machine's cores never idle;
 * with ``--contention``, how much of the per-iteration ratio is two solves sharing the memory
   bandwidth: the first band's tiles solved bare in one worker-like process alone, then in two
   at once (both with the workers' environment).
@@ -472,6 +474,21 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"with the workers always busy); in the kernel {memory.system_seconds:.1f} CPU s "
         f"(page faults, file I/O)"
     )
+    # Everything the run did but solve: in tile scope all CPU less the solving threads'; in scene
+    # scope the tasks' and the driver's CPU only (the workers' own housekeeping runs in the same
+    # processes as the actors' solve and cannot be told apart), so its floor is a lower bound.
+    if scope == "tile":
+        other_cpu = memory.cpu_seconds - rows_split["solve CPU"]
+    else:
+        other_cpu = sum(c for _, _, c, _ in by_stage) + driver
+    cores = len(os.sched_getaffinity(0))
+    floor = wall_ratio_floor(ratios, other_cpu, args.workers, cores)
+    print(
+        f"  the wall ratio's floor from this run's own work: {floor:.2f} (the bare solve's "
+        f"{ratios.bare_cpu:.1f} CPU s plus the {other_cpu:.1f} CPU s of everything else the run "
+        f"did{' in its tasks and driver' if scope == 'scene' else ''}, on {cores} cores "
+        "never idle)"
+    )
     if ratios.solve_usage is not None:
         in_run, bare = ratios.solve_usage
         print(
@@ -497,7 +514,29 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         "tiles": summary.tiles * summary.bands,
         "ratios": ratios,
         "work": memory.cpu_seconds / ratios.bare_cpu,
+        "floor": floor,
     }
+
+
+def wall_ratio_floor(ratios: Ratios, other_cpu: float, workers: int, cores: int) -> float:
+    """The smallest wall ratio a run's own work allows on ``cores`` cores.
+
+    Parameters
+    ----------
+    ratios
+        The run's bare reference.
+    other_cpu
+        CPU seconds of everything the run did besides solving.
+
+    Returns
+    -------
+    float
+        (bare CPU + ``other_cpu``) / ``cores``, the wall of the solve at exactly its bare cost
+        with every core always busy, over the ideal wall (bare seconds / ``workers``). Where
+        the workers are the cores, work that is not the solve can only raise the wall ratio
+        above 1 by its share of the bare solve, however it is scheduled.
+    """
+    return (ratios.bare_cpu + other_cpu) / cores / (ratios.bare_seconds / workers)
 
 
 def run_fresh(paths: list[Path], out: Path, scope: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -535,7 +574,7 @@ def main() -> None:
     print(
         f"\n{'scene':>8}{'scope':>7}{'tiles':>7}{'wall s':>8}{'setup':>7}{'stage':>7}"
         f"{'solve':>7}{'mask+products':>14}{'peak GiB':>9}{'bare s':>8}{'it. ratio':>10}"
-        f"{'wall ratio':>11}{'it. CPU':>8}{'work':>6}"
+        f"{'wall ratio':>11}{'it. CPU':>8}{'work':>6}{'floor':>6}"
     )
     for size, scope, r in rows:
         p = r["phases"]
@@ -544,7 +583,7 @@ def main() -> None:
             f"{p.get('stage', 0):>7.1f}{p.get('solve', 0):>7.1f}{p.get('mask+products', 0):>14.1f}"
             f"{r['peak'] / 2**30:>9.2f}{r['ratios'].bare_seconds:>8.1f}"
             f"{r['ratios'].per_iteration:>10.2f}{r['ratios'].wall:>11.2f}"
-            f"{_ratio_or_dash(r['ratios'].per_iteration_cpu):>8}{r['work']:>6.2f}"
+            f"{_ratio_or_dash(r['ratios'].per_iteration_cpu):>8}{r['work']:>6.2f}{r['floor']:>6.2f}"
         )
 
 
