@@ -436,6 +436,7 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
     driver = memory.driver_cpu  # client + scheduler
     driver_rss, driver_at = memory.driver_highest  # client + scheduler, seconds in
     in_tasks = sum(c for _, _, c, _ in by_stage)
+    cores = len(os.sched_getaffinity(0))  # the cores this run may use
     print(
         f"  {scope} scope: {wall:.1f} s, peak {memory.peak / 2**30:.2f} GiB "
         f"(in {_phase_at(memory.peak_at, summary.phase_seconds)}: {memory.split()} GiB); "
@@ -469,7 +470,7 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
         f"  in CPU seconds: bare {ratios.bare_cpu:.1f}, per-iteration ratio "
         f"{_ratio_or_dash(ratios.per_iteration_cpu)}; the run's processes used "
         f"{memory.cpu_seconds:.1f} CPU s "
-        f"({memory.cpu_seconds / wall:.2f} cores on average of {os.cpu_count()}): work ratio "
+        f"({memory.cpu_seconds / wall:.2f} cores on average of {cores}): work ratio "
         f"{memory.cpu_seconds / ratios.bare_cpu:.2f} (= the wall ratio on a quiet machine "
         f"with the workers always busy); in the kernel {memory.system_seconds:.1f} CPU s "
         f"(page faults, file I/O)"
@@ -480,8 +481,7 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
     if scope == "tile":
         other_cpu = memory.cpu_seconds - rows_split["solve CPU"]
     else:
-        other_cpu = sum(c for _, _, c, _ in by_stage) + driver
-    cores = len(os.sched_getaffinity(0))
+        other_cpu = in_tasks + driver
     floor = wall_ratio_floor(ratios, other_cpu, args.workers, cores)
     print(
         f"  the wall ratio's floor from this run's own work: {floor:.2f} (the bare solve's "
@@ -527,6 +527,8 @@ def wall_ratio_floor(ratios: Ratios, other_cpu: float, workers: int, cores: int)
         The run's bare reference.
     other_cpu
         CPU seconds of everything the run did besides solving.
+    workers, cores
+        The run's workers, and the cores they and everything else ran on.
 
     Returns
     -------

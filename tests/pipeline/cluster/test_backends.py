@@ -20,6 +20,7 @@ import yaml
 from distributed import Client
 
 from pipeline.cluster.backends import (
+    WORKER_ENV,
     jobqueue_kwargs,
     kubernetes_cluster_spec,
     make_cluster,
@@ -83,7 +84,6 @@ def test_local_workers_get_the_worker_environment() -> None:
     import os
 
     from pipeline.cluster import connect
-    from pipeline.cluster.backends import WORKER_ENV
     from pipeline.config import ClusterSpec
 
     with connect(ClusterSpec(n_workers=1, dashboard=False)) as client:
@@ -277,7 +277,9 @@ def test_kubernetes_cluster_spec() -> None:
         ]
     assert worker["spec"]["containers"][0]["args"][:2] == ["dask", "worker"]
     env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
-    assert env["MALLOC_TRIM_THRESHOLD_"] == "1073741824"  # pipeline.cluster.backends.WORKER_ENV
+    # Every one of the workers' settings, the malloc trim threshold among them.
+    assert env["MALLOC_TRIM_THRESHOLD_"] == WORKER_ENV["MALLOC_TRIM_THRESHOLD_"]
+    assert {k: env.get(k) for k in WORKER_ENV} == WORKER_ENV
     jsonschema = pytest.importorskip("jsonschema")
     # The Helm chart's copy of the CRD has its references resolved.
     chart = "deployment/helm/dask-kubernetes-operator/crds/daskcluster.yaml"
