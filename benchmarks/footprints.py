@@ -9,7 +9,7 @@ for a shared 2-core machine (≤ 1024² px):
     For each f and seed: the mean of that date's output over the pixels it did not see,
     relative to the truth's mean there, from the ALM alone ("raw") and after the refit of
     :mod:`cloudcore.refit` ("refit"); and its r over those pixels. The pipeline's rule for
-    leaving a date out of a tile (``pipeline.solve.MIN_DATE_FRACTION``) comes from this table.
+    leaving a date out of a tile (``pipeline.solve.tile.MIN_DATE_FRACTION``) comes from this table.
 
 ``table``
     A 1024² scene written as real single-band uint16 GeoTIFFs on a UTM grid offset by 15 m
@@ -74,16 +74,16 @@ def tyrol_case(size: int, seed: int) -> Any:
 @contextlib.contextmanager
 def fix_switched_off() -> Iterator[None]:
     """The code before #14: no refit of partly observed dates, no date left out of a tile."""
-    import pipeline.solve
+    import pipeline.solve.tile
 
-    debias, fraction = cloudcore.solvers._debias, pipeline.solve.MIN_DATE_FRACTION
+    debias, fraction = cloudcore.solvers._debias, pipeline.solve.tile.MIN_DATE_FRACTION
     cloudcore.solvers._debias = lambda *args, **kwargs: None
-    pipeline.solve.MIN_DATE_FRACTION = 0.0
+    pipeline.solve.tile.MIN_DATE_FRACTION = 0.0
     try:
         yield
     finally:
         cloudcore.solvers._debias = debias
-        pipeline.solve.MIN_DATE_FRACTION = fraction
+        pipeline.solve.tile.MIN_DATE_FRACTION = fraction
 
 
 # -------------------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
 * the seconds and CPU seconds inside each stage's tasks summed over the workers (the run
   summary's ``task_seconds``), and of the row tasks: reading halos, solving, blending and
   writing (their completion markers); in tile scope each worker's seconds in tasks against
-  the span of all tasks, and the span perfectly packed (:meth:`pipeline.status.RunSummary.
+  the span of all tasks, and the span perfectly packed (:meth:`pipeline.control.status.RunSummary.
   packing`);
 * the **bare reference**, measured in this process right after the run, on the run's own
-  staged ``input.zarr``: the run's own solver (:func:`pipeline.solve.solve_matrix`, i.e.
+  staged ``input.zarr``: the run's own solver (:func:`pipeline.solve.tile.solve_matrix`, i.e.
   :func:`cloudcore.decompose` and, for the default, :func:`cloudcore.refine`) on each tile's
   halo matrix (tile scope: the same d × n and data as the pipeline's tiles, so the same
   iterations), one at a time on one thread, no I/O; in scene scope
@@ -25,7 +25,7 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
   ``--bare-tiles`` are not all solved again: the bare time of the others is the sample's
   seconds per iteration and pixel × their d × iterations; for the tiles solved bare, the
   solving thread's CPU, kernel seconds, page faults and preemptions in the run (the tile
-  records) against bare (:class:`pipeline.usage.CpuUsage`);
+  records) against bare (:class:`pipeline.cluster.usage.CpuUsage`);
 * the two ratios of issue #17, side by side from this one run:
   *per iteration* = in-pipeline seconds per iteration and pixel / bare (tile scope: over the
   tiles solved bare; scene scope: the band's wall per iteration × workers / bare), and
@@ -72,11 +72,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
+from pipeline.cluster.usage import CpuUsage  # noqa: E402
 from pipeline.config import Config, SolverConfig, parse  # noqa: E402
 from pipeline.inputs.synthetic import make_gf4_series  # noqa: E402
 from pipeline.run import run  # noqa: E402
 from pipeline.store.cube import advise_files  # noqa: E402
-from pipeline.usage import CpuUsage  # noqa: E402
 
 
 class PeakMemory:
@@ -216,10 +216,10 @@ class TileCase:
 
 def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.ndarray, int]:
     """D (d × n kept dates, a transposed view), its mask and n, as the run's tile solve builds
-    them (:func:`pipeline.solve.tile_matrix`)."""
+    them (:func:`pipeline.solve.tile.tile_matrix`)."""
     import zarr
 
-    from pipeline.solve import tile_matrix
+    from pipeline.solve.tile import tile_matrix
 
     source = zarr.open_array(store=store, path="observed", mode="r")
     (r0, r1), (c0, c1) = case.rows, case.cols
@@ -230,10 +230,10 @@ def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.
 
 def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, CpuUsage, int]:
     """Seconds, the solving thread's usage (CPU seconds, kernel seconds, page faults,
-    preemptions) and iterations of the run's solve (:func:`pipeline.solve.solve_matrix`:
+    preemptions) and iterations of the run's solve (:func:`pipeline.solve.tile.solve_matrix`:
     decompose, then refine when the solver refines) of the tile's halo matrix, on one thread,
     without reading or writing."""
-    from pipeline.solve import resolve_lambda, solve_matrix
+    from pipeline.solve.tile import resolve_lambda, solve_matrix
 
     D, mask, n = halo_matrix(store, case, solver.dtype)
     lam = resolve_lambda(solver.lam, case.d, n)
@@ -287,7 +287,7 @@ def row_markers(out: Path) -> list[dict[str, Any]]:
 
 def tile_cases(out: Path, plan_bands: list[str], rows: list[dict[str, Any]]) -> list[TileCase]:
     """Every (band, tile) of a tile-scope run, from its row markers ``rows`` and its tiling."""
-    from pipeline.tiling import TileGrid
+    from pipeline.grid.tiling import TileGrid
 
     attrs = json.loads((out / "cube.zarr" / "zarr.json").read_text())["attributes"]
     tiling = attrs["tiling"]
@@ -372,8 +372,8 @@ def scene_ratios(
     import zarr
 
     from cloudcore.scene import Block, BlockGroup, LocalShards
-    from pipeline.scene import solve_shards
-    from pipeline.tiling import TileGrid
+    from pipeline.grid.tiling import TileGrid
+    from pipeline.solve.scene_scope import solve_shards
 
     attrs = json.loads((out / "cube.zarr" / "zarr.json").read_text())["attributes"]
     source = zarr.open_array(store=str(out / "work" / "input.zarr"), path="observed", mode="r")

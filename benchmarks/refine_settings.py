@@ -31,11 +31,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 
 import cloudcore  # noqa: E402
-from pipeline.lab.realclouds import MASK_CLASSES, config_pairs, solve  # noqa: E402
-from pipeline.lab.realconfig import RealCloudsConfig, SolverEntry  # noqa: E402
-from pipeline.lab.realdata import RealSeries, load_real_series  # noqa: E402
-from pipeline.lab.realpaste import paste_clouds, without_source  # noqa: E402
-from pipeline.lab.realscores import agreement_per_date, relative_error  # noqa: E402
+from cloudlab.realclouds import MASK_CLASSES, config_pairs, solve  # noqa: E402
+from cloudlab.realconfig import RealCloudsConfig, SolverEntry  # noqa: E402
+from cloudlab.realdata import RealSeries, load_real_series  # noqa: E402
+from cloudlab.realpaste import paste_clouds, without_source  # noqa: E402
+from cloudlab.realscores import agreement_per_date, relative_error  # noqa: E402
 
 DEFAULT = cloudcore.RefineRule()
 #: One setting changed at a time.

@@ -4,7 +4,7 @@ A paper-style series (tyrol-w1 in grey, reference clouds, ``--dates`` dates of `
 is written to a Zarr store laid out as the pipeline's ``input.zarr`` (time, band, y, x). It is
 then solved twice with :func:`cloudcore.scene.solve_blocks`, on the same tiles:
 
-* **scene scope**: one :class:`pipeline.scene.SceneShard` actor per worker of the pipeline's
+* **scene scope**: one :class:`pipeline.solve.scene_scope.SceneShard` actor per worker of the pipeline's
   local cluster (``--workers`` processes × ``--threads`` numba threads), exactly as
   ``solver.scope: scene`` runs a band;
 * **bare**: the same blocks in this process, one after the other, 1 thread, no Dask: the summed
@@ -78,8 +78,8 @@ def scene_run(
     from cloudcore.scene import solve_blocks
     from pipeline.cluster.backends import make_cluster
     from pipeline.config.cluster import ClusterSpec
-    from pipeline.scene import DaskShards, start_shards
-    from pipeline.tiling import TileGrid
+    from pipeline.grid.tiling import TileGrid
+    from pipeline.solve.scene_scope import DaskShards, start_shards
 
     tiles = list(TileGrid(size, size, tile, 0))
     # The pipeline's local cluster: its worker environment matters (glibc's malloc settings
@@ -123,7 +123,7 @@ def bare_run(
     import zarr
 
     from cloudcore.scene import Block, BlockGroup, LocalShards, solve_blocks
-    from pipeline.tiling import TileGrid
+    from pipeline.grid.tiling import TileGrid
 
     source = zarr.open_array(store=str(store), path="observed", mode="r")
     windows = [t.core for t in TileGrid(size, size, tile, 0)]

@@ -1,10 +1,10 @@
 """What staging's reads of the inputs cost, with GDAL's default reads and memory-mapped
-(:data:`pipeline.warp.READ_GDAL_CONFIG`).
+(:data:`pipeline.stage.warp.READ_GDAL_CONFIG`).
 
 A GF-4 PMS frame as GDAL writes an uncompressed GeoTIFF by default (the simulated series', one
 row of all five bands per strip) is read by GDAL's block cache one whole strip at a time: a
 stage task's window of a 10240-wide frame copies about 9 times the bytes it uses. This reads the
-windows of a few stage tasks (``pipeline.warp.read_window``, every date, all bands, warped onto
+windows of a few stage tasks (``pipeline.stage.warp.read_window``, every date, all bands, warped onto
 the grid as staging does) with each setting, alternated round after round, and prints the CPU
 seconds (user and kernel) of this process per setting. Simulate the series first with
 ``benchmarks/pipeline.py`` (it caches it under ``--data``).
@@ -30,9 +30,9 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 from rasterio.windows import Window  # noqa: E402
 
-from pipeline import warp  # noqa: E402
-from pipeline.grid import derive_grid  # noqa: E402
+from pipeline.grid.target import derive_grid  # noqa: E402
 from pipeline.inputs.gf4 import discover_gf4  # noqa: E402
+from pipeline.stage import warp  # noqa: E402
 
 
 def _cpu() -> tuple[float, float]:

@@ -11,7 +11,7 @@ scalar, and a broadcast of the n × n SVT weights W. The blocks never move.
 Where the blocks live is behind :class:`Shards`: ``map(method, *args)`` calls one method of
 :class:`BlockGroup` on every shard and returns the answers in shard order. :class:`LocalShards`
 holds the groups in this process (tests, benchmarks); the pipeline's Dask actors are another
-(:mod:`pipeline.scene`). Each group sums its blocks' reductions in float64 in block order, and
+(:mod:`pipeline.solve.scene_scope`). Each group sums its blocks' reductions in float64 in block order, and
 the driver sums the groups' in shard order, so the result does not depend on timing.
 
 The result equals :func:`cloudcore.decompose` of the whole matrix up to float64 summation order

@@ -176,7 +176,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from pipeline.config import Config, load
-    from pipeline.status import describe_status
+    from pipeline.control.status import describe_status
     from pipeline.store.layout import Layout
 
     print(describe_status(Layout(Path(load(args.config, Config).output.path))))
@@ -198,12 +198,12 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from pipeline.lab import experiment_kind, load_experiment_config, run_experiment
+    from cloudlab import experiment_kind, load_experiment_config, run_experiment
 
     if experiment_kind(args.config) == "real-clouds":
         return _real_clouds(args)
     cfg = load_experiment_config(args.config)
-    logging.getLogger("pipeline.lab").info("experiment configuration:\n%s", cfg.to_yaml())
+    logging.getLogger("cloudlab").info("experiment configuration:\n%s", cfg.to_yaml())
     result = run_experiment(cfg, output=args.out, report=not args.no_report)
     print(
         f"{result.trials} trials, {result.rows} rows in {result.seconds:.1f} s -> {result.output}"
@@ -217,10 +217,10 @@ def _experiment(args: argparse.Namespace) -> int:
 
 def _real_clouds(args: argparse.Namespace) -> int:
     """``experiment`` of a ``kind: real-clouds`` config (docs/REAL-CLOUDS.md)."""
-    from pipeline.lab import load_real_clouds_config, run_real_clouds
+    from cloudlab import load_real_clouds_config, run_real_clouds
 
     cfg = load_real_clouds_config(args.config)
-    logging.getLogger("pipeline.lab").info("real-clouds configuration:\n%s", cfg.to_yaml())
+    logging.getLogger("cloudlab").info("real-clouds configuration:\n%s", cfg.to_yaml())
     result = run_real_clouds(cfg, output=args.out, report=not args.no_report)
     print(
         f"{result.pairs} pairs, {result.solves} solves in {result.seconds:.1f} s -> {result.output}"
@@ -231,7 +231,7 @@ def _real_clouds(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pipeline.lab import write_experiments_md, write_report
+    from cloudlab import write_experiments_md, write_report
 
     for run in args.run:
         print(write_report(run, title=run.name))

@@ -80,7 +80,7 @@ def tile_id(
     input_ids
         Ids of the acquisitions, in series order.
     tile
-        The tile (:class:`pipeline.tiling.Tile`).
+        The tile (:class:`pipeline.grid.tiling.Tile`).
     band
         Band name, or None for work that covers all bands (staging).
     settings

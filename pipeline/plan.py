@@ -3,7 +3,7 @@
 A run's work is fixed before any task starts: the acquisitions, the target grid, the tiling and
 one deterministic id per staging tile and per (band, tile) solve (:func:`pipeline.ids.tile_id`
 hashes inputs, band, tile, settings and code version). Tiles are solved and blended a tile row
-at a time (:mod:`pipeline.blend`): each (band, tile row) has a row id and each border between
+at a time (:mod:`pipeline.solve.rows`): each (band, tile row) has a row id and each border between
 two tile rows a seam id, both derived from the solve ids they cover, and it is their markers
 under ``work/done/`` that exist. Comparing the ids with those markers says which tiles a rerun
 skips (*done*: its row's marker exists), which it computes for the first time (*new*) and which
@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from pipeline.config import Config
 from pipeline.errors import InputError
+from pipeline.grid.tiling import TileGrid
 from pipeline.ids import code_version, digest, file_signature, tile_id, time_label
 from pipeline.inputs.discovery import discover
 from pipeline.store.layout import STAGED, Layout
-from pipeline.tiling import TileGrid
 
 __all__ = [
     "RunPlan",
@@ -64,10 +64,10 @@ class RunPlan:
     solve_ids
         Solve id per band and tile index.
     row_ids
-        Row-task id per band and tile row (:func:`pipeline.blend.solve_row`).
+        Row-task id per band and tile row (:func:`pipeline.solve.rows.solve_row`).
     seam_ids
         Seam-task id per band and tile row ``r ≥ 1``, for the border between rows r − 1 and r
-        (:func:`pipeline.blend.blend_seam`); none without overlap.
+        (:func:`pipeline.solve.rows.blend_seam`); none without overlap.
     input_token
         Identity of ``work/input.zarr`` (inputs, grid, tiling, code version).
     """
@@ -125,7 +125,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     PipelineError
         Invalid inputs or configuration (the same checks as ``run``).
     """
-    from pipeline.grid import derive_grid
+    from pipeline.grid.target import derive_grid
     from pipeline.inputs import check_series
 
     layout = layout or Layout(Path(config.output.path))

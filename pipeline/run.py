@@ -2,7 +2,7 @@
 
 Each phase is one function below. Staging is one Dask task per tile; solving and blending are
 one task per (band, tile row) and one per (band, border between tile rows)
-(:mod:`pipeline.blend`); products one per band. Tasks are keyed by deterministic ids
+(:mod:`pipeline.solve.rows`); products one per band. Tasks are keyed by deterministic ids
 (:mod:`pipeline.plan`). Work whose completion marker exists is skipped, so a rerun resumes
 where a previous one stopped, even after a ``kill -9``: markers are written only once the data
 is durable (:mod:`pipeline.store.durable`). A task that raises is
@@ -23,19 +23,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.blend import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.cluster import Task, TaskClock, connect, holds_tasks, run_tasks, solver_threads
-from pipeline.cluster.warmup import KernelWarmup
 from pipeline.config import Config
+from pipeline.control.status import RunSummary, TileFailure, finish_run_record, write_run_record
 from pipeline.errors import ConfigError, InputError, PipelineError
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
-from pipeline.masks import tile_records
+from pipeline.outputs.mask_layer import tile_records
+from pipeline.outputs.products import (
+    write_cogs,
+    write_diagnostics,
+    write_mask_cogs,
+    write_quicklooks,
+)
 from pipeline.plan import RunPlan, make_plan
-from pipeline.previews import PreviewSpec, preview_step
-from pipeline.products import write_cogs, write_diagnostics, write_mask_cogs, write_quicklooks
-from pipeline.stage import StageJob, clear_work, prepare_input_store, stage_tile
-from pipeline.status import RunSummary, TileFailure, finish_run_record, write_run_record
+from pipeline.solve.rows import RowJob, SeamJob, blend_seam, solve_row, strip_ids
+from pipeline.solve.warmup import KernelWarmup
+from pipeline.stage.staging import StageJob, clear_work, prepare_input_store, stage_tile
 from pipeline.store.cube import create_store, store_token
 from pipeline.store.durable import (
     OutputError,
@@ -47,6 +51,7 @@ from pipeline.store.durable import (
     write_marker,
 )
 from pipeline.store.layout import MASK, PROVENANCE, Layout, components, haze_observed
+from pipeline.store.previews import PreviewSpec, preview_step
 
 #: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
 CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
@@ -227,7 +232,7 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
     progress = _Progress(plan, started)
     products = _ProductPlan(plan)
     with connect(config.cluster) as client:
-        # Workers load the solver's kernels while they stage (pipeline.cluster.warmup).
+        # Workers load the solver's kernels while they stage (pipeline.solve.warmup).
         client.register_plugin(KernelWarmup(config.solver))
         progress.lap("setup")
         unstaged = _stage(client, plan, progress)
@@ -345,9 +350,9 @@ def _solve_and_blend(
 def _solve_scene(
     client: Any, plan: RunPlan, progress: _Progress, unstaged: set[str], cube_tmp: Path
 ) -> None:
-    """Phases 2-3 in scene scope: each band solved as one matrix (:mod:`pipeline.scene`), one
+    """Phases 2-3 in scene scope: each band solved as one matrix (:mod:`pipeline.solve.scene_scope`), one
     band after the other; a band whose marker exists is skipped (resume is per band)."""
-    from pipeline.scene import BandJob, solve_band
+    from pipeline.solve.scene_scope import BandJob, solve_band
 
     layout, tiles, counts = plan.layout, plan.tiles, progress.counts
     names = layout.marker_ids()
@@ -414,12 +419,12 @@ def _mask_tasks(
     plan: RunPlan, cube_tmp: Path, products: _ProductPlan, *, after: tuple[str, ...]
 ) -> list[Task]:
     """The mask layer of the cube, and with ``output.keep_clear`` the observations kept where
-    the mask says clear and the provenance (:mod:`pipeline.masks`; otherwise the bands' COG
+    the mask says clear and the provenance (:mod:`pipeline.outputs.mask_layer`; otherwise the bands' COG
     tasks write the provenance; one task per tile row, all bands, each band's σ from
     its tiles' records in the markers), each after the tasks ``after``; then the products not
     written yet: the mask COGs and the quicklooks (and with ``output.keep_clear`` the bands'
     COGs) as soon as every mask task is done."""
-    from pipeline.masks import MaskJob, mask_row
+    from pipeline.outputs.mask_layer import MaskJob, mask_row
 
     config, tiles = plan.config, plan.tiles
     layers = components(config.solver.method, config.solver.refines)
@@ -707,7 +712,7 @@ class _ProductPlan:
         """The product tasks of the mask batch, each waiting for the ``masks`` tasks if it
         reads what they write: the bands' COGs unless the solve batch wrote them (with
         ``output.keep_clear`` they wait), the mask COGs and the quicklooks (from the samples the
-        stage, mask and COG tasks keep, :mod:`pipeline.previews`: they wait for the COGs of the
+        stage, mask and COG tasks keep, :mod:`pipeline.store.previews`: they wait for the COGs of the
         quicklook bands too, in this batch or the solve batch they share in tile scope)."""
         plan = self.plan
         tasks = []

@@ -26,9 +26,9 @@ from tqdm import tqdm
 
 from pipeline.cluster.faults import inject_faults
 from pipeline.cluster.heap import return_free_memory
+from pipeline.cluster.usage import CpuUsage
 from pipeline.config import ClusterSpec
 from pipeline.errors import ConfigError
-from pipeline.usage import CpuUsage
 
 __all__ = [
     "RETRIES",

@@ -198,7 +198,7 @@ class SolverConfig(ConfigSection):
     max_iter: int = Field(default=1000, ge=1)
     dtype: Literal["float32", "float64"] = "float32"
     # ``tile``: one solve per tile halo, blended (the default, as users asked). ``scene``: one
-    # exact solve per band over the whole scene, distributed over the tiles (pipeline.scene);
+    # exact solve per band over the whole scene, distributed over the tiles (pipeline.solve.scene_scope);
     # README "Tile scope or scene scope" says when to choose which.
     scope: Literal["tile", "scene"] = "tile"
 

@@ -89,7 +89,7 @@ def create_store(
     path
         Store to (re)create; anything there is replaced.
     grid
-        The target grid (``pipeline.grid.TargetGrid``).
+        The target grid (``pipeline.grid.target.TargetGrid``).
     times, bands
         Coordinate labels.
     variables

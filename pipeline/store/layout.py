@@ -43,7 +43,7 @@ __all__ = [
 COMPONENTS = ("clear", "cloud", "haze")
 _ALL_SOLVED = (*COMPONENTS, "shadow")
 #: The per-acquisition mask (time, y, x) uint8 and the per-band provenance (time, band, y, x)
-#: uint8 of the cube (pipeline.masks).
+#: uint8 of the cube (pipeline.outputs.mask_layer).
 MASK, PROVENANCE = "mask", "provenance"
 #: The staged input (``work/input.zarr``): the observations, (time, band, y, x) float32, NaN
 #: where a date did not observe a pixel; and where it did, (time, band, y, x) uint8 1 or 0. The
@@ -51,7 +51,7 @@ MASK, PROVENANCE = "mask", "provenance"
 #: observations are four bytes of noise, 30 % of all the bytes the mask pass read at full size.
 INPUT_OBSERVED, INPUT_SEEN = "observed", "seen"
 #: What staging writes (part of the stage tasks' ids: a store staged without ``seen`` is
-#: staged again), besides the observations' quicklook samples (pipeline.previews).
+#: staged again), besides the observations' quicklook samples (pipeline.store.previews).
 STAGED = (INPUT_OBSERVED, INPUT_SEEN)
 
 

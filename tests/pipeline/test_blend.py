@@ -15,13 +15,13 @@ import xarray as xr
 import zarr
 from affine import Affine
 
-from pipeline.blend import SeamJob, blend_seam, strip_ids, write_row
 from pipeline.errors import TileError
-from pipeline.grid import TargetGrid
-from pipeline.rowblend import row_blocks
+from pipeline.grid.target import TargetGrid
+from pipeline.grid.tiling import TileGrid
+from pipeline.solve.rowblend import row_blocks
+from pipeline.solve.rows import SeamJob, blend_seam, strip_ids, write_row
 from pipeline.store.cube import create_store
 from pipeline.store.layout import COMPONENTS, Layout
-from pipeline.tiling import TileGrid
 
 N_DATES = 3
 TARGET = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 70, 90)

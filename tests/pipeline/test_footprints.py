@@ -18,7 +18,7 @@ from affine import Affine
 
 from cloudcore.simulate import paper_case
 from pipeline.config import Config, parse
-from pipeline.grid import derive_grid
+from pipeline.grid.target import derive_grid
 from pipeline.inputs.geotiff import discover_geotiffs
 from pipeline.inputs.synthetic import load_demo_truth, write_scene
 from pipeline.run import run

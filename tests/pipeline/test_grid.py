@@ -12,7 +12,7 @@ from rasterio.warp import transform as transform_points
 from rasterio.windows import Window
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.grid import TargetGrid, derive_grid, utm_crs
+from pipeline.grid.target import TargetGrid, derive_grid, utm_crs
 from pipeline.inputs import Acquisition
 from pipeline.inputs.geotiff import discover_geotiffs
 from pipeline.inputs.gf4 import discover_gf4

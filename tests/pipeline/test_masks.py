@@ -17,12 +17,12 @@ import zarr
 from affine import Affine
 
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
-from pipeline.grid import TargetGrid
-from pipeline.masks import FILLED, OBSERVED, MaskJob, mask_row
+from pipeline.grid.target import TargetGrid
+from pipeline.grid.tiling import TileGrid
+from pipeline.outputs.mask_layer import FILLED, OBSERVED, MaskJob, mask_row
 from pipeline.store.cube import chunk_files, create_store
 from pipeline.store.durable import write_marker
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE, haze_observed
-from pipeline.tiling import TileGrid
 from tests.pipeline.reads import reads_asked_before, record_reads
 
 N_DATES, N_BANDS, TILE, OVERLAP = 3, 2, 32, 8
@@ -176,7 +176,7 @@ def test_haze_is_zero_where_observed_unless_haze_observed(method: str, refine: b
     import cloudcore
     from cloudcore.solvers import HAZE_METHODS
     from pipeline.config import SolverConfig
-    from pipeline.solve import solve_matrix
+    from pipeline.solve.tile import solve_matrix
 
     assert cloudcore.METHODS == ("aatm", "aatm-shadow", "rpca", "nnrpca", "atm")
     assert all(haze_observed(m) == (m in HAZE_METHODS) for m in cloudcore.METHODS)
@@ -230,7 +230,7 @@ def test_each_core_s_files_are_asked_for_before_they_are_read(
     source, cube = _stores(tmp_path, _scene(height, width, seed=5), grid)
     marker = tmp_path / "r00.json"
     write_marker(marker, {"tiles": [{"band": f"B{b + 1}", "anomaly_scale": 0.01} for b in (0, 1)]})
-    events = record_reads(monkeypatch, "pipeline.masks")
+    events = record_reads(monkeypatch, "pipeline.outputs.mask_layer")
     _mask_all_rows(grid, source, cube, (marker,), MaskRule(), keep_clear=False)
 
     layers = chunk_files(cube, ["clear", "cloud", "haze", "shadow"], range(99), range(99))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.previews import PreviewSpec, assemble, keep_band, keep_mask, preview_step
-from pipeline.products import write_quicklooks
-from pipeline.tiling import TileGrid, Window
+from pipeline.grid.tiling import TileGrid, Window
+from pipeline.outputs.products import write_quicklooks
+from pipeline.store.previews import PreviewSpec, assemble, keep_band, keep_mask, preview_step
 
 
 def test_cores_samples_assemble_to_the_strided_scene(tmp_path: Path) -> None:

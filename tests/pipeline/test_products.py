@@ -9,8 +9,8 @@ import pytest
 import rasterio
 from rasterio.transform import Affine
 
-from pipeline import products
-from pipeline.products import _encode, _write_cog_files
+from pipeline.outputs import products
+from pipeline.outputs.products import _encode, _write_cog_files
 
 
 def test_uint16_is_rounded_dn_with_zero_kept_for_nodata() -> None:
@@ -82,8 +82,8 @@ import resource, sys
 import numpy as np
 from pathlib import Path
 from affine import Affine
-from pipeline.grid import TargetGrid
-from pipeline.products import _profile, _write_safely
+from pipeline.grid.target import TargetGrid
+from pipeline.outputs.products import _profile, _write_safely
 from pipeline.store.durable import OutputError
 
 out = Path(sys.argv[1])
@@ -134,9 +134,9 @@ def test_the_next_block_s_chunks_are_asked_for_before_they_are_read(
 
     import zarr
 
-    from pipeline.grid import TargetGrid
+    from pipeline.grid.target import TargetGrid
+    from pipeline.grid.tiling import TileGrid
     from pipeline.store.cube import chunk_files, create_store
-    from pipeline.tiling import TileGrid
     from tests.pipeline.reads import reads_asked_before, record_reads
 
     tiles = TileGrid(70, 150, 32, 8)  # 3 × 5 blocks, the last ones narrow
@@ -149,7 +149,7 @@ def test_the_next_block_s_chunks_are_asked_for_before_they_are_read(
     )  # fmt: skip
     clear = np.random.default_rng(1).uniform(0.01, 1, (2, 2, 70, 150)).astype(np.float32)
     zarr.open_array(store=str(cube), path="clear", mode="r+")[...] = clear
-    events = record_reads(monkeypatch, "pipeline.products")
+    events = record_reads(monkeypatch, "pipeline.outputs.products")
     dsts = [tmp_path / f"t{t}.tif" for t in range(2)]
     products.write_cogs(
         cube, dsts, band_index=1, grid=grid, dtype="uint16", max_dn=1023.0, block=32
@@ -172,12 +172,12 @@ def test_a_band_s_cogs_write_its_provenance_and_quicklook_samples(tmp_path: Path
     import zarr
 
     from cloudcore.masks import NODATA
-    from pipeline.grid import TargetGrid
-    from pipeline.masks import FILLED
-    from pipeline.previews import PreviewSpec
+    from pipeline.grid.target import TargetGrid
+    from pipeline.grid.tiling import TileGrid
+    from pipeline.outputs.mask_layer import FILLED
     from pipeline.store.cube import chunk_files, create_store
     from pipeline.store.layout import PROVENANCE
-    from pipeline.tiling import TileGrid
+    from pipeline.store.previews import PreviewSpec
 
     tiles = TileGrid(70, 150, 32, 8)  # 3 × 5 cores, the last ones narrow
     grid = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 150, 70)

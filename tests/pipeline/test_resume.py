@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.blend import RowJob, solve_row, strip_ids
 from pipeline.cli import main
 from pipeline.config import Config, parse
 from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
+from pipeline.solve.rows import RowJob, solve_row, strip_ids
 from pipeline.store.durable import durable_store, publish_dir
 from tests.pipeline.test_faults import (
     N_BANDS,
@@ -214,7 +214,7 @@ def test_a_row_asks_for_the_next_tile_s_input_before_reading_it(
     layout, tiles = plan.layout, plan.tiles
     b = plan.bands.index("B2")
     ids = tuple(plan.solve_ids["B2"][0, c] for c in range(tiles.n_cols))
-    events = record_reads(monkeypatch, "pipeline.blend")
+    events = record_reads(monkeypatch, "pipeline.solve.rows")
     row_id = plan.row_ids["B2"][0]
     solve_row(RowJob(tiles, 0, b, "B2", row_id, ids, layout, str(layout.cube), cfg.solver, 1))
     ahead = chunk_files(layout.input_store, ["observed"], [0], range(1, tiles.n_cols), b)

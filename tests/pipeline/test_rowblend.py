@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.rowblend import boundary_window, mix_boundary, row_blocks
-from pipeline.tiling import TileGrid, feather_weights
+from pipeline.grid.tiling import TileGrid, feather_weights
+from pipeline.solve.rowblend import boundary_window, mix_boundary, row_blocks
 
 N = 3  # dates
 
@@ -110,7 +110,7 @@ def _awkward(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 def test_the_compiled_mix_gives_the_numpy_blend_bit_for_bit() -> None:
     """Overlapping columns (strided views, one weight per column, one of them 0) and a seam
     (4-D strips, one weight per row): the same float32 bits, NaN where neither is finite."""
-    from pipeline.rowblend import _mix
+    from pipeline.solve.rowblend import _mix
 
     rng = np.random.default_rng(7)
     left, right = _awkward(rng, (N, 40, 96)), _awkward(rng, (N, 40, 96))

@@ -17,12 +17,12 @@ from rasterio.warp import Resampling
 import cloudcore
 from cloudcore.masks import NODATA
 from pipeline.config import Config, parse
-from pipeline.grid import derive_grid
+from pipeline.control.status import RunSummary
+from pipeline.grid.target import derive_grid
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
-from pipeline.masks import FILLED
+from pipeline.outputs.mask_layer import FILLED
 from pipeline.run import run
-from pipeline.status import RunSummary
 from tests.pipeline.truth import truth_on
 
 # The seam check: 256 px tiles with a 128 px halo against one whole-scene tile.

@@ -23,11 +23,11 @@ import zarr
 import cloudcore
 from pipeline.config import Config, parse
 from pipeline.errors import ConfigError
+from pipeline.grid.tiling import TileGrid
 from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
-from pipeline.scene import partition
-from pipeline.tiling import TileGrid
+from pipeline.solve.scene_scope import partition
 from tests.pipeline.processes import dask_cli_cluster
 from tests.pipeline.test_faults import (
     _markers,

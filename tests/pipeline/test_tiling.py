@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pipeline.grid.tiling import TileGrid, Window, feather_weights
 from pipeline.ids import tile_id
-from pipeline.tiling import TileGrid, Window, feather_weights
 
 SHAPES = [(200, 130, 64, 16), (128, 128, 64, 32), (100, 257, 50, 0), (40, 30, 64, 8)]
 
@@ -129,7 +129,7 @@ def test_sharded_store_round_trips_a_halo(tmp_path) -> None:
     import zarr
     from affine import Affine
 
-    from pipeline.grid import TargetGrid
+    from pipeline.grid.target import TargetGrid
     from pipeline.store.cube import create_store
 
     tiles = TileGrid(150, 170, 64, 16)

@@ -1,4 +1,4 @@
-"""The calling thread's usage (:class:`pipeline.usage.CpuUsage`), by which a tile's record
+"""The calling thread's usage (:class:`pipeline.cluster.usage.CpuUsage`), by which a tile's record
 splits its solve's CPU time."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from pipeline.usage import CpuUsage
+from pipeline.cluster.usage import CpuUsage
 from tests.pipeline.pages import fresh_pages
 
 pytestmark = pytest.mark.skipif(

@@ -14,12 +14,12 @@ from rasterio.warp import transform as transform_points
 from rasterio.windows import Window
 
 from pipeline.errors import ConfigError, InputError
-from pipeline.grid import TargetGrid, derive_grid
+from pipeline.grid.target import TargetGrid, derive_grid
 from pipeline.inputs import Acquisition
 from pipeline.inputs.geotiff import discover_geotiffs
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts
-from pipeline.warp import read_window, source_window
+from pipeline.stage.warp import read_window, source_window
 from tests.pipeline.truth import truth_on
 
 
@@ -178,7 +178,7 @@ def test_memory_mapped_reads_give_the_block_cache_values(
             assert src.compression is None and not src.profile.get("tiled")
         mapped = read_window(acq, on, window)
         with monkeypatch.context() as patch:
-            patch.setattr("pipeline.warp.READ_GDAL_CONFIG", {})
+            patch.setattr("pipeline.stage.warp.READ_GDAL_CONFIG", {})
             cached = read_window(acq, on, window)
         assert np.isfinite(mapped).any()
         np.testing.assert_array_equal(mapped, cached)
@@ -273,7 +273,7 @@ def test_geotiff_series(geotiff_series: SimulatedProducts) -> None:
 def _exact(monkeypatch: pytest.MonkeyPatch, acq: Acquisition, grid: TargetGrid) -> np.ndarray:
     """The same read through GDAL's exact per-pixel RPC transformer instead of the lattice."""
     with monkeypatch.context() as patch:
-        patch.setattr("pipeline.warp._lattice_applies", lambda *args: False)
+        patch.setattr("pipeline.stage.warp._lattice_applies", lambda *args: False)
         return read_window(acq, grid, _full(grid))
 
 

@@ -23,7 +23,7 @@ from pipeline.inputs.gf4_product import BEIJING
 from pipeline.inputs.radiometry import earth_sun_distance, esun, sun_position
 from pipeline.inputs.scaling import _strip_max
 from pipeline.inputs.synthetic import SimulatedProducts
-from pipeline.warp import _scaled
+from pipeline.stage.warp import _scaled
 
 # Facts from real GF-4 metadata (PMS XML of three products): CenterTime as written, the
 # footprint centre (mean of the four corners) and the XML's SolarZenith / SolarAzimuth.

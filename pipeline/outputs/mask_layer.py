@@ -1,0 +1,343 @@
+"""The cube's mask and provenance layers, and the observations kept where the sky was clear.
+
+After every band is solved (and blended), one task per tile row, all bands (read one band at
+a time: a task holds one band's layers, not all of them). In tile scope these tasks are in the
+solve batch, behind every row and seam of every band, so that they start while the last bands'
+COGs are written; each reads the tiles' records from the row markers when it starts:
+
+* ``mask`` (time, y, x) uint8 per acquisition: 0 clear, 1 haze, 2 cloud, 3 shadow (shadow
+  model only), 255 no data, by :func:`cloudcore.classify` from the bands' cloud, haze (and
+  shadow) layers, with each band's anomaly scale σ the median of its tiles' (the solve records
+  it per tile: one σ per band and scene, so the mask has no seams at tile borders);
+* ``provenance`` (time, band, y, x) uint8: 1 where the output is the observation, 0 where it is
+  modelled (filled from the low-rank ground), 255 where the output is NaN (no data)
+  (:func:`provenance_codes`). Only with ``output.keep_clear`` does the mask pass write it: the
+  ``clear`` layer then takes the observation wherever the mask says clear and the band
+  observed the pixel (provenance 1), elsewhere it stays the modelled ground. Otherwise
+  ``clear`` is final when the band is blended, and each band's COG task, which reads it
+  anyway, writes the band's provenance (:func:`pipeline.outputs.products.write_cogs`): the mask pass
+  then reads no ``clear`` (a third of the bytes it read at full size, from a cube that has
+  left the page cache by then).
+
+The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) makes a core's
+codes depend on the scores up to ``2·radius`` pixels beyond it; a task classifies each core
+over that margin, so the mask equals the classification of the whole scene at once, with no
+seam at core borders (tested; the earlier pass read only ``radius`` pixels around a core, and
+the opening at its window's edge could differ from the whole scene's there). A task sweeps its
+tile row left to right: it computes each core's per-pixel scores (the bands' mean anomalies,
+over the core's columns and the margin above and below) once, and classifies a core once the
+scores of the columns to its right are in, so every cube chunk of the row is decoded once (a
+task per core decoded its neighbours' whole 1024-column chunks for a few columns of them).
+A task writes only its own cores:
+cube chunks are never shared between tasks. The pass keeps no markers: it
+is idempotent (the mask depends only on the solved layers and the input, and the observations
+it copies are the input's), so a rerun simply does it again; the cube token includes the mask
+settings and ``keep_clear`` (:attr:`pipeline.plan.RunPlan.cube_token`), so changing them
+re-solves rather than mixing two settings in one cube.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
+from pipeline.errors import TileError
+from pipeline.grid.tiling import Tile, Window
+from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
+from pipeline.store.durable import fsync_paths, read_markers, storage_error
+from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE
+from pipeline.store.previews import PreviewSpec, keep_mask
+
+__all__ = [
+    "FILLED",
+    "OBSERVED",
+    "MaskJob",
+    "band_scales",
+    "mask_row",
+    "provenance_codes",
+    "tile_records",
+]
+
+#: Provenance codes: the output is the observation / is modelled (no data is 255).
+OBSERVED, FILLED = 1, 0
+
+
+@dataclass(frozen=True)
+class MaskJob:
+    """The mask, provenance and kept observations of one tile row's cores, all bands."""
+
+    tiles: tuple[Tile, ...]  # one tile row, left to right
+    task_id: str
+    height: int
+    width: int
+    input_store: str
+    cube: str
+    layers: tuple[str, ...]  # the solved layers: clear, cloud, haze[, shadow]
+    bands: tuple[str, ...]
+    records: tuple[str, ...]  # the markers holding the tiles' records, each band's σ from them
+    rule: MaskRule
+    keep_clear: bool
+    preview: PreviewSpec | None = (
+        None  # the quicklooks' mask samples to keep (pipeline.store.previews)
+    )
+    # Whether the haze layer can be non-zero where observed (pipeline.store.layout.haze_observed);
+    # if not, the scores read no haze: cloud + 0 gives the same float32 sums, and a fifth of
+    # the mask's reads are saved.
+    haze: bool = True
+
+
+def tile_records(markers: Iterable[Path]) -> list[dict[str, Any]]:
+    """The tiles' records (diagnostics) in those of the ``markers`` that exist."""
+    return [tile for marker in read_markers(markers) for tile in marker["tiles"]]
+
+
+def band_scales(records: Sequence[dict[str, Any]], bands: Sequence[str]) -> tuple[float, ...]:
+    """Each band's anomaly scale σ: the median of its non-empty tiles' (0 if none has one)."""
+    scales = []
+    for band in bands:
+        values = [
+            float(r["anomaly_scale"])
+            for r in records
+            if r.get("band") == band and float(r.get("anomaly_scale", 0.0)) > 0
+        ]
+        scales.append(float(np.median(values)) if values else 0.0)
+    return tuple(scales)
+
+
+def mask_row(job: MaskJob) -> dict[str, Any]:
+    """Classify the cores of one tile row, write their mask (and with ``keep_clear`` the kept
+    observations and the provenance), durably.
+
+    Runs on a worker. Returns the seconds spent and the count of each class.
+
+    Raises
+    ------
+    TileError
+        Reading or writing the stores failed (the message names the core).
+    """
+    import zarr
+
+    started = time.perf_counter()
+    cube = Path(job.cube)
+    counts = np.zeros(256, np.int64)
+    tile = job.tiles[0]
+    try:
+        # Read when the task runs, not when it is planned: in tile scope the mask tasks are in
+        # the solve batch, behind every row, and those rows write the records.
+        scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
+        group: Any = zarr.open_group(store=str(cube), mode="r+")
+        # Opened once for the task: every core and band reads and writes the same arrays.
+        names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
+        arrays = {name: group[name] for name in names}
+        seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
+        # The observations themselves only where kept: the scores need where they are finite.
+        observed = None
+        if job.keep_clear:
+            observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
+        for tile, codes in _row_codes(arrays, seen, job, scales):
+            rows, cols = tile.core.slices
+            arrays[MASK][:, rows, cols] = codes
+            if observed is not None:
+                for b in range(len(job.bands)):
+                    provenance = _keep_observed(arrays, observed, tile, b, codes)
+                    arrays[PROVENANCE][:, b, rows, cols] = provenance
+            _fsync_core(arrays, cube, job, tile)
+            if job.preview is not None:
+                keep_mask(job.preview, tile, codes)
+            counts += np.bincount(codes.ravel(), minlength=256)
+    except OSError as exc:
+        raise storage_error(exc, cube) or TileError(
+            _core_id(tile), f"writing the mask: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise TileError(_core_id(tile), f"the mask: {type(exc).__name__}: {exc}") from exc
+    return {
+        "task_id": job.task_id,
+        "seconds": round(time.perf_counter() - started, 4),
+        "classes": {int(k): int(counts[k]) for k in np.flatnonzero(counts)},
+    }
+
+
+def _core_id(tile: Tile) -> str:
+    return f"mask-r{tile.row:02d}c{tile.col:02d}"
+
+
+@dataclass
+class _Scores:
+    """The per-pixel inputs of :func:`cloudcore.masks.classify_scores` over scene columns
+    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and ``2·radius`` more above
+    and below): the bands' mean anomalies in units of σ and where some band observed."""
+
+    col_off: int
+    bright: np.ndarray
+    dark: np.ndarray | None
+    observed: np.ndarray
+
+    @property
+    def col_end(self) -> int:
+        return self.col_off + self.bright.shape[-1]
+
+
+def _row_codes(
+    arrays: Mapping[str, Any], seen: Any, job: MaskJob, scales: Sequence[float]
+) -> Iterator[tuple[Tile, np.ndarray]]:
+    """Each core of the row with its codes (time, core rows, core cols), left to right.
+
+    A core is classified over its columns and ``2·radius`` more on each side (as far as the
+    scene goes: what its opening depends on), from the scores of the cores around it, each
+    computed once; only the columns the next core still needs are kept.
+    """
+    pad = 2 * job.rule.radius
+    core = job.tiles[0].core
+    r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
+    held: list[_Scores] = []  # consecutive columns, left to right
+    # By the time the mask runs the cube has mostly left the page cache (at full size the stores
+    # outgrow the machine's memory), and a core's reads, one chunk at a time, left the task
+    # waiting on the disk: the next core's files are asked for while this one is computed.
+    following = read_ahead(job.tiles, lambda t: _prefetch(arrays, seen, job, t, r0, r1))
+    for tile in job.tiles:
+        c0, c1 = max(tile.core.col_off - pad, 0), min(tile.core.col_end + pad, job.width)
+        while not held or held[-1].col_end < c1:
+            nxt = next(following)
+            window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
+            held.append(_scores(arrays, seen, job, scales, window))
+        held = [s for s in held if s.col_end > c0]
+        bright, dark, observed = _columns(held, c0, c1)
+        codes = classify_scores(bright, dark, observed, job.rule)
+        inner = (
+            slice(None),
+            slice(tile.core.row_off - r0, tile.core.row_end - r0),
+            slice(tile.core.col_off - c0, tile.core.col_end - c0),
+        )
+        yield tile, np.ascontiguousarray(codes[inner])
+
+
+def _prefetch(
+    arrays: Mapping[str, Any], seen: Any, job: MaskJob, tile: Tile, r0: int, r1: int
+) -> None:
+    """Start reading the chunk files ``tile``'s core will read: every band's scored layers
+    (:func:`_scored`) and ``seen`` over rows ``[r0, r1)``, and with ``keep_clear`` the core's
+    clear values and observations."""
+    core, cube, source = tile.core, Path(job.cube), Path(job.input_store)
+    chunk_rows, chunk_cols = (arrays["cloud"].shards or arrays["cloud"].chunks)[-2:]  # a file each
+    cols = chunk_range(core.col_off, core.col_end, chunk_cols)
+    files = chunk_files(cube, _scored(job), chunk_range(r0, r1, chunk_rows), cols)
+    # The input's chunks (`seen`, read whole: codes are not sharded, create_store) and shards
+    # (the observations) are tile-sized: a file per core.
+    tile_size = seen.chunks[-1]
+    tile_cols = chunk_range(core.col_off, core.col_end, tile_size)
+    files += chunk_files(source, [INPUT_SEEN], chunk_range(r0, r1, tile_size), tile_cols)
+    if job.keep_clear:  # the core's clear values and observations, no rows beyond it
+        core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
+        files += chunk_files(cube, ["clear"], core_chunk_rows, cols)
+        core_rows = chunk_range(core.row_off, core.row_end, tile_size)
+        files += chunk_files(source, [INPUT_OBSERVED], core_rows, tile_cols)
+    prefetch_files(files)
+
+
+def _scored(job: MaskJob) -> list[str]:
+    """The solved layers the scores read: all but ``clear``, and ``haze`` only if it can be
+    non-zero where observed."""
+    return [n for n in job.layers if n != "clear" and (n != "haze" or job.haze)]
+
+
+def _columns(
+    held: Sequence[_Scores], start: int, stop: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """The scores over scene columns ``[start, stop)``, from consecutive held ones covering
+    them (a copy only where two join)."""
+
+    def cut(s: _Scores, x: np.ndarray) -> np.ndarray:
+        return x[..., max(start, s.col_off) - s.col_off : min(stop, s.col_end) - s.col_off]
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+    used = [s for s in held if s.col_off < stop and s.col_end > start]
+    dark = None
+    if used[0].dark is not None:
+        dark = joined([cut(s, s.dark) for s in used if s.dark is not None])
+    return (
+        joined([cut(s, s.bright) for s in used]),
+        dark,
+        joined([cut(s, s.observed) for s in used]),
+    )
+
+
+def _scores(
+    arrays: Mapping[str, Any],
+    seen: Any,
+    job: MaskJob,
+    scales: Sequence[float],
+    window: Window,
+) -> _Scores:
+    """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
+    band did not observe the pixel (``seen``; the solver's C, N, S are 0 there, not evidence),
+    are added to the bands' means in units of the band's σ in ``scales``
+    (:class:`cloudcore.masks.BandMean`), so the task holds one band's layers at once."""
+    from cloudcore.masks import BandMean
+
+    rows, cols = window.slices
+    shape = (seen.shape[0], window.height, window.width)
+    bright = BandMean(shape)
+    dark = BandMean(shape) if "shadow" in job.layers else None
+    observed = np.zeros(shape, dtype=bool)  # in some band
+    for b, sigma in enumerate(scales):
+        observed_b = np.asarray(seen[:, b, rows, cols]) == 1
+        observed |= observed_b
+        unseen = ~observed_b
+        anomaly = np.asarray(arrays["cloud"][:, b, rows, cols])
+        if job.haze:
+            anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
+        anomaly[unseen] = np.nan
+        bright.add(anomaly, sigma)
+        if dark is not None:
+            shadow = np.asarray(arrays["shadow"][:, b, rows, cols])
+            shadow[unseen] = np.nan
+            dark.add(shadow, sigma)
+    return _Scores(window.col_off, bright.mean(), dark.mean() if dark else None, observed)
+
+
+def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
+    """The provenance of ``clear`` values (any shape): :data:`OBSERVED` where ``kept`` (the
+    observations kept, ``output.keep_clear``), :data:`FILLED` elsewhere, ``NODATA`` where the
+    value is NaN."""
+    provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
+    if kept is not None:
+        provenance[kept] = OBSERVED
+    provenance[~np.isfinite(clear)] = NODATA
+    return provenance
+
+
+def _keep_observed(
+    arrays: Mapping[str, Any], source: Any, tile: Tile, band: int, codes: np.ndarray
+) -> np.ndarray:
+    """Write the observations kept (where the mask says clear) into the band's ``clear`` over
+    the core, and return its provenance (time, rows, cols)."""
+    from cloudcore.masks import keep_clear
+
+    rows, cols = tile.core.slices
+    clear = np.asarray(arrays["clear"][:, band, rows, cols])
+    # Read again rather than kept from _scores: keeping every band's observations would undo
+    # the one-band-at-a-time memory bound (and keep_clear is off by default).
+    observation = np.asarray(source[:, band, rows, cols])
+    clear, kept = keep_clear(clear, observation, codes == CLEAR)
+    arrays["clear"][:, band, rows, cols] = clear
+    return provenance_codes(clear, kept)
+
+
+def _fsync_core(arrays: Mapping[str, Any], cube: Path, job: MaskJob, tile: Tile) -> None:
+    """fsync the chunks of this core in ``mask`` and (kept observations) ``provenance`` and
+    ``clear``; cores are whole chunks, and the three share their spatial chunking."""
+    chunks = arrays[MASK].chunks
+    rows = chunk_range(tile.core.row_off, tile.core.row_end, chunks[-2])
+    cols = chunk_range(tile.core.col_off, tile.core.col_end, chunks[-1])
+    fsync_paths(chunk_files(cube, [MASK], rows, cols, per_band=False))
+    if job.keep_clear:
+        fsync_paths(chunk_files(cube, [PROVENANCE, "clear"], rows, cols))
