@@ -21,13 +21,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.config import Config
+from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import InputError
 from pipeline.grid.tiling import TileGrid
 from pipeline.ids import code_version, digest, file_signature, tile_id, time_label
 from pipeline.inputs.discovery import discover
 from pipeline.store.layout import STAGED, Layout
+from pipeline.store.previews import PreviewSpec, samples_spec
 
 __all__ = [
+    "BAND_COG_PRIORITY",
+    "MASK_PRIORITY",
+    "ROW_PRIORITY",
+    "SEAM_PRIORITY",
     "RunPlan",
     "TileState",
     "describe_plan",
@@ -48,6 +54,13 @@ def _identity(acq: Any) -> str:
     scale = "" if acq.scale is None else f":{acq.calibration}:{acq.scale}:{acq.offset}"
     return f"{acq.id}@{acq.max_dn:g}:{size}:{mtime_ns}{scale}"
 
+
+#: Which ready task a worker takes first (Dask task priorities, higher first). A seam frees
+#: its rows' strips. The mask tasks and the products behind them are the run's last chain:
+#: once ready they go first. The bands' COGs go last: a worker with no row left writes them
+#: while the other solves its last one (at the end of the solve batch one worker would
+#: otherwise wait for the other's last row, up to a row task's length).
+SEAM_PRIORITY, MASK_PRIORITY, ROW_PRIORITY, BAND_COG_PRIORITY = 3, 2, 1, 0
 
 #: Start of the ids of band markers (:meth:`RunPlan.blended_id`).
 BLENDED_PREFIX = "blended-"
@@ -101,9 +114,17 @@ class RunPlan:
     @property
     def cube_token(self) -> str:
         """Identity of the cube a run builds: the blended ids of all its bands, and the mask
-        settings and ``output.keep_clear`` (the mask pass writes the clear layer with them)."""
-        mask = self.config.mask.model_dump_json() + f"keep_clear={self.config.output.keep_clear}"
-        return digest([*(self.blended_id(b) for b in self.bands), mask])
+        settings with ``mask.keep_clear`` (the mask pass writes the clear layer with them)."""
+        # Spelt as before keep_clear moved into the mask section: earlier cubes still resume.
+        mask = self.config.mask
+        settings = mask.model_dump_json(exclude={"keep_clear"}) + f"keep_clear={mask.keep_clear}"
+        return digest([*(self.blended_id(b) for b in self.bands), settings])
+
+    @property
+    def samples(self) -> PreviewSpec:
+        """What the stage, mask and COG tasks keep for the quicklooks
+        (:func:`pipeline.store.previews.samples_spec`)."""
+        return samples_spec(self.grid.height, self.grid.width, self.bands, self.layout.previews)
 
 
 def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
@@ -152,9 +173,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     # The refinement as it takes effect: `refine` left out and `true` are the same tile-scope
     # work, left out and `false` the same scene-scope work.
     solver["refine"] = config.solver.refines
-    if solver["scope"] == "tile":
-        # The default scope is left out of the ids (tile scope's ids did not change when the
-        # scene scope came).
+    if not SCOPE_TRAITS[config.solver.scope].named_in_ids:
         del solver["scope"]
     solve_settings = {**scene, "solver": solver}
 

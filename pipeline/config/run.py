@@ -7,7 +7,9 @@ the keys that mean something for it, so a key of another kind is an error, not s
 
 from __future__ import annotations
 
+import logging
 import math
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,6 +18,8 @@ from pydantic import Field, field_validator, model_validator
 
 from pipeline.config.base import ConfigSection
 from pipeline.config.cluster import ClusterSpec
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Config",
@@ -107,11 +111,6 @@ class OutputConfig(ConfigSection):
     path: Path
     cog_dtype: Literal["uint16", "float32"] = "uint16"
     quicklooks: bool = True
-    # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
-    # ground elsewhere. Off by default: measured on real clouds it raises r under the clouds
-    # (0.135 → 0.164; the mask misses cloud edges) more than it helps on clear entries
-    # (README "Clouds, haze and shadows: the mask").
-    keep_clear: bool = False
 
 
 class MaskConfig(ConfigSection):
@@ -124,6 +123,11 @@ class MaskConfig(ConfigSection):
     haze: float = Field(default=4.0, gt=0)
     shadow: float = Field(default=3.0, gt=0)
     radius: int = Field(default=1, ge=0, le=16)
+    # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
+    # ground elsewhere: a setting of the mask pass, which writes the clear layer with it. Off by
+    # default: measured on real clouds it raises r under the clouds (0.135 → 0.164; the mask
+    # misses cloud edges) more than it helps on clear entries (docs/MASK.md).
+    keep_clear: bool = False
 
     def rule(self) -> Any:
         """As a :class:`cloudcore.MaskRule`."""
@@ -178,6 +182,34 @@ class TilingConfig(ConfigSection):
         return self
 
 
+@dataclass(frozen=True)
+class ScopeTraits:
+    """What a solve scope can do, as the configuration checks it (the scopes themselves are
+    :mod:`pipeline.solve.scopes`)."""
+
+    methods: tuple[str, ...]  # the methods it solves
+    refines: bool  # whether it can refine (cloudcore.refine), and so does by default
+    why_not_method: str = ""  # why it does not solve the others
+    # Whether the scope is part of the work's ids: not tile scope's, the default, whose ids did
+    # not change when scene scope came (pipeline.plan).
+    named_in_ids: bool = True
+
+
+#: The traits of each ``solver.scope``. Scene scope runs the ALM on blocks that live in Dask
+#: actors (cloudcore.scene): not ATM, whose inner loop takes many SVTs per iteration, and no
+#: refinement, which is per tile.
+SCOPE_TRAITS = {
+    "tile": ScopeTraits(
+        methods=("aatm", "aatm-shadow", "rpca", "nnrpca", "atm"), refines=True, named_in_ids=False
+    ),
+    "scene": ScopeTraits(
+        methods=("aatm", "aatm-shadow", "rpca", "nnrpca"),
+        refines=False,
+        why_not_method=" (its inner loop takes many SVTs per iteration)",
+    ),
+}
+
+
 class SolverConfig(ConfigSection):
     """Decomposition settings passed to :func:`cloudcore.decompose` (``solver``)."""
 
@@ -198,28 +230,31 @@ class SolverConfig(ConfigSection):
     max_iter: int = Field(default=1000, ge=1)
     dtype: Literal["float32", "float64"] = "float32"
     # ``tile``: one solve per tile halo, blended (the default, as users asked). ``scene``: one
-    # exact solve per band over the whole scene, distributed over the tiles (pipeline.solve.scene_scope);
-    # README "Tile scope or scene scope" says when to choose which.
+    # exact solve per band over the whole scene, distributed over the tiles
+    # (pipeline.solve.scopes); docs/SCOPES.md says when to choose which.
     scope: Literal["tile", "scene"] = "tile"
 
     @model_validator(mode="after")
-    def _scene_methods(self) -> SolverConfig:
-        if self.scope == "scene" and self.method == "atm":
+    def _scope_can_solve(self) -> SolverConfig:
+        traits = SCOPE_TRAITS[self.scope]
+        if self.method not in traits.methods:
+            solves = f"{', '.join(traits.methods[:-1])} or {traits.methods[-1]}"
             raise ValueError(
-                "solver.scope 'scene' solves aatm, rpca or nnrpca, not atm (its inner loop "
-                "takes many SVTs per iteration): use solver.scope 'tile' for atm"
+                f"solver.scope '{self.scope}' solves {solves}, not {self.method}"
+                f"{traits.why_not_method}: use solver.scope 'tile' for {self.method}"
             )
-        if self.scope == "scene" and self.refine:
+        if self.refine and not traits.refines:
             raise ValueError(
-                "solver.refine is done per tile: set solver.scope 'tile', or solver.refine false "
-                "(or leave it out) for scene scope"
+                f"solver.refine is done per tile: set solver.scope 'tile', or solver.refine false "
+                f"(or leave it out) for {self.scope} scope"
             )
         return self
 
     @property
     def refines(self) -> bool:
-        """Whether each tile's decomposition is refined (:func:`cloudcore.refine`)."""
-        return self.scope == "tile" if self.refine is None else self.refine
+        """Whether each tile's decomposition is refined (:func:`cloudcore.refine`): by default
+        where the scope can refine (tile scope)."""
+        return SCOPE_TRAITS[self.scope].refines if self.refine is None else self.refine
 
     @field_validator("lam", mode="before")
     @classmethod
@@ -245,3 +280,23 @@ class Config(ConfigSection):
     solver: SolverConfig = SolverConfig()
     mask: MaskConfig = MaskConfig()
     cluster: ClusterSpec = ClusterSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_clear_moved(cls, data: Any) -> Any:
+        """``output.keep_clear`` of earlier versions is ``mask.keep_clear`` now: still read, with
+        a warning, so that archive configurations keep working."""
+        output = data.get("output") if isinstance(data, dict) else None
+        if not isinstance(output, dict) or "keep_clear" not in output:
+            return data
+        mask = data.get("mask") or {}
+        if not isinstance(mask, dict):
+            return data  # the mask section's own error says what is wrong
+        if "keep_clear" in mask:
+            raise ValueError(
+                "output.keep_clear and mask.keep_clear are both set: keep mask.keep_clear only"
+            )
+        log.warning("output.keep_clear is now mask.keep_clear: move it there in your config")
+        keep = output["keep_clear"]
+        output = {k: v for k, v in output.items() if k != "keep_clear"}
+        return {**data, "output": output, "mask": {**mask, "keep_clear": keep}}

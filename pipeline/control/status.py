@@ -32,20 +32,24 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def write_run_record(plan: RunPlan) -> dict[str, Any]:
-    """Record the ids of the run that starts now in ``work/run.json`` (for ``status``)."""
+def write_run_record(plan: RunPlan, units: dict[str, int]) -> dict[str, Any]:
+    """Record the ids of the run that starts now in ``work/run.json`` (for ``status``).
+
+    Parameters
+    ----------
+    plan
+        The run's plan.
+    units
+        The markers by which the solve's progress is counted, each with the tiles it covers (a
+        tile row's in tile scope, a band's in scene scope:
+        :meth:`pipeline.solve.scopes.SolveScope.progress_units`).
+    """
     record = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": datetime.now().astimezone().isoformat(timespec="seconds"),
         "stage_ids": sorted(plan.stage_ids.values()),
-        # Tiles are done a row at a time: the row ids with their number of tiles (in scene
-        # scope a band at a time: the band markers with theirs).
-        "row_tiles": (
-            {plan.blended_id(b): len(plan.tiles) for b in plan.bands}
-            if plan.config.solver.scope == "scene"
-            else {rid: plan.tiles.n_cols for ids in plan.row_ids.values() for rid in ids.values()}
-        ),
+        "row_tiles": units,
         "outcome": None,
     }
     write_json(plan.layout.run_record, record)

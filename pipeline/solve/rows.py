@@ -139,7 +139,7 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     return record
 
 
-def _cube_arrays(cube: Path, names: Sequence[str]) -> list[Any]:
+def cube_arrays(cube: Path, names: Sequence[str]) -> list[Any]:
     """The cube's data variables ``names`` (solved layers, in their order), open for writing."""
     import zarr
 
@@ -192,7 +192,7 @@ def write_row(
             for block in blocks:
                 if not targets:  # the solved layers: 3, or 4 with the shadow model
                     names = solved_layers(len(block.layers))
-                    targets = _cube_arrays(cube, names)
+                    targets = cube_arrays(cube, names)
                 _write_block(block, grid, band_index, targets, tmp, strips)
                 if block.interior is not None:
                     interior = block.interior
@@ -281,7 +281,7 @@ def blend_seam(job: SeamJob) -> str:
     cube = Path(job.cube)
     names = solved_layers(upper.shape[0])
     try:
-        targets = _cube_arrays(cube, names)
+        targets = cube_arrays(cube, names)
         rows = boundary_window(job.grid, job.row, 0)  # the same rows for every core column
         for col in range(job.grid.n_cols):
             window = boundary_window(job.grid, job.row, col)

@@ -46,7 +46,7 @@ from pipeline.cluster.heap import return_free_memory
 from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
-from pipeline.solve.rows import _cube_arrays
+from pipeline.solve.rows import cube_arrays
 from pipeline.solve.tile import resolve_lambda
 from pipeline.store.cube import chunk_files, chunk_range
 from pipeline.store.durable import OutputError, fsync_paths, storage_error, write_marker
@@ -130,7 +130,7 @@ class SceneShard(BlockGroup):
         records = []
         try:
             names = solved_layers(4 if spec.shadow else 3)
-            targets = _cube_arrays(path, names)
+            targets = cube_arrays(path, names)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
                 for target, values in zip(targets, block.layers(spec.shadow), strict=True):

@@ -20,15 +20,17 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.cluster import Task
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.ids import ALL_BANDS
+from pipeline.plan import RunPlan
 from pipeline.store.cube import chunk_files, create_store, store_token
 from pipeline.store.durable import fsync_paths, storage_error, write_marker
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, STAGED, Layout
 from pipeline.store.previews import PreviewSpec, keep_band
 
-__all__ = ["StageJob", "prepare_input_store", "stage_tile"]
+__all__ = ["StageJob", "prepare_input_store", "stage_tasks", "stage_tile"]
 
 log = logging.getLogger(__name__)
 
@@ -185,3 +187,34 @@ def clear_work(layout: Layout) -> None:
     for path in (layout.input_store, layout.strips, layout.done):
         if path.exists():
             shutil.rmtree(path)
+
+
+def stage_tasks(plan: RunPlan) -> tuple[list[Task], int]:
+    """The stage phase's tasks: ``work/input.zarr`` prepared, one task per tile not staged yet.
+
+    Parameters
+    ----------
+    plan
+        The run's plan.
+
+    Returns
+    -------
+    tasks : list of Task
+        One :func:`stage_tile` task per tile whose marker does not exist.
+    skipped : int
+        The tiles staged already (their marker exists).
+    """
+    layout, tiles, acqs = plan.layout, plan.tiles, tuple(plan.acquisitions)
+    prepare_input_store(layout, plan.grid, tiles, list(acqs), token=plan.input_token)
+    ids = plan.stage_ids
+    todo = [t for t in tiles if not layout.marker(ids[t.row, t.col]).exists()]
+    dem, samples = plan.config.inputs.dem, plan.samples
+    tasks = [
+        Task(
+            ids[t.row, t.col],
+            stage_tile,
+            (StageJob(t, ids[t.row, t.col], acqs, plan.grid, layout, dem, samples=samples),),
+        )
+        for t in todo
+    ]
+    return tasks, len(tiles) - len(todo)

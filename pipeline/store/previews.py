@@ -32,7 +32,11 @@ __all__ = [
     "keep_band",
     "keep_mask",
     "preview_step",
+    "samples_spec",
 ]
+
+#: Longest side of a quicklook panel, in pixels.
+QUICKLOOK_SIZE = 1024
 
 #: The layers sampled band by band, a (time, rows, cols) float32 file per core and preview
 #: band; the mask's codes are a (time, rows, cols) uint8 file per core.
@@ -42,6 +46,31 @@ BAND_LAYERS = ("observed", "clear")
 def preview_step(height: int, width: int, size: int) -> int:
     """The stride that brings the longer side of a ``height`` × ``width`` grid to ≤ ``size``."""
     return max(1, -(-max(height, width) // size))
+
+
+def quicklook_bands(bands: Sequence[str]) -> list[int]:
+    """Red, green, blue band indices of GF-4 PMS (B4, B3, B2) when present, else the first."""
+    rgb = ["B4", "B3", "B2"]
+    return [list(bands).index(b) for b in rgb] if all(b in bands for b in rgb) else [0]
+
+
+def samples_spec(height: int, width: int, bands: Sequence[str], folder: Path) -> PreviewSpec:
+    """What the tasks keep for the quicklooks of a ``height`` × ``width`` grid.
+
+    Staging keeps the observations' samples whether or not a run writes quicklooks: a later
+    run may ask for quicklooks, and it stages nothing.
+
+    Parameters
+    ----------
+    height, width
+        The target grid's size in pixels.
+    bands
+        The run's band names (the quicklooks show B4, B3, B2 when present).
+    folder
+        Where the samples go (``work/previews``).
+    """
+    step = preview_step(height, width, QUICKLOOK_SIZE)
+    return PreviewSpec(tuple(quicklook_bands(bands)), step, str(folder))
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def test_products_are_written(tiled: tuple[Path, RunSummary]) -> None:
     assert set(cube.data_vars) >= {"clear", "cloud", "haze", "shadow"}
     assert cube.clear.dims == ("time", "band", "y", "x") and cube.clear.dtype == np.float32
     assert cube.clear.shape == observed.shape
-    # Without output.keep_clear the bands' COG tasks write the provenance: modelled where the
+    # Without mask.keep_clear the bands' COG tasks write the provenance: modelled where the
     # clear value is finite, no data where it is NaN.
     clear = cube.clear.values
     expected = np.where(np.isfinite(clear), FILLED, NODATA).astype(np.uint8)

@@ -29,15 +29,9 @@ from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
 from pipeline.solve.scene_scope import partition
 from tests.pipeline.processes import dask_cli_cluster
-from tests.pipeline.test_faults import (
-    _markers,
-    _run_and_kill,
-    assert_identical,
-    cli,
-    outputs,
-    published,
-    write_config,
-)
+from tests.pipeline.runs import assert_identical, cli, outputs, published, write_config
+from tests.pipeline.runs import markers as _markers
+from tests.pipeline.runs import run_and_kill as _run_and_kill
 
 SIZE, TILE, N_DATES, N_BANDS = 96, 32, 5, 5
 N_TILES = (SIZE // TILE) ** 2
@@ -90,7 +84,7 @@ def test_scope_is_tile_by_default_and_checked(tmp_path: Path) -> None:
     message = str(bad.value)
     assert "\n" not in message
     assert "solver.scope" in message and "'tile' or 'scene'" in message
-    with pytest.raises(ConfigError, match="scope 'scene' solves aatm, rpca or nnrpca, not atm"):
+    with pytest.raises(ConfigError, match="scope 'scene' solves aatm, aatm-shadow, rpca or nnrpca, not atm"):
         parse({**base, "solver": {"scope": "scene", "method": "atm"}}, Config)
     with pytest.raises(ConfigError, match=r"solver\.refine is done per tile"):
         parse({**base, "solver": {"scope": "scene", "refine": True}}, Config)

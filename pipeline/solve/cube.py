@@ -1,0 +1,92 @@
+"""The cube under construction (``cube.zarr.partial``): opened, resumed or created for a plan,
+before the solve writes into it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.ids import ALL_BANDS
+from pipeline.inputs.radiometry import value_meaning
+from pipeline.plan import RunPlan
+from pipeline.store.cube import create_store, store_token
+from pipeline.store.durable import remove_published
+from pipeline.store.layout import MASK, PROVENANCE, components
+
+__all__ = ["CUBE_TOKEN_ATTR", "open_cube"]
+
+#: Attribute of cube.zarr holding the plan it was built for (:attr:`RunPlan.cube_token`).
+CUBE_TOKEN_ATTR = "cloudremoval_cube_token"
+
+
+def open_cube(plan: RunPlan) -> Path:
+    """The cube under construction (``cube.zarr.partial``), with its blended bands kept.
+
+    A partial cube of the same plan (:attr:`RunPlan.cube_token`) is resumed. So is the published
+    cube of an earlier complete run of the same plan: it is moved back under the temporary name
+    (``COMPLETE.json`` goes first), its bands stay blended and only the products are rebuilt.
+    Anything else is replaced by an empty cube. The markers of row, seam and blended-band
+    tasks vouch for data in the cube, so they are dropped with it, and the strips with them.
+
+    Parameters
+    ----------
+    plan
+        The run's plan.
+
+    Returns
+    -------
+    Path
+        The cube under construction.
+    """
+    layout = plan.layout
+    cube_tmp = layout.cube_partial
+    token = plan.cube_token
+    if store_token(cube_tmp, CUBE_TOKEN_ATTR) == token:
+        return cube_tmp
+    if store_token(layout.cube, CUBE_TOKEN_ATTR) == token:
+        remove_published(layout)
+        shutil.rmtree(cube_tmp, ignore_errors=True)
+        os.replace(layout.cube, cube_tmp)
+        return cube_tmp
+    for marker in layout.markers():
+        if _writes_cube(marker.stem):
+            marker.unlink()
+    shutil.rmtree(layout.strips, ignore_errors=True)
+    acqs, tiles, config = plan.acquisitions, plan.tiles, plan.config
+    create_store(
+        cube_tmp,
+        plan.grid,
+        times=[a.time for a in acqs],
+        bands=plan.bands,
+        variables=components(config.solver.method, config.solver.refines),
+        codes=(PROVENANCE,),
+        date_codes=(MASK,),
+        tile_size=tiles.tile_size,
+        chunk_rows=tiles.cube_chunk_rows,
+        attrs={
+            CUBE_TOKEN_ATTR: token,
+            "acquisitions": [a.id for a in acqs],
+            "code_version": plan.version,
+            "solver": config.solver.model_dump(mode="json"),
+            # As before keep_clear moved into the mask section: the same attributes.
+            "mask": config.mask.model_dump(mode="json", exclude={"keep_clear"}),
+            "keep_clear": config.mask.keep_clear,
+            "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
+            **_value_attrs(acqs),
+        },
+    )
+    return cube_tmp
+
+
+def _value_attrs(acqs: Sequence[Any]) -> dict[str, Any]:
+    """What the cube's values mean: physical quantity = value × physical_scale[band]."""
+    calibration, units, physical = value_meaning(acqs)
+    return {"calibration": calibration, "units": units, "physical_scale": list(physical)}
+
+
+def _writes_cube(marker_id: str) -> bool:
+    """Whether the marker is a row's, a seam's or a blended band's (not a staging marker)."""
+    return not marker_id.startswith(f"{ALL_BANDS}-")
