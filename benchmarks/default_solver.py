@@ -1,7 +1,7 @@
 """The default solver on the paper's simulated clouds: r of the candidate solvers on the
 simulation of CONVENTIONS §4 (static ground, shadowless semi-transparent clouds), the same
 cases as ``benchmarks/shadow_weight.py`` plus two, beside the temporal median. The real-cloud
-scores that chose the default are ``python -m pipeline experiment configs/real-clouds.yaml``
+scores that chose the default are ``python -m cloudlab experiment configs/real-clouds.yaml``
 (docs/REAL-CLOUDS.md). About 30 s.
 
 Usage::
@@ -11,18 +11,13 @@ Usage::
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
 
-# Run as a script, this file's folder comes first on sys.path and benchmarks/pipeline.py would
-# shadow the ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import cloudcore  # noqa: E402
-from cloudcore.simulate import paper_case  # noqa: E402
-from pipeline.inputs.synthetic import load_demo_truth  # noqa: E402
+import cloudcore
+from cloudcore.simulate import paper_case
+from pipeline.inputs.synthetic import load_demo_truth
 
 #: (label, method, λ rule, refined): the paper's default and the pipeline's.
 SOLVERS = (
@@ -35,6 +30,7 @@ CASES = ((64, 7, 7), (128, 7, 1), (128, 15, 2), (256, 7, 0), (256, 15, 3))
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # only --help
     truth_rgb = load_demo_truth()
     scores: dict[str, list[float]] = {}
     for size, n, seed in CASES:

@@ -37,24 +37,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow the
-# ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
+from affine import Affine
 
-import numpy as np  # noqa: E402
-from affine import Affine  # noqa: E402
-
-import cloudcore  # noqa: E402
-import cloudcore.solvers  # noqa: E402
-from cloudcore.refit import refit_partial_columns  # noqa: E402
-from pipeline.inputs.synthetic import load_demo_truth, write_scene  # noqa: E402
+import cloudcore
+import cloudcore.solvers
+from cloudcore.refit import refit_partial_columns
+from pipeline.inputs.synthetic import load_demo_truth, write_scene
 
 SHORT = 3  # the date whose footprint ends early
 N_DATES = 7

@@ -16,19 +16,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow the
-# ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import dask
+import psutil
+from distributed import Client, LocalCluster
 
-import dask  # noqa: E402
-import psutil  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
-
-from pipeline.cluster.backends import CLUSTER_DASK_CONFIG  # noqa: E402
+from pipeline.cluster.backends import CLUSTER_DASK_CONFIG
 
 
 def _cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:

@@ -18,24 +18,19 @@ Usage::
 
 from __future__ import annotations
 
-import sys
+import argparse
 import warnings
 from dataclasses import replace
 from itertools import product
-from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and benchmarks/pipeline.py would
-# shadow the ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import cloudcore  # noqa: E402
-from cloudlab.realclouds import MASK_CLASSES, config_pairs, solve  # noqa: E402
-from cloudlab.realconfig import RealCloudsConfig, SolverEntry  # noqa: E402
-from cloudlab.realdata import RealSeries, load_real_series  # noqa: E402
-from cloudlab.realpaste import paste_clouds, without_source  # noqa: E402
-from cloudlab.realscores import agreement_per_date, relative_error  # noqa: E402
+import cloudcore
+from cloudlab.realclouds import MASK_CLASSES, config_pairs, solve
+from cloudlab.realconfig import RealCloudsConfig, SolverEntry
+from cloudlab.realdata import RealSeries, load_real_series
+from cloudlab.realpaste import paste_clouds, without_source
+from cloudlab.realscores import agreement_per_date, relative_error
 
 DEFAULT = cloudcore.RefineRule()
 #: One setting changed at a time.
@@ -114,11 +109,19 @@ def mask_table(cfg: RealCloudsConfig) -> None:
 
 
 def main() -> None:
+    tables = {"refine": refine_table, "mask": mask_table}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # No `choices`: Python 3.11 checks an empty `nargs="*"` against them and refuses it.
+    parser.add_argument(
+        "parts", nargs="*", metavar="{refine,mask}", help="the tables to print (default both)"
+    )
+    parts = parser.parse_args().parts or list(tables)
+    if unknown := sorted(set(parts) - set(tables)):
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from refine, mask")
     warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-    parts = sys.argv[1:] or ["refine", "mask"]
     cfg = RealCloudsConfig()
     for part in parts:
-        {"refine": refine_table, "mask": mask_table}[part](cfg)
+        tables[part](cfg)
         print()
 
 

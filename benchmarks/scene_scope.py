@@ -4,8 +4,8 @@ A paper-style series (tyrol-w1 in grey, reference clouds, ``--dates`` dates of `
 is written to a Zarr store laid out as the pipeline's ``input.zarr`` (time, band, y, x). It is
 then solved twice with :func:`cloudcore.scene.solve_blocks`, on the same tiles:
 
-* **scene scope**: one :class:`pipeline.solve.scene_scope.SceneShard` actor per worker of the pipeline's
-  local cluster (``--workers`` processes × ``--threads`` numba threads), exactly as
+* **scene scope**: one :class:`pipeline.solve.scene_scope.SceneShard` actor per worker of the
+  pipeline's local cluster (``--workers`` processes × ``--threads`` numba threads), exactly as
   ``solver.scope: scene`` runs a band;
 * **bare**: the same blocks in this process, one after the other, 1 thread, no Dask: the summed
   compute of the same element-wise steps (fused kernel per tile, SVT weights); and again with
@@ -33,17 +33,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this file's folder comes first on sys.path and benchmarks/pipeline.py would
-# shadow the ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def write_series(root: Path, size: int, dates: int, tile: int, footprint: bool) -> Path:
@@ -146,22 +141,12 @@ def bare_run(
     }
 
 
-def _footprints() -> Any:
-    """``benchmarks/footprints.py``, by path (this folder is off ``sys.path``, see above)."""
-    import importlib.util
-
-    path = Path(__file__).with_name("footprints.py")
-    spec = importlib.util.spec_from_file_location("footprints", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def quality(size: int, workers: int, root: Path) -> None:
     """r of scene scope against the whole band in memory, tile scope and the temporal median,
     on the footprint series of ``benchmarks/footprints.py table`` (the paper's image, reference
     clouds, seed 0, 7 dates as single-band GeoTIFFs, date 3 ending a third of the way in)."""
+    # benchmarks/footprints.py, found beside this script (its folder is searched first).
+    import footprints as fp
     import xarray as xr
     import zarr
 
@@ -169,7 +154,6 @@ def quality(size: int, workers: int, root: Path) -> None:
     from pipeline.config import Config, parse
     from pipeline.run import run
 
-    fp = _footprints()
     sim = fp.tyrol_case(size, 0)
     n, short, cols = fp.N_DATES, fp.SHORT, size // 3
     paths = fp.write_series(sim, root / "series", cols)

@@ -9,21 +9,17 @@ Usage::
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
 
-# Run as a script, this file's folder comes first on sys.path and benchmarks/pipeline.py would
-# shadow the ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import cloudcore  # noqa: E402
-from cloudcore.simulate import paper_case  # noqa: E402
-from pipeline.inputs.synthetic import load_demo_truth  # noqa: E402
+import cloudcore
+from cloudcore.simulate import paper_case
+from pipeline.inputs.synthetic import load_demo_truth
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # only --help
     truth_rgb = load_demo_truth()
     print("case     | aATM   | aATM, shadow | κ: r without / with the shadow")
     for size, n, seed in ((64, 7, 7), (128, 15, 2), (256, 7, 0)):
@@ -34,8 +30,8 @@ def main() -> None:
         shaded = D.copy()
         square = np.zeros((size, size), bool)
         square[size // 4 : size // 2, size // 4 : size // 2] = True
-        square = square.ravel()
-        shaded[square, 2] = case.truth.ravel()[square] * 0.4
+        in_square = square.ravel()
+        shaded[in_square, 2] = case.truth.ravel()[in_square] * 0.4
 
         def r(
             data: np.ndarray, method: str, lam: float = lam, truth: np.ndarray = truth, **kw: float

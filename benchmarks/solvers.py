@@ -16,27 +16,15 @@ import argparse
 import importlib.util
 import platform
 import time
-import warnings
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
 import cloudcore
 from cloudcore.reference import literal_alm
 from cloudcore.simulate import paper_case
-
-
-def load_truth() -> np.ndarray:
-    import rasterio
-
-    # By path, not importlib.resources: benchmarks/pipeline.py would shadow the package here.
-    path = Path(__file__).resolve().parents[1] / "pipeline" / "data" / "tyrol-w1_1k_rgb.tif"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
-        with rasterio.open(str(path)) as src:
-            return np.moveaxis(src.read(), 0, -1)
+from pipeline.inputs.synthetic import load_demo_truth
 
 
 def run_ours(D: np.ndarray, method: str, lam: float) -> tuple[np.ndarray, int]:
@@ -79,7 +67,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    image = load_truth()
+    image = load_demo_truth()
     print(
         f"# solvers benchmark  ({platform.processor() or platform.machine()}, "
         f"numba threads {__import__('numba').get_num_threads()})"

@@ -4,10 +4,10 @@
 A GF-4 PMS frame as GDAL writes an uncompressed GeoTIFF by default (the simulated series', one
 row of all five bands per strip) is read by GDAL's block cache one whole strip at a time: a
 stage task's window of a 10240-wide frame copies about 9 times the bytes it uses. This reads the
-windows of a few stage tasks (``pipeline.stage.warp.read_window``, every date, all bands, warped onto
-the grid as staging does) with each setting, alternated round after round, and prints the CPU
-seconds (user and kernel) of this process per setting. Simulate the series first with
-``benchmarks/pipeline.py`` (it caches it under ``--data``).
+windows of a few stage tasks (``pipeline.stage.warp.read_window``, every date, all bands, warped
+onto the grid as staging does) with each setting, alternated round after round, and prints the
+CPU seconds (user and kernel) of this process per setting. Simulate the series first with
+``benchmarks/pipeline_run.py`` (it caches it under ``--data``).
 
 Usage::
 
@@ -18,21 +18,16 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow the
-# ``pipeline`` package: drop the folder before importing it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
+from rasterio.windows import Window
 
-import numpy as np  # noqa: E402
-from rasterio.windows import Window  # noqa: E402
-
-from pipeline.grid.target import derive_grid  # noqa: E402
-from pipeline.inputs.gf4 import discover_gf4  # noqa: E402
-from pipeline.stage import warp  # noqa: E402
+from pipeline.grid.target import derive_grid
+from pipeline.inputs.gf4 import discover_gf4
+from pipeline.stage import warp
 
 
 def _cpu() -> tuple[float, float]:

@@ -15,7 +15,7 @@ from cloudcore.result import Decomposition
 
 # How far outside [0, 1] observed values may lie before we refuse them: DN scaling produces
 # exact 0 and 1, float32 round-trips a few ulps beyond.
-_RANGE_SLACK = 1e-6
+RANGE_SLACK = 1e-6
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def prepare(D: ArrayLike, mask: ArrayLike | None) -> Problem:
                 "mask= (True = observed) to mark missing entries"
             )
         raise ValueError("D holds NaN/inf at entries the mask marks as observed")
-    if low < -_RANGE_SLACK or high > 1 + _RANGE_SLACK:
+    if low < -RANGE_SLACK or high > 1 + RANGE_SLACK:
         raise ValueError(
             f"D has values in [{low:.4g}, {high:.4g}], outside [0, 1]; divide by "
             "the sensor's maximum DN first"

@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from cloudcore._morphology import opening
+from cloudcore.catalog import MASK_CLOUD, MASK_HAZE, MASK_RADIUS, MASK_SHADOW
 from cloudcore.result import Decomposition
 
 __all__ = [
@@ -64,14 +65,14 @@ SCALE_SAMPLE = 1 << 20
 class MaskRule:
     """Thresholds of :func:`classify` in units of the anomaly scale σ, and the opening radius.
 
-    The defaults were measured (docs/REAL-CLOUDS.md, ``python -m pipeline experiment
+    The defaults were measured (docs/REAL-CLOUDS.md, ``python -m cloudlab experiment
     configs/real-clouds.yaml``).
     """
 
-    cloud: float = 6.0
-    haze: float = 4.0
-    shadow: float = 3.0
-    radius: int = 1
+    cloud: float = MASK_CLOUD
+    haze: float = MASK_HAZE
+    shadow: float = MASK_SHADOW
+    radius: int = MASK_RADIUS
 
 
 def sample_entries(

@@ -38,16 +38,32 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RANK_RTOL", "refit_partial_columns"]
+__all__ = [
+    "FIT_ROWS",
+    "IRLS_FLOOR",
+    "IRLS_MAX_ITER",
+    "RANK_RTOL",
+    "basis_weights",
+    "fit_column",
+    "ground_quantile",
+    "refit_partial_columns",
+    "sample_stride",
+    "set_column",
+    "strided_rows",
+]
 
 #: Singular values of L below ``RANK_RTOL · σ₁`` are the solver's rounding, not ground: the
 #: spectrum of L on tyrol-w1 is e.g. 578, 0.54, 0.28, 0.043, then 6e-6 (float32 solve).
 RANK_RTOL = 1e-4
-_IRLS_MAX_ITER = 200
+#: The IRLS of a date's fit stops after this many steps, or once a step moves no coefficient by
+#: more than ``_IRLS_RTOL`` of the largest. Some dates are still moving at the cap (by ~1e-5
+#: of their coefficients): the fit is then known only to within a few :data:`IRLS_FLOOR`.
+IRLS_MAX_ITER = 200
 _IRLS_RTOL = 1e-9
 #: Residuals below this (|r|, in units of D) count as this in the IRLS weights of the pinball
-#: loss, which would divide by zero at an exact fit.
-_IRLS_FLOOR = 1e-6
+#: loss, which would divide by zero at an exact fit: the fit treats such residuals as zero, so
+#: it resolves the ground only to a few times this.
+IRLS_FLOOR = 1e-6
 #: The fit of a date's k ≤ 3 coefficients uses at most this many of its observed pixels, evenly
 #: strided (deterministic): more change c_j by far less than the fit's own error, and the
 #: IRLS on a whole 1024² band took 25 s instead of 1. 65536 rows took 1.0 s of the 1.3 s of a
@@ -56,12 +72,27 @@ _IRLS_FLOOR = 1e-6
 FIT_ROWS = 16384
 
 
-def _fit_column(U: np.ndarray, y: np.ndarray, q: float) -> np.ndarray:
-    """Coefficients c minimising Σ ρ_q(y − U c) (pinball loss of quantile q) by IRLS."""
+def fit_column(U: np.ndarray, y: np.ndarray, q: float) -> np.ndarray:
+    """Coefficients c minimising Σ ρ_q(y − U c) (pinball loss of quantile q) by IRLS.
+
+    Parameters
+    ----------
+    U
+        (rows, k) float64: the sampled rows of the basis U_k.
+    y
+        (rows,) float64: the date's data on those rows.
+    q
+        The quantile (:func:`ground_quantile`).
+
+    Returns
+    -------
+    numpy.ndarray
+        (k,) float64 coefficients, after at most :data:`IRLS_MAX_ITER` IRLS steps.
+    """
     c = np.linalg.lstsq(U, y, rcond=None)[0]
-    for _ in range(_IRLS_MAX_ITER):
+    for _ in range(IRLS_MAX_ITER):
         r = y - U @ c
-        w = np.where(r > 0, q, 1.0 - q) / np.maximum(np.abs(r), _IRLS_FLOOR)
+        w = np.where(r > 0, q, 1.0 - q) / np.maximum(np.abs(r), IRLS_FLOOR)
         Uw = U * w[:, None]
         c_next = np.linalg.lstsq(Uw.T @ U, Uw.T @ y, rcond=None)[0]
         step = float(np.abs(c_next - c).max())
@@ -71,11 +102,29 @@ def _fit_column(U: np.ndarray, y: np.ndarray, q: float) -> np.ndarray:
     return c
 
 
-def _quantile(
+def ground_quantile(
     D: np.ndarray, obs: np.ndarray, L: np.ndarray, rows: np.ndarray, j: int, whole: np.ndarray
 ) -> float:
-    """Share of the observed entries of the other dates on ``rows`` where the ALM's ground
-    lies above the data: of the dates observed everywhere if there are any, else of all."""
+    """The quantile q_j of date ``j``'s fit: the share of the observed entries of the other
+    dates on ``rows`` where the ALM's ground lies above the data.
+
+    Parameters
+    ----------
+    D, obs, L
+        (pixels, dates) data, observed mask and the ALM's ground (or the sampled rows of them).
+    rows
+        The rows of date j's sample.
+    j
+        The date being fitted.
+    whole
+        The dates observed on every pixel: the share is taken over them if there are any,
+        else over every date but j.
+
+    Returns
+    -------
+    float
+        q in [0.01, 0.99].
+    """
     others = whole if whole.size else np.delete(np.arange(D.shape[1]), j)  # j ∉ whole
     pick = np.ix_(rows, others)
     d, low, seen = D[pick], L[pick], obs[pick]
@@ -125,12 +174,20 @@ def _resplit(
     return r, None  # rpca, nnrpca: D = L + C
 
 
-def _basis_weights(gram: np.ndarray) -> np.ndarray | None:
-    """The (m, k) matrix M with U_k = L_full · M, from ``gram`` = L_fullᵀ L_full (float64) of
-    the ALM's ground on the m dates observed somewhere; None when L = 0 (nothing to fit on).
+def basis_weights(gram: np.ndarray) -> np.ndarray | None:
+    """The weights of the refit's basis: U_k = L_full · M.
 
-    k is the numerical rank (singular values above ``RANK_RTOL · σ₁``), at least 1 and at most
-    (m − 1) // 2.
+    Parameters
+    ----------
+    gram
+        (m, m) float64 L_fullᵀ L_full, the Gram matrix of the ALM's ground on the m dates
+        observed somewhere.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        (m, k) M, k the numerical rank (singular values above ``RANK_RTOL · σ₁``), at least 1
+        and at most (m − 1) // 2; None when L = 0 (nothing to fit on).
     """
     evals, evecs = np.linalg.eigh(gram)
     order = np.argsort(evals)[::-1]
@@ -142,7 +199,7 @@ def _basis_weights(gram: np.ndarray) -> np.ndarray | None:
     return evecs[:, order[:k]] / sigma[:k]
 
 
-def _set_column(
+def set_column(
     basis: np.ndarray,
     coef: np.ndarray,
     d: np.ndarray,
@@ -156,17 +213,28 @@ def _set_column(
     shadow_weight: float,
     work: np.ndarray,
 ) -> None:
-    """Write the refitted ground ``basis @ coef`` of one date into ``low`` and re-split ``cloud``
-    and ``haze`` from its data ``d`` on the observed entries ``o`` (zero elsewhere); all 1-D
-    views of that date, written in place. The methods without haze leave ``haze`` as it is
-    (zero): writing zeros would only touch pages the solver left untouched (no memory until
-    then).
+    """Write the refitted ground of one date and re-split its cloud and haze, in place.
 
-    ``work`` is a float64 (3, pixels) array, overwritten: the column, its residual and its
-    split. A caller refitting several dates passes the same one (an array of a column's size,
-    13 MiB at 1280² px, allocated anew may be mapped and paged in afresh by malloc). The split is
-    computed on every entry and kept on the observed ones: the same values as computing it on
-    the observed entries alone (elementwise), without the copies that selecting them makes.
+    The methods without haze leave ``haze`` as it is (zero): writing zeros would only touch
+    pages the solver left untouched (no memory until then). The split is computed on every
+    entry and kept on the observed ones: the same values as computing it on the observed
+    entries alone (elementwise), without the copies that selecting them makes.
+
+    Parameters
+    ----------
+    basis, coef
+        The basis U_k (pixels, k) and the date's coefficients: its ground is ``basis @ coef``.
+    d, o
+        The date's data and where it was observed (1-D, one entry per pixel).
+    low, cloud, haze
+        The date's L, C (E for aATM-shadow) and N (1-D views), written: L everywhere, C and N
+        from the residual on observed entries and zero elsewhere.
+    method, lam, beta, shadow_weight
+        The solve's method, λ, β and κ: the re-split is the method's own rule for a fixed L.
+    work
+        A float64 (3, pixels) array, overwritten: the column, its residual and its split. A
+        caller refitting several dates passes the same one (an array of a column's size, 13 MiB
+        at 1280² px, allocated anew may be mapped and paged in afresh by malloc).
     """
     column, residual, split = work
     np.matmul(basis, coef, out=column)
@@ -181,12 +249,17 @@ def _set_column(
         haze[unseen] = 0.0
 
 
-def _strided_rows(observed: np.ndarray, most: int, block: int = 1 << 18) -> np.ndarray:
+def sample_stride(count: int, most: int = FIT_ROWS) -> int:
+    """The least stride s ≥ 1 that leaves at most ``most`` of ``count`` observed pixels in the
+    sample of a date's fit (every s-th of them, in row-major order)."""
+    return max(-(-count // most), 1)
+
+
+def strided_rows(observed: np.ndarray, most: int, block: int = 1 << 18) -> np.ndarray:
     """Indices of every s-th True entry of the 1-D ``observed``, s the least stride that leaves
     at most ``most`` of them: ``np.flatnonzero(observed)[::s]``, found a block at a time so that
     the indices of all observed entries (13 MiB at 1280² px) are never held at once."""
-    count = int(np.count_nonzero(observed))
-    step = max(-(-count // most), 1)
+    step = sample_stride(int(np.count_nonzero(observed)), most)
     picked, seen = [], 0
     for start in range(0, observed.size, block):
         here = np.flatnonzero(observed[start : start + block])
@@ -228,18 +301,18 @@ def refit_partial_columns(
     if partial.size == 0:
         return empty
     low = L[:, np.flatnonzero(~empty)].astype(np.float64)
-    M = _basis_weights(low.T @ low)
+    M = basis_weights(low.T @ low)
     if M is None:
         return empty  # L = 0: nothing to refit from
     basis = low @ M  # U_k, orthonormal columns
     del low  # a float64 copy of L: gone before the per-date fits (a tile's memory peak)
     whole = np.flatnonzero(seen == obs.shape[0])
-    work = np.empty((3, obs.shape[0]))  # _set_column's arrays, shared by every date
+    work = np.empty((3, obs.shape[0]))  # set_column's arrays, shared by every date
     for j in map(int, partial):
         o = obs[:, j]
-        rows = _strided_rows(o, FIT_ROWS)
-        q = _quantile(D, obs, L, rows, j, whole)
-        coef = _fit_column(basis[rows], D[rows, j].astype(np.float64), q)
+        rows = strided_rows(o, FIT_ROWS)
+        q = ground_quantile(D, obs, L, rows, j, whole)
+        coef = fit_column(basis[rows], D[rows, j].astype(np.float64), q)
         layers = (D[:, j], o, L[:, j], C[:, j], N[:, j])
-        _set_column(basis, coef, *layers, method, lam, beta, shadow_weight, work)
+        set_column(basis, coef, *layers, method, lam, beta, shadow_weight, work)
     return empty

@@ -11,12 +11,16 @@ scalar, and a broadcast of the n × n SVT weights W. The blocks never move.
 Where the blocks live is behind :class:`Shards`: ``map(method, *args)`` calls one method of
 :class:`BlockGroup` on every shard and returns the answers in shard order. :class:`LocalShards`
 holds the groups in this process (tests, benchmarks); the pipeline's Dask actors are another
-(:mod:`pipeline.solve.scene_scope`). Each group sums its blocks' reductions in float64 in block order, and
-the driver sums the groups' in shard order, so the result does not depend on timing.
+(:mod:`pipeline.solve.scene_scope`). Each group sums its blocks' reductions in float64 in block
+order, and the driver sums the groups' in shard order, so the result does not depend on timing.
 
 The result equals :func:`cloudcore.decompose` of the whole matrix up to float64 summation order
-in the Gram matrices and norms (the kernels' arithmetic on each pixel is the same code): in
-float32 the tests measure relative differences of ~1e-7 and the same iteration count.
+in the Gram matrices and norms (the kernels' arithmetic on each pixel is the same code): the
+iterations agree to an ulp or two in float32 (often bit for bit), with the same count; the refit
+of partly observed dates to a few of its IRLS floor, 1e-6 (``tests/cloudcore/tolerances.py``).
+
+A masked solve ends with the refit of partly observed dates, as decompose does; its block-wise
+form is :mod:`cloudcore.scene_refit`.
 
 Memory per block: D, L, C, C_next, N, Y in the solver precision plus the boolean mask where a
 date is missing, so 6·itemsize + 1 bytes per pixel and date (25 in float32, 49 in float64).
@@ -34,22 +38,23 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from cloudcore import _kernels, refit
+from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
 from cloudcore._memory import lazy_zeros_like
-from cloudcore._problem import _RANGE_SLACK, numba_threads
+from cloudcore._problem import RANGE_SLACK, numba_threads
+from cloudcore.catalog import HAZE_METHODS, SCENE_METHODS, SHADOW_WEIGHT
 from cloudcore.lam import lambda_default
 from cloudcore.result import ConvergenceWarning
+from cloudcore.scene_refit import BlockRefit, GroupRefit, refit_blocks
 from cloudcore.solvers import (
     FLOAT32_TOL_FLOOR,
-    HAZE_METHODS,
-    SHADOW_WEIGHT,
     SparseRule,
     alm_schedule,
     initial_scales,
     sparse_rule,
     split_shadow,
 )
+from cloudcore.svt import sum_grams
 
 __all__ = [
     "SCENE_METHODS",
@@ -62,17 +67,13 @@ __all__ = [
     "solve_blocks",
 ]
 
-#: Methods that the block-wise solver runs (ATM's inner loop takes many SVTs per iteration and is
-#: not offered here).
-SCENE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca")
-
 
 def bytes_per_entry(dtype: str | np.dtype[Any]) -> int:
     """Bytes of solver state per pixel and date: D, L, C, C_next, N, Y and the mask."""
     return 6 * np.dtype(dtype).itemsize + 1
 
 
-class Block:
+class Block(BlockRefit):
     """One block (tile) of the matrix and its solver state, dates × pixels as the kernels want.
 
     Parameters
@@ -108,7 +109,7 @@ class Block:
         self.n, self.d = x.shape
         self.empty = not values.size
         low, high = (values.min(), values.max()) if values.size else (0.0, 0.0)
-        if low < -_RANGE_SLACK or high > 1 + _RANGE_SLACK:
+        if low < -RANGE_SLACK or high > 1 + RANGE_SLACK:
             raise ValueError(
                 f"block has values in [{low:.4g}, {high:.4g}], outside [0, 1]; "
                 "divide by the sensor's maximum DN first"
@@ -128,8 +129,8 @@ class Block:
         self._no_weights = np.zeros((1, 1), self.dtype)
         self.L = self.C = self.C_next = self.N = self.Y = np.empty((0, 0), self.dtype)
         self._swap_pending = False
-        self._basis: np.ndarray | None = None
-        self._k = 0  # columns of the basis of the refit
+        self._basis = None  # the refit's rows of its basis (cloudcore.scene_refit)
+        self._k = 0
 
     @property
     def nbytes(self) -> int:
@@ -216,88 +217,6 @@ class Block:
         self._swap_pending = False
         self.C_next = np.empty((0, 0), self.dtype)  # no longer needed
 
-    # The refit of partly observed dates (cloudcore.refit, as decompose applies it with a
-    # mask), block-wise: U_k = L·M is local, the IRLS normal equations are sums over pixels.
-    def refit_gram(self, full: np.ndarray) -> np.ndarray:
-        """Gram matrix (float64) of L restricted to the dates ``full``."""
-        if self.empty:
-            return np.zeros((full.size, full.size))
-        return _kernels.gram(self.L[full])  # a C-contiguous copy of those rows
-
-    def refit_begin(self, full: np.ndarray, M: np.ndarray) -> None:
-        """Keep this block's rows of the basis U_k = L[:, full]·M (float64, pixels × k)."""
-        self._k = M.shape[1]
-        if not self.empty:
-            self._basis = self.L[full].T.astype(np.float64) @ M
-
-    def _observed(self, j: int) -> np.ndarray:
-        return self.obs[j] if self.obs is not None else np.ones(self.d, dtype=np.bool_)
-
-    def _frame(self) -> tuple[int, int]:
-        """(rows, columns) of the block's frame; a flat block is one row."""
-        if len(self.frame_shape) == 2:
-            return self.frame_shape[0], self.frame_shape[1]
-        return 1, self.d
-
-    def refit_row_counts(self, j: int) -> tuple[tuple[int, int], np.ndarray]:
-        """The block's origin and, per row of its frame, how many pixels date ``j`` observed."""
-        h, w = self._frame()
-        if self.empty:
-            return self.origin, np.zeros(h, dtype=np.int64)
-        return self.origin, self._observed(j).reshape(h, w).sum(axis=1, dtype=np.int64)
-
-    def refit_sample(
-        self, j: int, offsets: dict[tuple[int, int], np.ndarray], stride: int
-    ) -> tuple[np.ndarray, ...]:
-        """The pixels of the strided sample of date ``j``'s observed pixels that lie here.
-
-        ``offsets[origin][y]`` is the number of pixels date j observed before row y of this
-        block in the scene's row-major order; every ``stride``-th observed pixel (rank 0,
-        stride, 2·stride, …) is in the sample. Returns their ranks and their rows of U, D, L
-        and the mask (all dates).
-        """
-        k = self._k
-        if self.empty or self._basis is None:
-            none = np.zeros((0, self.n))
-            return np.zeros(0, np.int64), np.zeros((0, k)), none, none, none.astype(np.bool_)
-        h, w = self._frame()
-        o = self._observed(j).reshape(h, w)
-        within = np.cumsum(o, axis=1) - 1  # rank of each observed pixel within its row
-        ranks = (offsets[self.origin][:, None] + within).ravel()
-        take = np.flatnonzero(o.ravel() & (ranks % stride == 0))
-        obs = self.obs[:, take].T if self.obs is not None else np.ones((take.size, self.n), bool)
-        return ranks[take], self._basis[take], self.D[:, take].T, self.L[:, take].T, obs
-
-    def refit_end(
-        self, j: int, coef: np.ndarray, method: str, lam: float, beta: float, kappa: float
-    ) -> None:
-        """L[·, j] ← U·c_j, and C, N of its observed entries re-split by the method's rule."""
-        if self._basis is None:
-            return
-        refit._set_column(
-            self._basis,
-            coef,
-            self.D[j],
-            self._observed(j),
-            self.L[j],
-            self.C[j],
-            self.N[j],
-            method,
-            lam,
-            beta,
-            kappa,
-            np.empty((3, self.d)),  # one date of one block: nothing to share it with
-        )
-
-    def refit_release(self) -> None:
-        self._basis = None
-
-    def blank_dates(self, dates: np.ndarray) -> None:
-        """NaN for dates observed nowhere in the matrix (decompose does the same)."""
-        if not self.empty:
-            for x in (self.L, self.C, self.N):
-                x[dates] = np.nan
-
     def zero(self) -> None:
         """The defined answer for ‖D‖₂ = 0: L = C = N = 0."""
         self.L, self.C, self.N = (np.zeros_like(self.D) for _ in range(3))
@@ -326,7 +245,7 @@ class Block:
         self._obs_arg = np.ones((1, 1), np.bool_)
 
 
-class BlockGroup:
+class BlockGroup(GroupRefit):
     """Blocks held in one place (a worker), called together: one answer per call for all of
     them, reductions summed in float64 in block order.
 
@@ -356,7 +275,7 @@ class BlockGroup:
         return _reduce_stats(self._each(Block.stats, "setup"))
 
     def start(self, lam: float, dual: float, mu: float, sparse: SparseRule) -> np.ndarray:
-        return _sum(self._each(lambda b: b.start(lam, dual, mu, sparse), "setup"))
+        return sum_grams(self._each(lambda b: b.start(lam, dual, mu, sparse), "setup"))
 
     def step(
         self,
@@ -368,7 +287,7 @@ class BlockGroup:
         sparse: SparseRule,
     ) -> tuple[np.ndarray, float]:
         parts = self._each(lambda b: b.step(W, lam, mu, n_factor, mu_next, sparse), "step")
-        return _sum([p[0] for p in parts]), math.fsum(p[1] for p in parts)
+        return sum_grams([p[0] for p in parts]), math.fsum(p[1] for p in parts)
 
     def finish(self, converged: bool) -> None:
         self._each(lambda b: b.finish(converged))
@@ -376,42 +295,9 @@ class BlockGroup:
     def zero(self) -> None:
         self._each(Block.zero, "setup")
 
-    def refit_gram(self, full: np.ndarray) -> np.ndarray:
-        return _sum(self._each(lambda b: b.refit_gram(full)))
-
-    def refit_begin(self, full: np.ndarray, M: np.ndarray) -> None:
-        self._each(lambda b: b.refit_begin(full, M))
-
-    def refit_row_counts(self, j: int) -> list[tuple[tuple[int, int], np.ndarray]]:
-        return self._each(lambda b: b.refit_row_counts(j))
-
-    def refit_sample(
-        self, j: int, offsets: dict[tuple[int, int], np.ndarray], stride: int
-    ) -> list[tuple[np.ndarray, ...]]:
-        return self._each(lambda b: b.refit_sample(j, offsets, stride))
-
-    def refit_end(
-        self, j: int, coef: np.ndarray, method: str, lam: float, beta: float, kappa: float
-    ) -> None:
-        self._each(lambda b: b.refit_end(j, coef, method, lam, beta, kappa))
-
-    def refit_release(self) -> None:
-        self._each(Block.refit_release)
-
-    def blank_dates(self, dates: np.ndarray) -> None:
-        self._each(lambda b: b.blank_dates(dates))
-
     def timing(self) -> dict[str, float]:
         """Seconds spent in calls so far, by phase."""
         return dict(self.seconds)
-
-
-def _sum(grams: Sequence[np.ndarray]) -> np.ndarray:
-    """Sum in float64, in the given order."""
-    total = np.zeros_like(grams[0], dtype=np.float64) if grams else np.zeros((0, 0))
-    for g in grams:
-        total += g
-    return total
 
 
 @dataclass(frozen=True)
@@ -428,7 +314,7 @@ class Stats:
 
 def _reduce_stats(parts: Sequence[Stats]) -> Stats:
     return Stats(
-        gram=_sum([p.gram for p in parts]),
+        gram=sum_grams([p.gram for p in parts]),
         peak=max((p.peak for p in parts), default=0.0),
         sumsq=math.fsum(p.sumsq for p in parts),
         date_counts=np.asarray(np.sum([p.date_counts for p in parts], axis=0, dtype=np.int64)),
@@ -488,6 +374,7 @@ def solve_blocks(
     tol: float = 1e-7,
     max_iter: int = 1000,
     shadow_weight: float = SHADOW_WEIGHT,
+    refit: bool = True,
 ) -> SceneOutcome:
     """Solve the matrix held by ``shards`` exactly as :func:`cloudcore.decompose` solves it whole.
 
@@ -502,6 +389,9 @@ def solve_blocks(
         does.
     method, lam, beta, tol, max_iter, shadow_weight
         As in :func:`cloudcore.decompose`; λ defaults to 1/√d. Methods: :data:`SCENE_METHODS`.
+    refit
+        As in :func:`cloudcore.decompose`: refit the partly observed dates of a masked matrix
+        (:mod:`cloudcore.scene_refit`); False leaves them as the ALM returns them.
 
     Returns
     -------
@@ -533,13 +423,13 @@ def solve_blocks(
         return SceneOutcome(0, True, 0.0, lam, method, 0.0, 0.0, time.perf_counter() - started)
     # The schedule of solvers.run_alm, with each step done on every block and reduced here.
     dual, mu = initial_scales(norm_two, peak, lam)
-    gram = _sum(shards.map("start", lam, dual, mu, sparse))
+    gram = sum_grams(shards.map("start", lam, dual, mu, sparse))
     setup = time.perf_counter() - started
     started = time.perf_counter()
 
     def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
         parts = shards.map("step", W, lam, mu, n_factor, mu_next, sparse)
-        return _sum([p[0] for p in parts]), math.fsum(p[1] for p in parts)
+        return sum_grams([p[0] for p in parts]), math.fsum(p[1] for p in parts)
 
     it, res = alm_schedule(gram, mu, d_norm, step, beta=n_beta, tol=tol, max_iter=max_iter)
     converged = res < tol
@@ -547,9 +437,7 @@ def solve_blocks(
     per_iteration = (time.perf_counter() - started) / max(it, 1)
     refit_started, rounds = time.perf_counter(), 0
     if stats.masked:
-        counting = _Counting(shards)
-        _refit(counting, stats, method, lam, beta, shadow_weight)
-        rounds = counting.calls
+        rounds = refit_blocks(shards, stats, method, lam, beta, shadow_weight, refit)
     refit_seconds = time.perf_counter() - refit_started
     if not converged:
         warnings.warn(
@@ -561,77 +449,3 @@ def solve_blocks(
     return SceneOutcome(
         it, converged, res, lam, method, norm_two, per_iteration, setup, refit_seconds, rounds
     )
-
-
-class _Counting:
-    """Shards that count the calls made through them."""
-
-    def __init__(self, shards: Shards) -> None:
-        self.shards, self.calls = shards, 0
-
-    def map(self, method: str, *args: Any) -> list[Any]:
-        self.calls += 1
-        return self.shards.map(method, *args)
-
-
-def _refit(
-    shards: Shards, stats: Stats, method: str, lam: float, beta: float, kappa: float
-) -> None:
-    """:func:`cloudcore.refit.refit_partial_columns` and the NaN of dates observed nowhere, as
-    decompose applies them after a masked solve, on the blocks where they live.
-
-    The basis U_k = L·M is computed where L lives (M from the summed Gram matrix of L). Each
-    partly observed date is then fitted by refit's own ``_quantile`` and ``_fit_column`` on the
-    same strided sample of its observed pixels (at most ``refit.FIT_ROWS``, in the scene's
-    row-major order, which the blocks' ``origin`` gives), gathered here: a few MB whatever the
-    scene size. Its new column U_k·c_j and the re-split of C and N are computed where they live.
-    Dates are done one after the other, as there. Blocks must hold scene windows at distinct
-    origins for the sample to be the one decompose takes of the whole matrix in row-major order.
-    """
-    counts = stats.date_counts
-    empty = counts == 0
-    partial = [int(j) for j in np.flatnonzero((counts < stats.seen) & ~empty)]
-    if partial:
-        full = np.flatnonzero(~empty)
-        M = refit._basis_weights(_sum(shards.map("refit_gram", full)))
-        if M is not None:  # L = 0: nothing to refit from
-            shards.map("refit_begin", full, M)
-            whole = np.flatnonzero(counts == stats.seen)
-            for j in partial:
-                stride = -(-int(counts[j]) // refit.FIT_ROWS)
-                offsets = _row_offsets(
-                    [c for part in shards.map("refit_row_counts", j) for c in part]
-                )
-                parts = [p for part in shards.map("refit_sample", j, offsets, stride) for p in part]
-                ranks = np.concatenate([p[0] for p in parts])
-                U, D, L, obs = (np.concatenate([p[i] for p in parts]) for i in range(1, 5))
-                order_ = np.argsort(ranks, kind="stable")
-                U, D, L, obs = U[order_], D[order_], L[order_], obs[order_]
-                rows = np.arange(ranks.size)
-                q = refit._quantile(D, obs, L, rows, j, whole)
-                coef = refit._fit_column(U, D[:, j].astype(np.float64), q)
-                shards.map("refit_end", j, coef, method, lam, beta, kappa)
-            shards.map("refit_release")
-    if empty.any():
-        shards.map("blank_dates", np.flatnonzero(empty))
-
-
-def _row_offsets(
-    counts: Sequence[tuple[tuple[int, int], np.ndarray]],
-) -> dict[tuple[int, int], np.ndarray]:
-    """For blocks at ``origin`` with per-row counts, the count of everything before each of
-    their rows in the scene's row-major order (rows of the scene first, then columns)."""
-    segments = sorted(
-        (origin[0] + y, origin[1], origin, y)
-        for origin, per_row in counts
-        for y in range(per_row.size)
-    )
-    lookup = {origin: per_row for origin, per_row in counts}
-    if len(lookup) != len(counts):
-        raise ValueError("blocks need distinct origins (their windows in the scene) to refit")
-    offsets = {origin: np.zeros(per_row.size, np.int64) for origin, per_row in counts}
-    total = 0
-    for _, _, origin, y in segments:
-        offsets[origin][y] = total
-        total += int(lookup[origin][y])
-    return offsets

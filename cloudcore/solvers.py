@@ -10,7 +10,7 @@ import math
 import warnings
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -19,6 +19,7 @@ from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
+from cloudcore.catalog import HAZE_METHODS, METHODS, SHADOW_METHODS, SHADOW_WEIGHT, Method
 from cloudcore.lam import lambda_default
 from cloudcore.refit import refit_partial_columns
 from cloudcore.result import ConvergenceWarning, Decomposition
@@ -34,18 +35,6 @@ __all__ = [
     "decompose",
     "sparse_rule",
 ]
-
-Method = Literal["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"]
-METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca", "atm")
-#: Methods with a haze layer N (weight β).
-HAZE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow")
-#: Methods with a shadow layer S (:attr:`Decomposition.S`): D = L + C − S + N.
-SHADOW_METHODS: tuple[str, ...] = ("aatm-shadow",)
-
-
-#: κ, the weight of the shadow layer's ℓ1 penalty relative to the cloud's (aATM-shadow): see
-#: :func:`sparse_rule`; chosen from the real-cloud and simulated scores (docs/REAL-CLOUDS.md).
-SHADOW_WEIGHT = 4.0
 
 
 class SparseRule(NamedTuple):
@@ -92,6 +81,7 @@ def decompose(
     mask: ArrayLike | None = None,
     threads: int | None = None,
     shadow_weight: float = SHADOW_WEIGHT,
+    refit: bool = True,
 ) -> Decomposition:
     """Split a scene-series matrix into ground, cloud and haze.
 
@@ -124,6 +114,10 @@ def decompose(
     shadow_weight
         κ of ``"aatm-shadow"``: the shadow layer's ℓ1 weight relative to the cloud's
         (:func:`sparse_rule`); ignored by the other methods.
+    refit
+        With a mask, refit the dates observed on some pixels only (:mod:`cloudcore.refit`):
+        without the refit the ALM returns them biased dark (issue #14). False is for studies of
+        that bias; it changes nothing without a mask.
 
     Returns
     -------
@@ -157,7 +151,7 @@ def decompose(
             beta=beta if method in HAZE_METHODS else None,
         )
     if problem.obs is not None:
-        iterate = partial(_debiased, iterate, problem, method, lam, beta, shadow_weight)
+        iterate = partial(_debiased, iterate, problem, method, lam, beta, shadow_weight, refit)
     return solve(problem, method, lam, tol, max_iter, threads, iterate)
 
 
@@ -228,12 +222,13 @@ def _debiased(
     lam: float,
     beta: float,
     shadow_weight: float,
+    refit: bool,
     norm_two: float,
     **stopping: Any,
 ) -> Outcome:
     """``iterate``, then :func:`_debias` of its result: what :func:`decompose` runs with a mask."""
     L, C, N, it, res = iterate(norm_two, **stopping)
-    _debias(problem, L, C, N, method, lam, beta, shadow_weight)
+    _debias(problem, L, C, N, method, lam, beta, shadow_weight, refit)
     return L, C, N, it, res
 
 
@@ -246,17 +241,22 @@ def _debias(
     lam: float,
     beta: float,
     shadow_weight: float = SHADOW_WEIGHT,
+    refit: bool = True,
 ) -> None:
-    """Refit the partly observed dates of a masked solve in place; NaN for dates seen nowhere.
+    """Refit the partly observed dates of a masked solve in place (unless not ``refit``); NaN
+    for dates seen nowhere.
 
     The arrays are in the internal layout; the refit works on (pixels, dates) views of them.
     """
     assert problem.obs is not None
     views = [x.T if problem.transposed else x for x in (problem.D, problem.obs, L, C, N)]
     D_, obs_, L_, C_, N_ = views
-    empty = refit_partial_columns(
-        D_, obs_, L_, C_, N_, method=method, lam=lam, beta=beta, shadow_weight=shadow_weight
-    )
+    if refit:
+        empty = refit_partial_columns(
+            D_, obs_, L_, C_, N_, method=method, lam=lam, beta=beta, shadow_weight=shadow_weight
+        )
+    else:
+        empty = np.asarray(obs_.sum(axis=0) == 0)  # what the refit returns: dates seen nowhere
     for x in (L_, C_, N_):
         x[:, empty] = np.nan
 
@@ -420,7 +420,7 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
             thr = np.where(safe, lam / np.where(safe, a, 1.0), np.inf)
         C = np.clip(np.sign(stationary) * np.maximum(np.abs(stationary) - thr, 0.0), 0.0, 1.0)
         C = C.astype(D.dtype, copy=False)
-        L = _atm_lowrank(D, C, L, Y, mu, observed)
+        L = atm_lowrank(D, C, L, Y, mu, observed)
         Z = _where_observed(observed, D - C - (1.0 - C) * L).astype(D.dtype, copy=False)
         Y = Y + mu * Z
         mu = min(mu * _RHO, mu_max)
@@ -435,7 +435,7 @@ def _where_observed(observed: np.ndarray | None, x: np.ndarray) -> np.ndarray:
     return x if observed is None else np.where(observed, x, 0.0)
 
 
-def _atm_lowrank(
+def atm_lowrank(
     D: np.ndarray,
     C: np.ndarray,
     L: np.ndarray,
@@ -443,7 +443,24 @@ def _atm_lowrank(
     mu: float,
     observed: np.ndarray | None,
 ) -> np.ndarray:
-    """Inner Nesterov-accelerated proximal-gradient loop of Alg. 1 for L, then clip to [0, 1]."""
+    """ATM's inner loop (Alg. 1) for L: Nesterov-accelerated proximal-gradient steps from
+    ``L``, then clipped to [0, 1].
+
+    Parameters
+    ----------
+    D, C, L, Y
+        The data, cloud, current ground and dual variable in the solvers' wide layout (dates ×
+        pixels).
+    mu
+        The penalty μ of this outer iteration.
+    observed
+        Boolean, True where observed (None: every entry).
+
+    Returns
+    -------
+    numpy.ndarray
+        The new ground, after at most ``_INNER_MAX_ITER`` steps.
+    """
     w = _where_observed(observed, 1.0 - C).astype(D.dtype, copy=False)
     B = _where_observed(observed, D - C + Y / mu).astype(D.dtype, copy=False)
     theta = theta_prev = 1.0

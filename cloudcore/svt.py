@@ -9,11 +9,13 @@ are at or below τ in every iteration that matters (the golden tests agree to ~1
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from cloudcore._kernels import gram
 
-__all__ = ["svt", "svt_weights"]
+__all__ = ["sum_grams", "svt", "svt_weights"]
 
 
 def svt_weights(gram: np.ndarray, tau: float) -> tuple[np.ndarray, float]:
@@ -60,3 +62,25 @@ def svt(x: np.ndarray, tau: float) -> tuple[np.ndarray, float]:
     """
     weights, nuclear = svt_weights(gram(np.ascontiguousarray(x)), tau)
     return weights.astype(x.dtype, copy=False) @ x, nuclear
+
+
+def sum_grams(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The Gram matrix of a matrix held in blocks of columns, from the blocks' Gram matrices.
+
+    Summed in float64 in the order given, so that a block-wise solve (:mod:`cloudcore.scene`)
+    gets the same bits whichever block answers first.
+
+    Parameters
+    ----------
+    parts
+        The blocks' Gram matrices, each (n × n); none gives a (0, 0) matrix.
+
+    Returns
+    -------
+    numpy.ndarray
+        Their sum, float64.
+    """
+    total = np.zeros_like(parts[0], dtype=np.float64) if parts else np.zeros((0, 0))
+    for g in parts:
+        total += g
+    return total

@@ -1,4 +1,4 @@
-"""The lab: the paper's simulation experiments, re-run (``python -m pipeline experiment|report``).
+"""The lab: the paper's simulation experiments, re-run (``python -m cloudlab experiment|report``).
 
 An experiment simulates cloudy series from a clear image and runs every method × λ (with and
 without the MC post-step) on each, so that the paper's λ study can be repeated and set beside

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,8 +26,8 @@ __all__ = [
 #: ``bundled:NAME`` image references: files shipped in ``pipeline/data``.
 BUNDLED_IMAGES: dict[str, str] = {"tyrol": "tyrol-w1_1k_rgb.tif"}
 
-#: The package's data folder, where the bundled images live.
-_DATA = Path(__file__).parent.parent / "data"
+#: The pipeline's data folder, where the bundled images live (the demo simulates from them too).
+_DATA = Path(str(importlib.resources.files("pipeline"))) / "data"
 
 Method = Literal["aatm", "rpca", "nnrpca", "atm"]
 Baseline = Literal["cloudy", "median"]

@@ -26,10 +26,14 @@ from cloudlab.tables import (
 
 __all__ = ["BEGIN", "END", "write_experiments_md"]
 
-BEGIN = "<!-- BEGIN GENERATED: python -m pipeline report; edit outside this block -->"
+BEGIN = "<!-- BEGIN GENERATED: python -m cloudlab report; edit outside this block -->"
 END = "<!-- END GENERATED -->"
-#: Markers older pages begin their block with (the report was once its own module), still read.
-_OLD_BEGINS = ("<!-- BEGIN GENERATED: python -m pipeline.report; edit outside this block -->",)
+#: Markers older pages begin their block with (the report was once ``python -m pipeline report``,
+#: and before that its own module), still read.
+_OLD_BEGINS = (
+    "<!-- BEGIN GENERATED: python -m pipeline report; edit outside this block -->",
+    "<!-- BEGIN GENERATED: python -m pipeline.report; edit outside this block -->",
+)
 
 
 def write_experiments_md(

@@ -83,8 +83,9 @@ def solve(
     cfg: RealCloudsConfig,
     frame: tuple[int, int],
 ) -> cloudcore.Decomposition:
-    """A series matrix solved as the pipeline solves a tile (:func:`pipeline.solve.tile.solve_matrix`)
-    with the entry's method, λ rule and refinement and the experiment's ``solver`` settings.
+    """A series matrix solved as the pipeline solves a tile
+    (:func:`pipeline.solve.tile.solve_matrix`) with the entry's method, λ rule and refinement and
+    the experiment's ``solver`` settings.
 
     Parameters
     ----------

@@ -27,7 +27,7 @@ __all__ = [
 
 Baseline = Literal["temporal-median", "nearest-clear", "clear-median"]
 
-#: The experiment kinds that ``python -m pipeline experiment`` runs.
+#: The experiment kinds that ``python -m cloudlab experiment`` runs.
 KINDS = ("simulation", "real-clouds")
 
 

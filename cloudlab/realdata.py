@@ -1,6 +1,6 @@
-"""Real cloudy series with a reference cloud mask, as bundled in ``pipeline/data/real-clouds``.
+"""Real cloudy series with a reference cloud mask, as bundled in ``cloudlab/data/real-clouds``.
 
-The bundled series (provenance in ``pipeline/data/SOURCES.md``) is 105 Landsat 5 TM and
+The bundled series (provenance in ``cloudlab/data/SOURCES.md``) is 105 Landsat 5 TM and
 Landsat 7 ETM+ surface-reflectance scenes of a 61 × 61 px (30 m) forest site in Colorado,
 path 035 row 032, April 2008 to May 2013: red, NIR and SWIR1 (TM/ETM+ bands 3, 4, 5) stored as
 int16 reflectance × 10000 (−9999 no data; Landsat 7's SLC-off stripes are no data), and the
@@ -34,7 +34,7 @@ __all__ = [
     "resolve_series",
 ]
 
-#: ``bundled:NAME`` series references: files under ``pipeline/data/real-clouds``.
+#: ``bundled:NAME`` series references: files under ``cloudlab/data/real-clouds``.
 BUNDLED_SERIES: dict[str, str] = {"p035r032": "p035r032-landsat.npz"}
 
 #: Stored value of reflectance 1 (surface reflectance × 10000).
@@ -45,7 +45,7 @@ REFLECTANCE_SCALE = 10000.0
 CLEAR, CLOUD, SHADOW, SNOW, NODATA = 0, 2, 3, 4, 255
 
 _STORED_NODATA = -9999
-_DATA = Path(__file__).parent.parent / "data" / "real-clouds"
+_DATA = Path(__file__).parent / "data" / "real-clouds"
 #: Fmask code -> reference code (Fmask: 0 land, 1 water, 2 shadow, 3 snow, 4 cloud, 255 fill).
 _FMASK = {0: CLEAR, 1: CLEAR, 2: SHADOW, 3: SNOW, 4: CLOUD, 255: NODATA}
 

@@ -31,6 +31,7 @@ __all__ = [
     "TrialResult",
     "TrialSpec",
     "lambda_grid",
+    "read_image",
     "run_trial",
     "trial_seed",
     "trials_of",
@@ -201,8 +202,19 @@ class _Series:
 
 
 @functools.lru_cache(maxsize=4)
-def _read_image(path: str) -> np.ndarray:
-    """Channel-last pixels of an image file; cached per worker process (trials reuse it)."""
+def read_image(path: str) -> np.ndarray:
+    """Channel-last pixels of an image file; cached per worker process (trials reuse it).
+
+    Parameters
+    ----------
+    path
+        Any image rasterio reads (a georeference is not needed).
+
+    Returns
+    -------
+    numpy.ndarray
+        The pixels as stored: (rows, cols, bands), or (rows, cols) for one band.
+    """
     import rasterio
     from rasterio.errors import NotGeoreferencedWarning
 
@@ -239,7 +251,7 @@ def run_trial(trial: TrialSpec, cfg: ExperimentConfig, *, threads: int | None = 
     from cloudcore.simulate import paper_case
 
     started = time.perf_counter()
-    image = _read_image(str(resolve_image(trial.image, cfg.base_dir)))
+    image = read_image(str(resolve_image(trial.image, cfg.base_dir)))
     rng = np.random.default_rng(trial.seed)
     sim = paper_case(
         image, trial.n, size=cfg.size, style=cfg.cloud_style, rng=rng, max_dn=cfg.max_dn

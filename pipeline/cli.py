@@ -1,10 +1,11 @@
-"""Command line of the pipeline: every subcommand, and the only argument parser.
+"""Command line of the pipeline: every subcommand, its parser, and the exit codes.
 
 ``python -m pipeline run CONFIG`` (the main job), ``plan CONFIG`` (which tiles a run would compute:
 new / done / stale), ``status CONFIG`` (progress of a running or stopped run, and what is
-published), ``batch ARCHIVE_CONFIG`` (reprocess an archive), ``experiment CONFIG`` (the paper's
-simulation trials, or scores on real clouds for a ``kind: real-clouds`` config), ``report``
-(tables and figures of experiment runs), ``simulate OUT_DIR`` (GF-4-like test data).
+published), ``batch ARCHIVE_CONFIG`` (reprocess an archive), ``simulate OUT_DIR`` (GF-4-like
+test data). The evaluation (the paper's experiments, real-cloud scores, their reports) is
+``python -m cloudlab``, outside the product; it reuses :func:`common_options` and
+:func:`execute`, so that both commands share their options and exit codes.
 
 Exit codes: 0 success; 1 internal error (traceback with ``--debug``); 2 a :class:`PipelineError`
 the user can fix (bad configuration or input, unreachable cluster), printed as one line
@@ -24,13 +25,30 @@ from typing import Any
 
 from pipeline.errors import PipelineError
 
-__all__ = ["main"]
+__all__ = [
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_TILES_FAILED",
+    "EXIT_USER",
+    "common_options",
+    "execute",
+    "main",
+]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USER, EXIT_TILES_FAILED = 0, 1, 2, 3
 
 
-def _parser() -> argparse.ArgumentParser:
-    # The global options are accepted before and after the subcommand (``run C --debug``);
+def common_options() -> argparse.ArgumentParser:
+    """The global options ``--debug`` and ``-q``, as a parent parser.
+
+    Give it as ``parents`` to the program's parser and to each subcommand's, so that the
+    options are accepted before and after the subcommand (``run C --debug``).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        A parser without ``-h``, for ``parents=[...]``.
+    """
     # SUPPRESS keeps a subcommand's unset default from overwriting one given before it.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -46,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="log warnings and errors only",
     )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = common_options()
     parser = argparse.ArgumentParser(
         prog="python -m pipeline",
         description="Remove clouds and haze from GF-4 image time series on Dask.",
@@ -77,8 +100,6 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--dry-run", action="store_true", help="scan and group, process nothing")
     batch.add_argument("--force", action="store_true", help="reprocess every series")
 
-    _add_lab_commands(add)
-
     sim = add("simulate", help="write a simulated GF-4-like product series")
     sim.add_argument("out_dir", type=Path)
     sim.add_argument("--dates", type=int, default=7, help="number of dates (default 7)")
@@ -98,39 +119,6 @@ def _parser() -> argparse.ArgumentParser:
         help="cloud simulation (default moving)",
     )
     return parser
-
-
-def _add_lab_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
-    """The ``experiment`` and ``report`` subcommands (the paper's simulation study)."""
-    experiment = add(
-        "experiment",
-        help="randomised simulation trials over a λ grid (the paper's λ and MC study), or, "
-        "for a `kind: real-clouds` config, scores on real clouds with a reference mask",
-    )
-    experiment.add_argument(
-        "config", type=Path, help="YAML experiment config (configs/experiment-*)"
-    )
-    experiment.add_argument(
-        "--out", type=Path, default=None, help="output dir (default: the config's `output`)"
-    )
-    experiment.add_argument("--no-report", action="store_true", help="write only the CSV tables")
-
-    report = add(
-        "report", help="rewrite an experiment run's tables and figures, or docs/EXPERIMENTS.md"
-    )
-    report.add_argument(
-        "--run",
-        type=Path,
-        action="append",
-        default=[],
-        help="rewrite tables.md and figures of this experiment run directory (repeatable)",
-    )
-    report.add_argument("--doc", type=Path, help="EXPERIMENTS.md to regenerate")
-    report.add_argument("--grid", type=Path, help="output dir of the λ-grid run")
-    report.add_argument("--bestlambda", type=Path, help="output dir of the best-λ run")
-    report.add_argument("--figures", type=Path, help="folder for the document's figures")
-    report.add_argument("--grid-command", action="append", default=[])
-    report.add_argument("--bestlambda-command", action="append", default=[])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -197,57 +185,6 @@ def _batch(args: argparse.Namespace) -> int:
     return EXIT_TILES_FAILED
 
 
-def _experiment(args: argparse.Namespace) -> int:
-    from cloudlab import experiment_kind, load_experiment_config, run_experiment
-
-    if experiment_kind(args.config) == "real-clouds":
-        return _real_clouds(args)
-    cfg = load_experiment_config(args.config)
-    logging.getLogger("cloudlab").info("experiment configuration:\n%s", cfg.to_yaml())
-    result = run_experiment(cfg, output=args.out, report=not args.no_report)
-    print(
-        f"{result.trials} trials, {result.rows} rows in {result.seconds:.1f} s -> {result.output}"
-    )
-    if result.ok:
-        return EXIT_OK
-    for key, message in sorted(result.failures.items()):
-        print(f"error: trial {key} failed: {message}", file=sys.stderr)
-    return EXIT_TILES_FAILED
-
-
-def _real_clouds(args: argparse.Namespace) -> int:
-    """``experiment`` of a ``kind: real-clouds`` config (docs/REAL-CLOUDS.md)."""
-    from cloudlab import load_real_clouds_config, run_real_clouds
-
-    cfg = load_real_clouds_config(args.config)
-    logging.getLogger("cloudlab").info("real-clouds configuration:\n%s", cfg.to_yaml())
-    result = run_real_clouds(cfg, output=args.out, report=not args.no_report)
-    print(
-        f"{result.pairs} pairs, {result.solves} solves in {result.seconds:.1f} s -> {result.output}"
-    )
-    if result.mask_note:
-        print(f"note: {result.mask_note}")
-    return EXIT_OK
-
-
-def _report(args: argparse.Namespace) -> int:
-    from cloudlab import write_experiments_md, write_report
-
-    for run in args.run:
-        print(write_report(run, title=run.name))
-    if args.doc:
-        doc = write_experiments_md(
-            args.doc,
-            grid_run=args.grid,
-            bestlambda_run=args.bestlambda,
-            figures=args.figures,
-            grid_commands=args.grid_command,
-            bestlambda_commands=args.bestlambda_command,
-        )
-        print(doc)
-    return EXIT_OK
-
-
 def _simulate(args: argparse.Namespace) -> int:
     from pipeline.inputs.synthetic import make_gf4_series
 
@@ -271,8 +208,6 @@ _COMMANDS = {
     "plan": _plan,
     "status": _status,
     "batch": _batch,
-    "experiment": _experiment,
-    "report": _report,
     "simulate": _simulate,
 }
 
@@ -300,6 +235,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 success, 1 internal error, 2 user-fixable error, 3 some tiles (or series) failed.
     """
     args = _parser().parse_args(argv)
+    return execute(_COMMANDS[args.command], args)
+
+
+def execute(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run one subcommand as a command line does: logging set up, errors turned into exit codes.
+
+    Parameters
+    ----------
+    command
+        The subcommand, taking the parsed arguments and returning its exit code.
+    args
+        The parsed arguments, with the options of :func:`common_options`.
+
+    Returns
+    -------
+    int
+        ``command``'s code; 2 after a :class:`~pipeline.errors.PipelineError` (printed as one
+        line ``error: …``), 130 when interrupted, 1 after any other exception.
+    """
     debug = getattr(args, "debug", False)
     logging.basicConfig(
         level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
@@ -307,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _quiet_distributed()
     try:
-        return _COMMANDS[args.command](args)
+        return command(args)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER

@@ -161,7 +161,6 @@ def test_modules_are_small() -> None:
     long = {
         name: n
         for name, path in _modules().items()
-        if not name.startswith("cloudlab")
-        and (n := len(path.read_text().splitlines())) > 500
+        if not name.startswith("cloudlab") and (n := len(path.read_text().splitlines())) > 500
     }
     assert not long, long

@@ -36,6 +36,7 @@ __all__ = [
     "RASTER_SCHEMA",
     "ZARR_MEDIA_TYPE",
     "build_item",
+    "item_properties",
     "publish_catalog",
 ]
 
@@ -94,8 +95,19 @@ def _lam_rule(lam: Any) -> str:
     return f"fixed {lam}"
 
 
-def _properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The Item properties: time span, platform, and the ``cloudremoval:*`` provenance."""
+def item_properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Item properties: time span, platform, and the ``cloudremoval:*`` provenance.
+
+    Parameters
+    ----------
+    manifest
+        A series' manifest (``MANIFEST.json``), its ``run`` holding the run's settings.
+
+    Returns
+    -------
+    dict
+        The properties of the series' STAC Item.
+    """
     solver = manifest["run"]["solver"]
     return {
         "start_datetime": manifest["start"],
@@ -238,7 +250,7 @@ def build_item(series_dir: Path, manifest: Mapping[str, Any]) -> pystac.Item:
         geometry={"type": "Polygon", "coordinates": [ring]},
         bbox=bbox,
         datetime=None,
-        properties=_properties(manifest),
+        properties=item_properties(manifest),
     )
     item.common_metadata.start_datetime = datetime.fromisoformat(manifest["start"])
     item.common_metadata.end_datetime = datetime.fromisoformat(manifest["end"])

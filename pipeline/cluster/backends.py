@@ -50,7 +50,7 @@ from pipeline.errors import ConfigError
 #: * ZARR_ASYNC__CONCURRENCY: how many chunks one Zarr read or write encodes, decodes and moves
 #:   at once (Zarr's default 10). A worker per core already keeps every core busy, so more
 #:   codec threads than that only preempt the other workers' solves. With 1, a 2560² run on
-#:   two workers (4 runs alternated, ``benchmarks/pipeline.py --sizes 2560 --scopes tile``)
+#:   two workers (4 runs alternated, ``benchmarks/pipeline_run.py --sizes 2560 --scopes tile``)
 #:   took 97.3 and 99.1 s against 99.6 and 100.9 s, 183.9 and 188.1 CPU s against 188.1 and
 #:   190.3, and its solving threads were preempted 24-39 % less often. On storage with long
 #:   latencies (an object store, a busy parallel file system) a higher value may pay: set it.
@@ -69,8 +69,8 @@ WORKER_ENV = {
 #: On an idle 2-worker local cluster (``python benchmarks/idle_cluster.py``, Dask's defaults
 #: against these, alternated) all its processes together used 7.9-8.8 % of a core with Dask's
 #: defaults, 1.2 % with these (3.5-3.9 % with the first three alone); on two cores that is CPU
-#: the solver gets back, though in a run the timers' share is smaller than idle (README,
-#: "Performance").
+#: the solver gets back, though in a run the timers' share is smaller than idle
+#: (docs/PERFORMANCE.md).
 #:
 #: * the workers' statistical profiler samples every thread's stack 100 times a second; it
 #:   only feeds the dashboard's Profile page (task stream, progress and memory stay);

@@ -4,9 +4,10 @@ and preemptions; the difference of two readings is what it did in between.
 A task's process-wide usage goes into the run's time budget (:func:`pipeline.cluster.client.
 _call`: a worker runs one task at a time, so its process's usage is the task's, the codec
 threads it starts included). A tile's solve records its own thread's
-(:func:`pipeline.solve.tile.solve_tile`), and the benchmark reads the same for the bare reference, so
-that the solve's extra cost inside the pipeline can be split: the kernel's (memory the solve
-touches afresh) against the user-space part (caches shared with the other work of the machine).
+(:func:`pipeline.solve.tile.solve_tile`), and the benchmark reads the same for the bare
+reference, so that the solve's extra cost inside the pipeline can be split: the kernel's
+(memory the solve touches afresh) against the user-space part (caches shared with the other
+work of the machine).
 """
 
 from __future__ import annotations

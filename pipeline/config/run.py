@@ -16,6 +16,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from cloudcore.catalog import (
+    MASK_CLOUD,
+    MASK_HAZE,
+    MASK_RADIUS,
+    MASK_SHADOW,
+    METHODS,
+    SCENE_METHODS,
+    SHADOW_WEIGHT,
+    Method,
+)
 from pipeline.config.base import ConfigSection
 from pipeline.config.cluster import ClusterSpec
 
@@ -117,12 +127,11 @@ class MaskConfig(ConfigSection):
     """The cloud / haze / shadow mask (``mask``): thresholds in units of the scene's anomaly
     scale σ and the opening radius in pixels (:class:`cloudcore.MaskRule`)."""
 
-    # cloudcore.MaskRule's defaults (a test holds them equal; not imported: the config is read
-    # where numba is not needed).
-    cloud: float = Field(default=6.0, gt=0)
-    haze: float = Field(default=4.0, gt=0)
-    shadow: float = Field(default=3.0, gt=0)
-    radius: int = Field(default=1, ge=0, le=16)
+    # cloudcore.MaskRule's defaults, from cloudcore.catalog (which imports no numba).
+    cloud: float = Field(default=MASK_CLOUD, gt=0)
+    haze: float = Field(default=MASK_HAZE, gt=0)
+    shadow: float = Field(default=MASK_SHADOW, gt=0)
+    radius: int = Field(default=MASK_RADIUS, ge=0, le=16)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere: a setting of the mask pass, which writes the clear layer with it. Off by
     # default: measured on real clouds it raises r under the clouds (0.135 → 0.164; the mask
@@ -166,7 +175,7 @@ class TilingConfig(ConfigSection):
     """Tile size and halo overlap in target-grid pixels (``tiling``)."""
 
     # 1024² tiles (~100 per GF-4 PMS band) with a 128 px halo: tiles much larger than clouds keep
-    # the per-tile fits close to a whole-scene fit (README "Tiling and seams" has the figures).
+    # the per-tile fits close to a whole-scene fit (docs/SOLVERS.md has the figures).
     tile_size: int = Field(default=1024, ge=16)
     overlap: int = Field(default=128, ge=0)
 
@@ -199,11 +208,9 @@ class ScopeTraits:
 #: actors (cloudcore.scene): not ATM, whose inner loop takes many SVTs per iteration, and no
 #: refinement, which is per tile.
 SCOPE_TRAITS = {
-    "tile": ScopeTraits(
-        methods=("aatm", "aatm-shadow", "rpca", "nnrpca", "atm"), refines=True, named_in_ids=False
-    ),
+    "tile": ScopeTraits(methods=METHODS, refines=True, named_in_ids=False),
     "scene": ScopeTraits(
-        methods=("aatm", "aatm-shadow", "rpca", "nnrpca"),
+        methods=SCENE_METHODS,
         refines=False,
         why_not_method=" (its inner loop takes many SVTs per iteration)",
     ),
@@ -217,15 +224,15 @@ class SolverConfig(ConfigSection):
     # the default"): on the bundled Landsat series it predicts cloud- and shadow-covered pixels
     # with r 0.13 against 0.31 for the temporal median and 0.35 for aATM with λ̂*. On the paper's
     # simulation (static ground, shadowless semi-transparent clouds) aATM with λ̂* and no
-    # refinement stays the better choice: r 0.067 against 0.19 (README "Choosing λ").
-    method: Literal["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"] = "rpca"
+    # refinement stays the better choice: r 0.067 against 0.19 (docs/SOLVERS.md).
+    method: Method = "rpca"
     lam: Literal["auto", "star"] | float = "auto"
     # The masked re-solve (cloudcore.refine). None: on in tile scope, off in scene scope (the
     # distributed solver has no refinement).
     refine: bool | None = None
     beta: float = Field(default=1.0, gt=0)
     # κ of aatm-shadow: the shadow layer's ℓ1 weight relative to the cloud's.
-    shadow_weight: float = Field(default=4.0, gt=0)  # cloudcore.solvers.SHADOW_WEIGHT
+    shadow_weight: float = Field(default=SHADOW_WEIGHT, gt=0)
     tol: float = Field(default=1e-7, gt=0)
     max_iter: int = Field(default=1000, ge=1)
     dtype: Literal["float32", "float64"] = "float32"

@@ -148,9 +148,9 @@ class TileGrid:
         """Rows per chunk of the cube: every row-fused write starts on a multiple of it.
 
         The row task writes each core's interior rows, the seam task the ``2·overlap`` rows
-        around a core border (:mod:`pipeline.solve.rowblend`); those row ranges start on multiples of
-        ``gcd(tile_size, overlap)``, so chunks of that height (``overlap`` when the core is a
-        multiple of it: 128 at 1024 + 128) have exactly one writer each.
+        around a core border (:mod:`pipeline.solve.rowblend`); those row ranges start on
+        multiples of ``gcd(tile_size, overlap)``, so chunks of that height (``overlap`` when the
+        core is a multiple of it: 128 at 1024 + 128) have exactly one writer each.
         """
         return math.gcd(self.tile_size, self.overlap) if self.overlap else self.tile_size
 

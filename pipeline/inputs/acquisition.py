@@ -53,8 +53,8 @@ class Acquisition:
     footprint
         GF-4 corner (lon, lat) pairs: top-left, top-right, bottom-right, bottom-left; or None.
     gsd
-        ``ImageGSD`` in metres (GF-4), or None. Used by :func:`pipeline.grid.target.derive_grid` as the
-        default resolution.
+        ``ImageGSD`` in metres (GF-4), or None. Used by
+        :func:`pipeline.grid.target.derive_grid` as the default resolution.
     dtype_max
         The largest value the file's data type holds (65535 for uint16).
     valid_bits

@@ -29,7 +29,7 @@ from pipeline.ids import file_signature
 from pipeline.inputs.acquisition import Acquisition
 from pipeline.store.durable import read_json, write_json
 
-__all__ = ["DN_RULES", "bits_max", "check_dn_args", "observed_max", "scaled_series"]
+__all__ = ["DN_RULES", "bits_max", "check_dn_args", "observed_max", "scaled_series", "strip_max"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,21 @@ def check_dn_args(max_dn: float | None, dn_rule: str) -> None:
         )
 
 
-def _strip_max(data: np.ndarray, nodata: float | None) -> float:
-    """Largest valid value of a strip, -inf when it has none."""
+def strip_max(data: np.ndarray, nodata: float | None) -> float:
+    """Largest valid value of a strip of a file, -inf when it has none.
+
+    Parameters
+    ----------
+    data
+        The values read, any shape; integer DN or floats (NaN is never valid).
+    nodata
+        The file's no-data value, or None.
+
+    Returns
+    -------
+    float
+        The largest value that is neither ``nodata`` nor NaN.
+    """
     if data.dtype.kind != "f":
         # The plain maximum is the valid one unless it is the no-data value itself: 4× faster
         # than masking (0.13 s vs 0.55 s for 160 MB of uint16 here), and L1A fill is DN 0.
@@ -86,7 +99,7 @@ def _read_max(path: Path, nodata: float | None) -> float:
         rows = max(1, (64 * 2**20) // max(1, src.width * src.count * 8))
         for row in range(0, src.height, rows):
             win = rasterio.windows.Window(0, row, src.width, min(rows, src.height - row))
-            best = max(best, _strip_max(src.read(window=win), nodata))
+            best = max(best, strip_max(src.read(window=win), nodata))
     return best
 
 

@@ -11,7 +11,7 @@ COGs are written; each reads the tiles' records from the row markers when it sta
   it per tile: one σ per band and scene, so the mask has no seams at tile borders);
 * ``provenance`` (time, band, y, x) uint8: 1 where the output is the observation, 0 where it is
   modelled (filled from the low-rank ground), 255 where the output is NaN (no data)
-  (:func:`provenance_codes`). Only with ``output.keep_clear`` does the mask pass write it: the
+  (:func:`provenance_codes`). Only with ``mask.keep_clear`` does the mask pass write it: the
   ``clear`` layer then takes the observation wherever the mask says clear and the band
   observed the pixel (provenance 1), elsewhere it stays the modelled ground. Otherwise
   ``clear`` is final when the band is blended, and each band's COG task, which reads it
@@ -306,7 +306,7 @@ def _scores(
 
 def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
     """The provenance of ``clear`` values (any shape): :data:`OBSERVED` where ``kept`` (the
-    observations kept, ``output.keep_clear``), :data:`FILLED` elsewhere, ``NODATA`` where the
+    observations kept, ``mask.keep_clear``), :data:`FILLED` elsewhere, ``NODATA`` where the
     value is NaN."""
     provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
     if kept is not None:

@@ -24,7 +24,16 @@ from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.store.previews import PreviewSpec, assemble, keep_band
 
-__all__ = ["write_cogs", "write_diagnostics", "write_mask_cogs", "write_quicklooks"]
+__all__ = [
+    "encode_clear",
+    "scratch_profile",
+    "write_cog_files",
+    "write_cogs",
+    "write_cogs_safely",
+    "write_diagnostics",
+    "write_mask_cogs",
+    "write_quicklooks",
+]
 
 
 def write_diagnostics(records: Sequence[Mapping[str, Any]], csv_path: Path, cube: Path) -> None:
@@ -97,10 +106,11 @@ def write_cogs(
         for ``provenance`` and ``preview``.
     provenance
         Write the band's ``provenance`` layer of the cube from the clear values
-        (:func:`pipeline.outputs.mask_layer.provenance_codes`; without ``output.keep_clear``, where the mask
-        pass leaves ``clear`` as it is), durably before returning.
+        (:func:`pipeline.outputs.mask_layer.provenance_codes`; without ``mask.keep_clear``,
+        where the mask pass leaves ``clear`` as it is), durably before returning.
     preview
-        Keep the clear values' quicklook samples of each core (:func:`pipeline.store.previews.keep_band`).
+        Keep the clear values' quicklook samples of each core
+        (:func:`pipeline.store.previews.keep_band`).
 
     Returns
     -------
@@ -110,7 +120,7 @@ def write_cogs(
     import zarr
 
     src = zarr.open_array(store=str(cube), path="clear", mode="r")
-    profile = _profile(grid, dtype, 0 if dtype == "uint16" else float("nan"))
+    profile = scratch_profile(grid, dtype, 0 if dtype == "uint16" else float("nan"))
     meaning = None
     if calibration != "dn":
         stored = physical_scale / (max_dn if dtype == "uint16" else 1.0)
@@ -144,9 +154,9 @@ def write_cogs(
         prefetch_files(files)
 
     def encode(frame: np.ndarray) -> np.ndarray:
-        return _encode(frame, dtype, max_dn)
+        return encode_clear(frame, dtype, max_dn)
 
-    _write_safely(dsts, profile, read, encode, block, "AVERAGE", meaning, ahead=ahead)
+    write_cogs_safely(dsts, profile, read, encode, block, "AVERAGE", meaning, ahead=ahead)
     if target is not None:
         files = chunk_files(
             cube,
@@ -173,17 +183,32 @@ def write_mask_cogs(cube: Path, dsts: Sequence[Path], *, grid: Any, block: int) 
     import zarr
 
     src = zarr.open_array(store=str(cube), path=MASK, mode="r")
-    profile = _profile(grid, "uint8", 255)
+    profile = scratch_profile(grid, "uint8", 255)
 
     def read(rows: slice, cols: slice) -> np.ndarray:
         return np.asarray(src[:, rows, cols])
 
-    _write_safely(dsts, profile, read, lambda frame: frame, block, "MODE", None)
+    write_cogs_safely(dsts, profile, read, lambda frame: frame, block, "MODE", None)
     return [str(d) for d in dsts]
 
 
-def _profile(grid: Any, dtype: str, nodata: float) -> dict[str, Any]:
-    """The scratch GeoTIFF profile of a single-band product on ``grid``."""
+def scratch_profile(grid: Any, dtype: str, nodata: float) -> dict[str, Any]:
+    """The scratch GeoTIFF profile of a single-band product on ``grid``.
+
+    Parameters
+    ----------
+    grid
+        The target grid (CRS, transform, size).
+    dtype
+        The stored data type (``"uint16"``, ``"float32"``, ``"uint8"``).
+    nodata
+        The no-data value.
+
+    Returns
+    -------
+    dict
+        Creation options of a tiled (256²) GeoTIFF for :func:`rasterio.open`.
+    """
     return {
         "driver": "GTiff",
         "width": grid.width,
@@ -202,7 +227,7 @@ def _profile(grid: Any, dtype: str, nodata: float) -> dict[str, Any]:
 Reader = Callable[[slice, slice], np.ndarray]
 
 
-def _write_safely(
+def write_cogs_safely(
     dsts: Sequence[Path],
     profile: Mapping[str, Any],
     read: Reader,
@@ -213,15 +238,28 @@ def _write_safely(
     *,
     ahead: Callable[[slice, slice], None] | None = None,
 ) -> None:
-    """:func:`_write_cog_files` under temporary names that are removed whatever happens; a
-    full or read-only disk becomes the user's one-line error."""
+    """:func:`write_cog_files` under temporary names that are removed whatever happens; a
+    full or read-only disk becomes the user's one-line error.
+
+    Parameters
+    ----------
+    dsts
+        One COG per date; the temporary files are hidden names beside each.
+    profile, read, encode, block, overviews, meaning, ahead
+        As in :func:`write_cog_files`.
+
+    Raises
+    ------
+    pipeline.store.durable.OutputError
+        The disk is full or not writable; no file is left behind.
+    """
     tag = uuid.uuid4().hex[:8]
     scratch = [d.with_name(f".{d.stem}.{tag}.scratch.tif") for d in dsts]
     partial = [d.with_name(f".{d.stem}.{tag}.partial.tif") for d in dsts]
     for d in dsts:
         d.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _write_cog_files(
+        write_cog_files(
             read, encode, scratch, partial, dsts, profile, block, overviews, meaning, ahead=ahead
         )
     except Exception as exc:
@@ -235,7 +273,7 @@ def _write_safely(
             leftover.unlink(missing_ok=True)
 
 
-def _write_cog_files(
+def write_cog_files(
     read: Reader,
     encode: Callable[[np.ndarray], np.ndarray],
     scratch: Sequence[Path],
@@ -250,9 +288,27 @@ def _write_cog_files(
 ) -> None:
     """The GDAL part of :func:`write_cogs`: tiled GeoTIFFs, then COGs renamed into place.
 
-    ``ahead`` (rows, cols), if given, is told each block before it is read, the next one while
-    this one is encoded (:func:`pipeline.store.cube.read_ahead`): it can start that block's
-    reads from disk.
+    Parameters
+    ----------
+    read
+        ``read(rows, cols)``: the (time, rows, cols) values of a block, one frame per COG.
+    encode
+        Turns one frame's block into the stored values (:func:`encode_clear`).
+    scratch, partial, dsts
+        Per date: the tiled GeoTIFF written first, the COG written from it, and the name the
+        COG is renamed to.
+    profile
+        The scratch GeoTIFFs' profile (:func:`scratch_profile`).
+    block
+        Edge of the blocks read at a time.
+    overviews
+        GDAL resampling of the COG's overviews (``"AVERAGE"``, or ``"MODE"`` for codes).
+    meaning
+        (calibration, units, scale) set as the band's tag, unit and scale, or None for DN.
+    ahead
+        If given, told each block (rows, cols) before it is read, the next one while this one
+        is encoded (:func:`pipeline.store.cube.read_ahead`): it can start that block's reads
+        from disk.
     """
     import rasterio
     import rasterio.shutil
@@ -319,7 +375,24 @@ COG_GDAL_CONFIG = {"ZSTD_LEVEL_OVERVIEW": "1"}
 COG_THREADS = 2
 
 
-def _encode(clear: np.ndarray, dtype: str, max_dn: float) -> np.ndarray:
+def encode_clear(clear: np.ndarray, dtype: str, max_dn: float) -> np.ndarray:
+    """The stored values of clear ground in a COG of ``dtype``.
+
+    Parameters
+    ----------
+    clear
+        float32 clear values in [0, 1], NaN where there is no data.
+    dtype
+        ``"uint16"``: ``round(clip(clear, 0, 1) · max_dn)`` with 0 reserved as no data (a value
+        that would round to 0 is stored as 1); ``"float32"``: the values as they are.
+    max_dn
+        The DN of 1.0 for ``uint16``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint16 or float32 of ``clear``'s shape.
+    """
     if dtype == "float32":
         return clear.astype(np.float32)
     # In place on one float32 copy: the same values as round(clip(clear, 0, 1) · max_dn),

@@ -35,7 +35,7 @@ import numpy as np
 
 from pipeline.grid.tiling import Tile, TileGrid, Window, feather_ramps
 
-__all__ = ["RowBlock", "boundary_window", "mix_boundary", "row_blocks"]
+__all__ = ["RowBlock", "boundary_window", "mix", "mix_boundary", "row_blocks"]
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,22 @@ class RowBlock:
         return [layer[:, rows, cols] for layer in self.layers]
 
 
-def _mix(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+def mix(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Σ w·x / Σ w over the two pieces with a finite value; NaN where neither has one.
 
-    Each piece is (values, weights): float32 values whose last two axes are (rows, cols), and
-    weights broadcastable to (rows, cols). One pass of a compiled kernel
-    (:func:`pipeline.solve._feather.mix_pair`), the same bits as the NumPy expression it replaced.
+    One pass of a compiled kernel (:func:`pipeline.solve._feather.mix_pair`), the same bits as
+    the NumPy expression it replaced.
+
+    Parameters
+    ----------
+    first, second
+        Each piece as (values, weights): float32 values whose last two axes are (rows, cols),
+        and weights broadcastable to (rows, cols).
+
+    Returns
+    -------
+    numpy.ndarray
+        The blend, float32, of the values' shape.
     """
     from pipeline.solve._feather import mix_pair
 
@@ -174,7 +184,7 @@ def _blend_core_columns(
             for p in (current, other)
         ]
         layers = [
-            _mix((own, weights[0]), (theirs, weights[1]))
+            mix((own, weights[0]), (theirs, weights[1]))
             for own, theirs in zip(
                 current.columns(start, stop), other.columns(start, stop), strict=True
             )
@@ -213,4 +223,4 @@ def mix_boundary(
         wy, _ = feather_ramps(tile, grid)
         r0 = window.row_off - tile.halo.row_off
         pieces.append((values, wy[r0 : r0 + window.height, None]))
-    return _mix(*pieces)
+    return mix(*pieces)

@@ -21,7 +21,7 @@ from the start, so a killed run loses at most the band in flight.
 Memory per worker: its share of the band's pixels × dates ×
 :func:`cloudcore.scene.bytes_per_entry` (25 bytes in float32), plus one tile of reading and
 writing buffers. A full GF-4 PMS band (10240² px × 7 dates) holds 18.4 GB of state in float32,
-spread over the workers (README "Tile scope or scene scope").
+spread over the workers (docs/SCOPES.md).
 """
 
 from __future__ import annotations

@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 
 #: The least share of a tile's pixels (those observed on at least one date) that a date must
 #: be observed on to stay in the tile's matrix: 30 %. Measured by
-#: ``benchmarks/footprints.py sweep`` (768² tiles of tyrol-w1, 7 dates, 3 seeds; README, "No
-#: invented pixels"): the refitted fill of the unseen part of a date observed on a share f of
+#: ``benchmarks/footprints.py sweep`` (768² tiles of tyrol-w1, 7 dates, 3 seeds;
+#: docs/FOOTPRINTS.md): the refitted fill of the unseen part of a date observed on a share f of
 #: the tile was within 5 % of the truth's mean at f = 0.33 and 0.5, off by up to 7 % at
 #: f = 0.2, 9 % at 0.1 and 13 % at 0.02 (the ALM alone gives 1.4·f of it: 46 % at f = 0.33).
 MIN_DATE_FRACTION = 0.3

@@ -28,7 +28,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pipeline.config import SolverConfig
 
-__all__ = ["KernelWarmup", "warm_kernels"]
+__all__ = ["LOCK_PATH", "KernelWarmup", "machine_lock", "warm_kernels"]
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,14 @@ LOCK_PATH = Path(tempfile.gettempdir()) / "cloudremoval-kernels.lock"
 
 
 @contextlib.contextmanager
-def _machine_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (POSIX ``flock``; no lock where there is none)."""
+def machine_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (POSIX ``flock``; no lock where there is none).
+
+    Parameters
+    ----------
+    path
+        The lock file (created if missing); one per machine, :data:`LOCK_PATH`.
+    """
     try:
         import fcntl
     except ImportError:  # not POSIX: compile side by side, as without the lock
@@ -74,7 +80,7 @@ def warm_kernels(solver: SolverConfig) -> float:
     mask = np.ones(D.shape, dtype=bool)
     mask[:1024, 1] = False
     brief = solver.model_copy(update={"max_iter": 3})  # loading the kernels is all it is for
-    with _machine_lock(LOCK_PATH):
+    with machine_lock(LOCK_PATH):
         solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
     return time.perf_counter() - started

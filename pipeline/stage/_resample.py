@@ -9,7 +9,7 @@ coordinate convention (source pixel centres at +0.5) and its no-data rules:
   to their sum (within half a pixel of the image edge this is the edge pixel).
 
 The source coordinate of each destination pixel is interpolated bilinearly between lattice nodes
-where the exact transformation was evaluated (:func:`pipeline.stage.warp` places them on the target
+where the exact transformation was evaluated (:mod:`pipeline.stage.rpc_lattice` places them on the
 grid, so the result does not depend on how the grid is cut into windows). All bands share one
 validity (NaN in the first band means no data), so the weights are computed once per pixel.
 """

@@ -37,7 +37,7 @@ def compressors() -> tuple[Any, ...]:
     wrote 3-4x faster than Zarr's default Zstd and still stored less (ratio 1.35 against
     1.16). Every stage reads and writes the scene several times, so this is run time.
     Byte shuffle rather than bit shuffle: on the chunks of one band of a solved 2560² scene
-    (``python benchmarks/codecs.py RUN_DIR``: the input and the four layers, one thread) it
+    (``python benchmarks/cube_codecs.py RUN_DIR``: the input and the four layers, one thread) it
     encoded 1.6x and decoded 1.6x faster and stored less overall (ratio 2.13 against 2.05; the
     clear layer and the input a little more, 1.37 against 1.43, the cloud and shadow layers
     less).

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudcore.catalog import LAYERS, SHADOW_LAYER, layers, writes_haze
+
 __all__ = [
     "COMPONENTS",
     "INPUT_OBSERVED",
@@ -39,9 +41,9 @@ __all__ = [
 
 #: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
 #: cloud, haze, and with the shadow model (``solver.method: aatm-shadow``) or the refinement
-#: (``solver.refine``) shadow.
-COMPONENTS = ("clear", "cloud", "haze")
-_ALL_SOLVED = (*COMPONENTS, "shadow")
+#: (``solver.refine``) shadow (:func:`cloudcore.catalog.layers`).
+COMPONENTS = LAYERS
+_ALL_SOLVED = (*COMPONENTS, SHADOW_LAYER)
 #: The per-acquisition mask (time, y, x) uint8 and the per-band provenance (time, band, y, x)
 #: uint8 of the cube (pipeline.outputs.mask_layer).
 MASK, PROVENANCE = "mask", "provenance"
@@ -56,20 +58,14 @@ STAGED = (INPUT_OBSERVED, INPUT_SEEN)
 
 
 def components(method: str, refine: bool = False) -> tuple[str, ...]:
-    """The solved layers a run of ``method`` writes: :data:`COMPONENTS`, plus ``shadow`` for
-    the shadow model and for a refined solve (:func:`cloudcore.refine` splits its residual into
-    cloud above the ground and shadow below it)."""
-    # cloudcore.SHADOW_METHODS, spelt out: this module is read where numba is not imported
-    # (a test holds the two equal).
-    return _ALL_SOLVED if refine or method == "aatm-shadow" else COMPONENTS
+    """The solved layers a run of ``method`` writes (:func:`cloudcore.catalog.layers`)."""
+    return layers(method, refine)
 
 
 def haze_observed(method: str, refine: bool = False) -> bool:
-    """Whether a run of ``method`` can write a non-zero haze on an observed entry: only the
-    methods with a haze layer, unrefined. The others leave N at 0 (the refinement rewrites
-    it as 0, NaN on pixels observed on no date), so the mask reads no haze for them."""
-    # cloudcore.HAZE_METHODS, spelt out like SHADOW_METHODS above (a test holds them equal).
-    return method in ("aatm", "aatm-shadow") and not refine
+    """Whether a run of ``method`` can write a non-zero haze on an observed entry, so that the
+    mask reads haze from it (:func:`cloudcore.catalog.writes_haze`)."""
+    return writes_haze(method, refine)
 
 
 def solved_layers(count: int) -> tuple[str, ...]:

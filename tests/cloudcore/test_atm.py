@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from cloudcore import decompose, recovery_error
-from cloudcore._problem import prepare, spectral_norm
-from cloudcore.solvers import _atm_lowrank, initial_state
+from cloudcore.solvers import atm_lowrank, initial_state
 from cloudcore.svt import svt
 
 
@@ -17,15 +16,14 @@ def _inner_objective(D, C, L, Y, mu):
 
 
 def test_inner_loop_lowers_the_objective(case_64x7):
-    problem = prepare(case_64x7.D, None)
-    D = problem.D
-    Y, mu = initial_state(D, 1 / np.sqrt(D.shape[1]), spectral_norm(D))
+    D = np.ascontiguousarray(case_64x7.D.T)  # the solvers' wide layout: dates × pixels
+    Y, mu = initial_state(D, 1 / np.sqrt(D.shape[1]), float(np.linalg.norm(D, 2)))
     rng = np.random.default_rng(0)
     C = np.clip(rng.random(D.shape) - 0.8, 0, 1)  # a plausible sparse cloud layer
     L0 = np.clip(D - C, 0, 1)
     observed = np.ones(D.shape, dtype=bool)
     for scale in (1.0, 10.0, 100.0):
-        L1 = _atm_lowrank(D, C, L0, Y, mu * scale, observed)
+        L1 = atm_lowrank(D, C, L0, Y, mu * scale, observed)
         assert _inner_objective(D, C, L1, Y, mu * scale) < _inner_objective(D, C, L0, Y, mu * scale)
         assert L1.min() >= 0 and L1.max() <= 1  # feasibility projection
 

@@ -8,6 +8,8 @@ import numpy as np
 import psutil
 import pytest
 
+# An internal helper of the solvers (cloudcore._memory, private to the package), imported by the
+# module's path: what it promises (no resident pages until written) shows in no public result.
 from cloudcore._memory import lazy_zeros_like
 
 

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+# The mask's and the refinement's morphology (cloudcore._morphology, private to the package) is
+# held to scipy.ndimage on its own, by the module's path: through the public mask a wrong
+# border would show only where a cloud touches the edge.
 from cloudcore._morphology import dilate, erode, opening
 
 

@@ -45,6 +45,22 @@ def test_simulator_names_load_on_first_use():
     )
 
 
+def test_import_does_not_load_numba():
+    run_python("import cloudcore, sys; assert 'numba' not in sys.modules")
+
+
+def test_functions_named_like_their_modules_stay_the_functions():
+    # complete and refine share their modules' names; importing the modules first (as the
+    # pipeline may) must not turn cloudcore.refine into a module.
+    run_python(
+        "import cloudcore.complete, cloudcore.refine, cloudcore\n"
+        "from cloudcore import complete, refine\n"
+        "from cloudcore.refine import refine as f\n"
+        "from cloudcore.complete import complete as g\n"
+        "assert refine is cloudcore.refine is f and complete is cloudcore.complete is g\n"
+    )
+
+
 def test_every_public_name_resolves():
     for name in cloudcore.__all__:
         assert getattr(cloudcore, name) is not None

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cloudcore
-import cloudcore.solvers
+import cloudcore.refit
 from cloudcore.simulate import SimulatedSeries, paper_case
 
 SHORT = 3  # the date whose footprint ends early
@@ -32,14 +32,7 @@ def footprint_case(tyrol_rgb: np.ndarray) -> tuple[SimulatedSeries, np.ndarray, 
 
 def _solve(D: np.ndarray, M: np.ndarray, *, refit: bool = True) -> cloudcore.Decomposition:
     lam = cloudcore.lambda_star(D.shape[0], D.shape[1])
-    if refit:
-        return cloudcore.decompose(D, "aatm", lam=lam, mask=M)
-    debias = cloudcore.solvers._debias
-    cloudcore.solvers._debias = lambda *args, **kwargs: None
-    try:
-        return cloudcore.decompose(D, "aatm", lam=lam, mask=M)
-    finally:
-        cloudcore.solvers._debias = debias
+    return cloudcore.decompose(D, "aatm", lam=lam, mask=M, refit=refit)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +108,7 @@ def test_strided_rows_are_every_sth_observed_row(block: int, most: int) -> None:
         count = int(observed.sum())
         step = max(-(-count // most), 1)
         expected = np.flatnonzero(observed)[::step]
-        got = cloudcore.refit._strided_rows(observed, most, block)
+        got = cloudcore.refit.strided_rows(observed, most, block)
         assert got.size <= most
         assert np.array_equal(got, expected)
 
@@ -147,7 +140,7 @@ def test_set_column_in_place_matches_the_split_on_observed_entries(method, dtype
     column[:3] = 1.0
     low, cloud, haze = (np.full(d, 9.0, dtype) for _ in range(3))
     basis, coef = column[:, None], np.ones(1)  # basis @ coef = column, exactly
-    cloudcore.refit._set_column(
+    cloudcore.refit.set_column(
         basis, coef, data, observed, low, cloud, haze, method, 0.02, 1.5, 0.7, np.empty((3, d))
     )
     c, n = _split_on_observed(

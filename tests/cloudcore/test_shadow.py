@@ -7,6 +7,16 @@ import pytest
 
 import cloudcore
 from cloudcore.simulate import SimulatedSeries
+from cloudcore.solvers import FLOAT32_TOL_FLOOR
+from tests.cloudcore.tolerances import sum_bound
+
+
+def _constraint_bound(D: np.ndarray, tol: float, dtype: type) -> float:
+    """How far L + C − S + N may be from D on an observed entry of a converged solve: the
+    solve stopped at ‖Z‖_F < tol·‖D‖_F, which bounds every |Z_ij|, and the test's own sum of
+    four layers (each below 1 in magnitude) rounds by at most γ_4·4. A refitted date is
+    re-split from its residual, so the constraint holds there to that rounding too."""
+    return tol * float(np.linalg.norm(D)) + sum_bound(4, dtype) * 4
 
 
 def _with_shadows(case: SimulatedSeries, depth: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
@@ -27,7 +37,9 @@ def test_shadows_go_to_s_and_the_split_holds(case_64x7: SimulatedSeries) -> None
     assert res.S is not None and res.S.shape == D.shape
     assert res.S.min() >= 0 and res.S.max() <= 1 and res.C.min() >= 0
     assert not ((res.C > 0) & (res.S > 0)).any()  # C = E⁺, S = E⁻
-    np.testing.assert_allclose(res.L + res.C - res.S + res.N, D, atol=1e-5)
+    # 9.8e-6 here (measured 3.3e-7)
+    bound = _constraint_bound(D, 1e-7, np.float64)
+    np.testing.assert_allclose(res.L + res.C - res.S + res.N, D, rtol=0, atol=bound)
     # The shadow is taken by S, and leaves the ground where aATM keeps most of it.
     darkening = 0.6 * case_64x7.truth.ravel()[where]
     assert res.S[where, 2].mean() > 0.4 * darkening.mean()  # measured: 49 % (κ = 4)
@@ -60,6 +72,8 @@ def test_masked_shadow_model_refits_partly_observed_dates(case_64x7: SimulatedSe
     assert res.S is not None and np.isfinite(res.L).all()
     assert (res.S[~mask] == 0).all() and (res.C[~mask] == 0).all()
     seen = mask
+    # float32 stops at FLOAT32_TOL_FLOOR: 9.6e-5 here (measured 4.1e-6)
+    bound = _constraint_bound(D[seen], FLOAT32_TOL_FLOOR, np.float32)
     np.testing.assert_allclose(
-        (res.L + res.C - res.S + res.N)[seen], D.astype(np.float32)[seen], atol=1e-4
+        (res.L + res.C - res.S + res.N)[seen], D.astype(np.float32)[seen], rtol=0, atol=bound
     )

@@ -24,7 +24,7 @@ from cloudlab import (
     trial_seed,
     trials_of,
 )
-from pipeline.cli import main
+from cloudlab.cli import main
 from pipeline.errors import ConfigError
 
 # Small enough for a 2-core CI box: 32² pixels, 3 dates, 2 repeats, 3 λ, 2 methods ± MC.
@@ -136,7 +136,7 @@ def test_config_file_paths_are_relative_to_the_file(tmp_path: Path) -> None:
 
 
 def test_committed_configs_validate() -> None:
-    root = Path(__file__).resolve().parents[3] / "configs"
+    root = Path(__file__).resolve().parents[2] / "configs"
     for name in ("paper", "reduced", "bestlambda", "bestlambda-reduced"):
         cfg = load_experiment_config(root / f"experiment-{name}.yaml")
         assert cfg.images == ("bundled:tyrol",)
@@ -176,7 +176,7 @@ def test_cli_runs_the_trials_and_names_the_failed_ones(
 
 def test_run_trial_rows_and_baselines(tmp_path: Path) -> None:
     from cloudcore.simulate import paper_case
-    from cloudlab.trials import _read_image
+    from cloudlab.trials import read_image
 
     cfg = _config(tmp_path, TINY)
     trial = trials_of(cfg)[0]
@@ -188,7 +188,7 @@ def test_run_trial_rows_and_baselines(tmp_path: Path) -> None:
     assert rows[rows.method == "aatm"].mc.sum() == 3
     # The trial's series can be re-simulated from its seed alone.
     sim = paper_case(
-        _read_image(str(resolve_image("bundled:tyrol"))),
+        read_image(str(resolve_image("bundled:tyrol"))),
         3,
         size=32,
         rng=np.random.default_rng(trial.seed),

@@ -18,6 +18,7 @@ from cloudlab import (
     load_real_clouds_config,
     load_real_series,
 )
+from cloudlab.cli import main
 from cloudlab.realdata import (
     BUNDLED_SERIES,
     CLEAR,
@@ -37,10 +38,9 @@ from cloudlab.realpaste import (
     without_source,
 )
 from cloudlab.realscores import Agreement, agreement, agreement_per_date, relative_error
-from pipeline.cli import main
 from pipeline.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 # --------------------------------------------------------------------------------------------
 # The bundled data
@@ -70,10 +70,10 @@ def test_bundled_series_shape_dates_and_codes() -> None:
 
 
 def test_sources_name_the_bundled_series() -> None:
-    sources = (ROOT / "pipeline" / "data" / "SOURCES.md").read_text(encoding="utf-8")
+    sources = (ROOT / "cloudlab" / "data" / "SOURCES.md").read_text(encoding="utf-8")
     for name in BUNDLED_SERIES.values():
         assert name in sources
-        assert (ROOT / "pipeline" / "data" / "real-clouds" / name).stat().st_size < 3_000_000
+        assert (ROOT / "cloudlab" / "data" / "real-clouds" / name).stat().st_size < 3_000_000
     assert "benmack/eo-box" in sources and "MIT" in sources
 
 

@@ -21,7 +21,7 @@ from cloudlab import (
     write_report,
     zones,
 )
-from pipeline.cli import main
+from cloudlab.cli import main
 
 D = 64 * 64
 
@@ -173,11 +173,11 @@ def test_report_files_and_experiments_md(tmp_path: Path) -> None:
         doc,
         grid_run=run,
         bestlambda_run=run,
-        grid_commands=["python -m pipeline experiment x.yaml"],
+        grid_commands=["python -m cloudlab experiment x.yaml"],
     )
     out = doc.read_text(encoding="utf-8")
     assert out.startswith("# Experiments\n\nHand intro.") and out.endswith("Hand discussion.\n")
-    assert "OLD-GENERATED-TEXT" not in out and "python -m pipeline experiment x.yaml" in out
+    assert "OLD-GENERATED-TEXT" not in out and "python -m cloudlab experiment x.yaml" in out
     assert "aATM against RPCA" in out and "Best λ against n" in out
     assert (doc.parent / "figures" / "grid-r-img-n7.png").is_file()
     assert "](figures/grid-r-img-n7.png)" in out
@@ -186,21 +186,24 @@ def test_report_files_and_experiments_md(tmp_path: Path) -> None:
         doc,
         grid_run=run,
         bestlambda_run=run,
-        grid_commands=["python -m pipeline experiment x.yaml"],
+        grid_commands=["python -m cloudlab experiment x.yaml"],
     )
     assert doc.read_text(encoding="utf-8") == out
 
 
-def test_experiments_md_with_the_old_marker_keeps_its_hand_written_text(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["python -m pipeline report", "python -m pipeline.report"])
+def test_experiments_md_with_an_old_marker_keeps_its_hand_written_text(
+    tmp_path: Path, command: str
+) -> None:
     run = tmp_path / "run"
     synthetic_run(run)
     doc = tmp_path / "EXPERIMENTS.md"
-    old_begin = "<!-- BEGIN GENERATED: python -m pipeline.report; edit outside this block -->"
+    old_begin = f"<!-- BEGIN GENERATED: {command}; edit outside this block -->"
     doc.write_text(f"Intro.\n\n{old_begin}\nOLD\n{END}\n\nDiscussion.\n", encoding="utf-8")
     write_experiments_md(doc, grid_run=run)
     out = doc.read_text(encoding="utf-8")
     assert out.startswith(f"Intro.\n\n{BEGIN}\n") and out.endswith(f"{END}\n\nDiscussion.\n")
-    assert "OLD" not in out and old_begin not in out and "python -m pipeline report" in BEGIN
+    assert "OLD" not in out and old_begin not in out and "python -m cloudlab report" in BEGIN
 
 
 def test_cli_report_rewrites_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

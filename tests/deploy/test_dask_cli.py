@@ -14,7 +14,7 @@ from distributed import Client
 
 from pipeline.inputs.synthetic import make_gf4_series
 from tests.pipeline.processes import dask_cli_cluster
-from tests.pipeline.test_faults import cli, write_config
+from tests.pipeline.runs import cli, write_config
 
 
 def test_run_on_a_scheduler_started_with_the_dask_cli(tmp_path: Path) -> None:

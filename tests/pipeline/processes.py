@@ -3,6 +3,7 @@ of failures (shared by test_backends, test_faults, test_scene and tests/deploy/t
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -33,6 +34,23 @@ def start_scheduler(port: int, logs: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def start_worker(address: str, logs: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
+    """One ``dask worker`` process with one thread and no nanny, connected to ``address``, with
+    ``env`` added to its environment; its output in ``logs/NAME.log``."""
+    # --no-nanny: the worker is this very process, so kill -9 of its pid is a lost worker.
+    with open(logs / f"{name}.log", "wb") as log:
+        return subprocess.Popen(
+            [
+                *(DASK, "worker", address, "--host", "127.0.0.1", "--nthreads", "1"),
+                *("--no-nanny", "--no-dashboard", "--name", name),
+                *("--local-directory", str(logs / name)),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+
+
 def wait_for_workers(
     address: str, n: int, procs: Sequence[subprocess.Popen[bytes]], timeout: float = 60
 ) -> None:
@@ -58,6 +76,13 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=5)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc`` (SIGKILL) unless it has exited, and reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=15)
 
 
 @contextmanager

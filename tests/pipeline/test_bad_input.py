@@ -23,7 +23,7 @@ import zarr
 from pipeline.cli import main
 from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
 from tests.pipeline.processes import free_port
-from tests.pipeline.test_faults import config_dict, published, write_config
+from tests.pipeline.runs import config_dict, published, write_config
 
 
 @pytest.fixture(scope="module")

@@ -126,19 +126,21 @@ def test_typos_are_found_in_optional_sections_and_empty_keys_mean_defaults() -> 
     assert cfg.cluster.jobqueue is not None and cfg.cluster.jobqueue.queue is None
 
 
-def test_mask_and_shadow_defaults_are_cloudcores() -> None:
-    # The config repeats them (it is read where numba is not imported): they must not drift.
+def test_mask_shadow_and_layers_are_cloudcores() -> None:
+    # The config and the layout read cloudcore.catalog (no numba); the catalog's own content is
+    # checked in tests/cloudcore/test_catalog.py.
     import cloudcore
+    from cloudcore import catalog
     from cloudcore.solvers import SHADOW_WEIGHT
     from pipeline.config import MaskConfig, SolverConfig
+    from pipeline.store.layout import COMPONENTS, components, haze_observed
 
     assert MaskConfig().rule() == cloudcore.MaskRule()
     assert SolverConfig().shadow_weight == SHADOW_WEIGHT
-    from pipeline.store.layout import components
-
+    assert COMPONENTS == catalog.LAYERS
     assert all(
-        len(components(m)) == (4 if m in cloudcore.SHADOW_METHODS else 3) for m in cloudcore.METHODS
+        components(m, r) == catalog.layers(m, r)
+        and haze_observed(m, r) == catalog.writes_haze(m, r)
+        for m in catalog.METHODS
+        for r in (False, True)
     )
-    # A refined solve writes its residual below the ground as the shadow layer, whatever first.
-    assert all(components(m, True)[-1] == "shadow" for m in cloudcore.METHODS)
-    assert components("rpca", False) == ("clear", "cloud", "haze")

@@ -10,7 +10,7 @@ import rasterio
 from rasterio.transform import Affine
 
 from pipeline.outputs import products
-from pipeline.outputs.products import _encode, _write_cog_files
+from pipeline.outputs.products import encode_clear, write_cog_files
 
 
 def test_uint16_is_rounded_dn_with_zero_kept_for_nodata() -> None:
@@ -18,14 +18,14 @@ def test_uint16_is_rounded_dn_with_zero_kept_for_nodata() -> None:
         [[np.nan, np.inf, -np.inf, -0.5, 0.0, 0.0004, 0.25, 0.75, 0.5, 1.0, 1.7]], np.float32
     )
     # max_dn 2: 0.25 → 0.5 and 0.75 → 1.5 round half to even (0 → 1, since 0 is no data; 2).
-    dn = _encode(clear, "uint16", 2.0)
+    dn = encode_clear(clear, "uint16", 2.0)
     assert dn.dtype == np.uint16
     assert dn.tolist() == [[0, 0, 0, 1, 1, 1, 1, 2, 1, 2, 2]]
     # The same rule at GF-4's 10 bits, against the formula.
     values = np.random.default_rng(0).uniform(-0.1, 1.1, (3, 64, 64)).astype(np.float32)
     expected = np.clip(np.rint(np.clip(values, 0, 1) * np.float32(1023)), 1, 1023)
-    assert np.array_equal(_encode(values, "uint16", 1023.0), expected.astype(np.uint16))
-    assert np.array_equal(_encode(values, "float32", 1023.0), values)  # stored as it is
+    assert np.array_equal(encode_clear(values, "uint16", 1023.0), expected.astype(np.uint16))
+    assert np.array_equal(encode_clear(values, "float32", 1023.0), values)  # stored as it is
 
 
 @pytest.mark.parametrize(("dtype", "overviews"), [("uint16", "AVERAGE"), ("uint8", "MODE")])
@@ -56,7 +56,7 @@ def test_cog_config_changes_time_not_bytes(
 
     def cog(name: str) -> bytes:
         dst = tmp_path / f"{name}.tif"
-        _write_cog_files(
+        write_cog_files(
             lambda rows, cols: image[None, rows, cols],
             lambda frame: frame,
             [tmp_path / f"{name}.scratch.tif"],
@@ -83,7 +83,7 @@ import numpy as np
 from pathlib import Path
 from affine import Affine
 from pipeline.grid.target import TargetGrid
-from pipeline.outputs.products import _profile, _write_safely
+from pipeline.outputs.products import scratch_profile, write_cogs_safely
 from pipeline.store.durable import OutputError
 
 out = Path(sys.argv[1])
@@ -93,8 +93,8 @@ def read(rows, cols):
     return rng.integers(1, 60000, (2, rows.stop - rows.start, cols.stop - cols.start), np.uint16)
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
 try:
-    _write_safely([out / "a.tif", out / "b.tif"], _profile(grid, "uint16", 0), read,
-                  lambda frame: frame, 512, "AVERAGE", None)
+    write_cogs_safely([out / "a.tif", out / "b.tif"], scratch_profile(grid, "uint16", 0), read,
+                      lambda frame: frame, 512, "AVERAGE", None)
 except OutputError as exc:
     print("OutputError:", exc)
 """
@@ -160,11 +160,11 @@ def test_the_next_block_s_chunks_are_asked_for_before_they_are_read(
     assert count == len(band) > 15 and not unasked
     for t, dst in enumerate(dsts):
         with rasterio.open(dst) as cog:
-            assert np.array_equal(cog.read(1), _encode(clear[t, 1], "uint16", 1023.0))
+            assert np.array_equal(cog.read(1), encode_clear(clear[t, 1], "uint16", 1023.0))
 
 
 def test_a_band_s_cogs_write_its_provenance_and_quicklook_samples(tmp_path: Path) -> None:
-    """Without ``output.keep_clear`` the band's COG task writes the band's provenance from the
+    """Without ``mask.keep_clear`` the band's COG task writes the band's provenance from the
     clear values it reads (filled, or no data where NaN), durably, and keeps their quicklook
     samples; it touches no other band."""
     from datetime import datetime

@@ -17,7 +17,7 @@ from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
 from pipeline.solve.rows import RowJob, solve_row, strip_ids
 from pipeline.store.durable import durable_store, publish_dir
-from tests.pipeline.test_faults import (
+from tests.pipeline.runs import (
     N_BANDS,
     N_TILES,
     PUBLISHED,

@@ -110,7 +110,7 @@ def _awkward(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 def test_the_compiled_mix_gives_the_numpy_blend_bit_for_bit() -> None:
     """Overlapping columns (strided views, one weight per column, one of them 0) and a seam
     (4-D strips, one weight per row): the same float32 bits, NaN where neither is finite."""
-    from pipeline.solve.rowblend import _mix
+    from pipeline.solve.rowblend import mix
 
     rng = np.random.default_rng(7)
     left, right = _awkward(rng, (N, 40, 96)), _awkward(rng, (N, 40, 96))
@@ -125,7 +125,7 @@ def test_the_compiled_mix_gives_the_numpy_blend_bit_for_bit() -> None:
     ]
     for first, second in cases:
         expected = _numpy_mix([first, second])
-        got = _mix(first, second)
+        got = mix(first, second)
         assert got.dtype == np.float32 and got.shape == expected.shape
         assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
     assert np.isnan(got).any() and np.isfinite(got).any()  # both branches were taken

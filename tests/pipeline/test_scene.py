@@ -2,8 +2,9 @@
 
 Real runs on a real LocalCluster and on a ``dask scheduler`` with ``dask worker`` processes,
 real Zarr stores and GeoTIFFs. The cube must equal ``cloudcore.decompose`` of each whole band
-(staged in ``input.zarr``) to 1e-5 with the same iteration count, whatever runs it; a run killed
-with ``kill -9`` resumes band by band.
+(staged in ``input.zarr``), entry by entry to the bound of ``tests/cloudcore/tolerances.py``,
+with the same iteration count, whatever runs it; a run killed with ``kill -9`` resumes band by
+band.
 """
 
 from __future__ import annotations
@@ -28,10 +29,17 @@ from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
 from pipeline.solve.scene_scope import partition
+from tests.cloudcore.tolerances import scene_bound
 from tests.pipeline.processes import dask_cli_cluster
-from tests.pipeline.runs import assert_identical, cli, outputs, published, write_config
-from tests.pipeline.runs import markers as _markers
-from tests.pipeline.runs import run_and_kill as _run_and_kill
+from tests.pipeline.runs import (
+    assert_identical,
+    cli,
+    markers,
+    outputs,
+    published,
+    run_and_kill,
+    write_config,
+)
 
 SIZE, TILE, N_DATES, N_BANDS = 96, 32, 5, 5
 N_TILES = (SIZE // TILE) ** 2
@@ -73,7 +81,7 @@ def local_run(series: SimulatedProducts, tmp_path_factory: pytest.TempPathFactor
 
 
 def _band_markers(out: Path) -> list[str]:
-    return [k for k in _markers(out) if BAND_MARKER.fullmatch(k)]
+    return [k for k in markers(out) if BAND_MARKER.fullmatch(k)]
 
 
 def test_scope_is_tile_by_default_and_checked(tmp_path: Path) -> None:
@@ -84,7 +92,9 @@ def test_scope_is_tile_by_default_and_checked(tmp_path: Path) -> None:
     message = str(bad.value)
     assert "\n" not in message
     assert "solver.scope" in message and "'tile' or 'scene'" in message
-    with pytest.raises(ConfigError, match="scope 'scene' solves aatm, aatm-shadow, rpca or nnrpca, not atm"):
+    with pytest.raises(
+        ConfigError, match="scope 'scene' solves aatm, aatm-shadow, rpca or nnrpca, not atm"
+    ):
         parse({**base, "solver": {"scope": "scene", "method": "atm"}}, Config)
     with pytest.raises(ConfigError, match=r"solver\.refine is done per tile"):
         parse({**base, "solver": {"scope": "scene", "refine": True}}, Config)
@@ -123,8 +133,12 @@ def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
             got = np.asarray(array[:, b]).reshape(n, -1).T
             assert np.array_equal(np.isnan(got), np.isnan(expected))
             m = ~np.isnan(expected)
-            err = np.linalg.norm(got[m] - expected[m]) / np.linalg.norm(expected[m])
-            assert err <= 1e-5, (name, b, err)
+            # In units of D, to the iterations' float32 rounding plus the refit's resolution
+            # (tests/cloudcore/tolerances.py); the same bound holds the RMS difference.
+            bound = scene_bound(ref.iterations, h * w, np.float32)
+            err = float(np.abs(got[m] - expected[m]).max())
+            rms = float(np.linalg.norm(got[m] - expected[m])) / np.sqrt(m.sum())
+            assert err <= bound and rms <= bound, (name, b, err, rms, bound)
     marker = json.loads(next((local_run / "work" / "done").glob("blended-B1-*.json")).read_text())
     assert marker["scope"] == "scene" and marker["shards"] == 2
     assert marker["iterations"] == int(table[table.band == "B1"].iterations.iloc[0])
@@ -172,10 +186,10 @@ def test_failed_band_is_listed_and_only_it_is_redone(
     assert published(out) == []
     assert len(_band_markers(out)) == N_BANDS - 1
     monkeypatch.delenv("CLOUDREMOVAL_FAIL_TILES")
-    before = _markers(out)
+    before = markers(out)
     fixed = run(cfg)
     assert fixed.ok and (fixed.solved, fixed.solve_skipped) == (N_TILES, N_TILES * (N_BANDS - 1))
-    assert {k: v for k, v in _markers(out).items() if k in before} == before
+    assert {k: v for k, v in markers(out).items() if k in before} == before
     assert_identical(outputs(out), outputs(local_run))
 
 
@@ -186,10 +200,10 @@ def test_kill9_mid_band_resumes_at_band_level(
     cfg = write_config(tmp_path / "c.yaml", _config(out, series.paths))
     # CLOUDREMOVAL_TASK_DELAY (0.25 s per tile as a shard loads it) makes each band take over
     # a second, so the kill lands after two bands and before the last.
-    _run_and_kill(cfg, out, lambda: len(_band_markers(out)) >= 2, "2 bands solved")
+    run_and_kill(cfg, out, lambda: len(_band_markers(out)) >= 2, "2 bands solved")
     done = _band_markers(out)
     assert 2 <= len(done) < N_BANDS and published(out) == []
-    before = _markers(out)
+    before = markers(out)
     final = cli(cfg, "run")
     assert final.returncode == 0, final.stderr
     counts = re.search(r"solved (\d+) \(skipped (\d+)\)", final.stdout)
@@ -197,5 +211,5 @@ def test_kill9_mid_band_resumes_at_band_level(
     # The bands done before the kill are skipped; the one in flight is redone whole.
     assert int(counts.group(2)) == N_TILES * len(done)
     assert int(counts.group(1)) == N_TILES * (N_BANDS - len(done))
-    assert {k: v for k, v in _markers(out).items() if k in before} == before
+    assert {k: v for k, v in markers(out).items() if k in before} == before
     assert_identical(outputs(out), outputs(local_run))

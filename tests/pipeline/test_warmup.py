@@ -21,7 +21,7 @@ def test_the_lock_makes_warmups_take_turns(tmp_path):
     overlap = threading.Event()
 
     def hold() -> None:
-        with warmup._machine_lock(lock):
+        with warmup.machine_lock(lock):
             inside.append(1)
             if len(inside) > 1:
                 overlap.set()

@@ -19,7 +19,8 @@ from pipeline.inputs import Acquisition
 from pipeline.inputs.geotiff import discover_geotiffs
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts
-from pipeline.stage.warp import read_window, source_window
+from pipeline.stage.source import source_window
+from pipeline.stage.warp import read_window
 from tests.pipeline.truth import truth_on
 
 
@@ -273,7 +274,7 @@ def test_geotiff_series(geotiff_series: SimulatedProducts) -> None:
 def _exact(monkeypatch: pytest.MonkeyPatch, acq: Acquisition, grid: TargetGrid) -> np.ndarray:
     """The same read through GDAL's exact per-pixel RPC transformer instead of the lattice."""
     with monkeypatch.context() as patch:
-        patch.setattr("pipeline.stage.warp._lattice_applies", lambda *args: False)
+        patch.setattr("pipeline.stage.warp.lattice_applies", lambda *args: False)
         return read_window(acq, grid, _full(grid))
 
 

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from pipeline.inputs.synthetic import make_gf4_series
-from tests.pipeline.test_faults import ROW_MARKER, assert_identical, cli, outputs, write_config
+from tests.pipeline.runs import ROW_MARKER, assert_identical, cli, outputs, write_config
 
 pytestmark = pytest.mark.slurm
 

@@ -73,7 +73,8 @@ def test_one_item_per_series_with_assets(published: tuple[Path, BatchSummary]) -
         cogs = [k for k in data if item.assets[k].media_type == pystac.MediaType.COG]
         assert len(cogs) == (5 + 1) * n  # 5 bands and the mask
         masks = [k for k in cogs if k.endswith("_mask")]
-        assert len(masks) == n and all(item.assets[k].title.startswith("cloud") for k in masks)
+        titles = [item.assets[k].title or "" for k in masks]
+        assert len(masks) == n and all(title.startswith("cloud") for title in titles)
         assert all(item.assets[k].extra_fields["bands"][0]["nodata"] == 255 for k in masks)
         assert item.assets["cube"].media_type == ZARR_MEDIA_TYPE
         overviews = [k for k, a in item.assets.items() if a.roles == ["overview"]]
@@ -237,7 +238,7 @@ def test_self_contained_and_atomic_rewrite(published: tuple[Path, BatchSummary])
 
 
 def test_refined_property_reads_the_manifest_solver() -> None:
-    from pipeline.batch.stac import _properties
+    from pipeline.batch.stac import item_properties
 
     manifest = {
         "start": "2020-06-01T00:00:00Z",
@@ -251,7 +252,7 @@ def test_refined_property_reads_the_manifest_solver() -> None:
     }
 
     def refined(solver: dict[str, object]) -> object:
-        return _properties({**manifest, "run": {"solver": solver}})["cloudremoval:refined"]
+        return item_properties({**manifest, "run": {"solver": solver}})["cloudremoval:refined"]
 
     assert refined({"method": "rpca", "lam": "auto", "refine": None}) is True  # tile scope
     assert refined({"method": "rpca", "lam": "auto", "refine": None, "scope": "scene"}) is False

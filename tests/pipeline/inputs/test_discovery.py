@@ -113,7 +113,7 @@ def test_dn_arguments(gf4_products: SimulatedProducts, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"inputs\.max_dn"):
         discover_gf4(paths, extract_dir=tmp_path, max_dn=-1)
     with pytest.raises(ConfigError, match=r"inputs\.dn_rule"):
-        discover_gf4(paths, extract_dir=tmp_path, dn_rule="log")  # type: ignore[arg-type]
+        discover_gf4(paths, extract_dir=tmp_path, dn_rule="log")
 
 
 def test_check_series_errors(gf4_products: SimulatedProducts, tmp_path: Path) -> None:

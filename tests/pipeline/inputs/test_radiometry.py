@@ -21,9 +21,9 @@ from pipeline.inputs import Acquisition
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.gf4_product import BEIJING
 from pipeline.inputs.radiometry import earth_sun_distance, esun, sun_position
-from pipeline.inputs.scaling import _strip_max
+from pipeline.inputs.scaling import strip_max
 from pipeline.inputs.synthetic import SimulatedProducts
-from pipeline.stage.warp import _scaled
+from pipeline.stage.values import scaled_values
 
 # Facts from real GF-4 metadata (PMS XML of three products): CenterTime as written, the
 # footprint centre (mean of the four corners) and the XML's SolarZenith / SolarAzimuth.
@@ -123,7 +123,7 @@ def _calibrated(
     )
     dn = np.array([[[1, 512], [1023, 0]]] * 5, dtype=np.uint16)  # 0 is fill
     dn[1, 0, :] += 7
-    values = _scaled(dn, acqs[date], [1, 2, 3, 4, 5])
+    values = scaled_values(dn, acqs[date], [1, 2, 3, 4, 5])
     assert values is not None
     return acqs[date], dn, values
 
@@ -188,9 +188,9 @@ def test_calibration_errors_are_one_line(gf4_products: SimulatedProducts, tmp_pa
     ],
 )
 def test_strip_max_skips_no_data(values: list[int], nodata: float | None, expected: float) -> None:
-    assert _strip_max(np.array([values], dtype=np.uint16), nodata) == expected
+    assert strip_max(np.array([values], dtype=np.uint16), nodata) == expected
     floats = np.array([[*values, np.nan]], dtype=np.float32)
-    assert _strip_max(floats, nodata) == expected
+    assert strip_max(floats, nodata) == expected
 
 
 # Scans the GeoTIFFs given on the command line the way `inputs.dn_rule: auto` does, with the

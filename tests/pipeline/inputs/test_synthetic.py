@@ -143,12 +143,12 @@ def test_geotiff_series_layout(geotiff_series: SimulatedProducts) -> None:
 def test_full_size_frames_use_an_accurate_ground_lattice() -> None:
     # Frames above 2048 px interpolate the image → ground mapping between lattice nodes; the
     # positions it gives must map back through the RPC to their own pixel.
-    from pipeline.inputs.synthetic import _EXACT_GROUND_MAX, _ground_rows
-    from pipeline.inputs.synthetic_rpc import make_rpc
+    from pipeline.inputs.synthetic.rpc import make_rpc
+    from pipeline.inputs.synthetic.sampling import EXACT_GROUND_MAX, ground_rows
 
-    size = 4 * _EXACT_GROUND_MAX
+    size = 4 * EXACT_GROUND_MAX
     rpc = make_rpc(size, 50.0, 116.4, 39.9, (2.0, -1.5), float(np.radians(8.1)))
-    lon, lat = _ground_rows(rpc, size, 1001, 1013)  # rows between lattice nodes
+    lon, lat = ground_rows(rpc, size, 1001, 1013)  # rows between lattice nodes
     rows, cols = np.mgrid[1001:1013, 0:size].astype(float)
     back_rows, back_cols = rpc.image(lon, lat)
     assert lon.shape == (12, size)

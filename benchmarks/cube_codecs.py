@@ -8,9 +8,9 @@ from one run. This is the measurement behind :func:`pipeline.store.cube.compress
 
 Usage::
 
-    python benchmarks/codecs.py RUN_DIR [--band 1] [--row-off 1024] [--rows 1024] [--cols 2048]
+    python benchmarks/cube_codecs.py RUN_DIR [--band 1] [--row-off 1024] [--rows 1024] [--cols 2048]
 
-``RUN_DIR`` is a run's ``output.path`` (e.g. one ``benchmarks/pipeline.py`` wrote).
+``RUN_DIR`` is a run's ``output.path`` (e.g. one ``benchmarks/pipeline_run.py`` wrote).
 """
 
 from __future__ import annotations

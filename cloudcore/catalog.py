@@ -1,0 +1,99 @@
+"""What cloudcore offers, in one place that imports nothing: its methods, the layers each writes
+and the mask's defaults.
+
+The solvers (:mod:`cloudcore.solvers`, :mod:`cloudcore.scene`), the mask (:mod:`cloudcore.masks`)
+and the pipeline's configuration and output layout all read these names from here. This module
+imports no numba and no numpy, so that reading a run's configuration or laying out its output
+folder does not pay for compiling a solver (``import cloudcore.catalog`` loads only this file
+and the package's lazy ``__init__``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "HAZE_METHODS",
+    "LAYERS",
+    "MASK_CLOUD",
+    "MASK_HAZE",
+    "MASK_RADIUS",
+    "MASK_SHADOW",
+    "METHODS",
+    "SCENE_METHODS",
+    "SHADOW_LAYER",
+    "SHADOW_METHODS",
+    "SHADOW_WEIGHT",
+    "Method",
+    "layers",
+    "writes_haze",
+]
+
+#: A decomposition method of :func:`cloudcore.decompose` (the type a configuration validates).
+Method = Literal["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"]
+#: Every method, in the order the documentation lists them.
+METHODS: tuple[str, ...] = get_args(Method)
+#: Methods with a haze layer N (weight β).
+HAZE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow")
+#: Methods with a shadow layer S (:attr:`cloudcore.Decomposition.S`): D = L + C − S + N.
+SHADOW_METHODS: tuple[str, ...] = ("aatm-shadow",)
+#: Methods that the block-wise solver (:func:`cloudcore.scene.solve_blocks`, scene scope) runs:
+#: ATM's inner loop takes many SVTs per iteration and is not offered there.
+SCENE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca")
+
+#: κ, the weight of the shadow layer's ℓ1 penalty relative to the cloud's (aATM-shadow): see
+#: :func:`cloudcore.solvers.sparse_rule`; chosen from the real-cloud and simulated scores
+#: (docs/REAL-CLOUDS.md).
+SHADOW_WEIGHT = 4.0
+
+#: The solved layers every method writes, in the order they are stacked: the ground clipped to
+#: [0, 1] ("clear"), the cloud C and the haze N.
+LAYERS: tuple[str, ...] = ("clear", "cloud", "haze")
+#: The layer written after :data:`LAYERS` by the shadow model and by a refined solve.
+SHADOW_LAYER = "shadow"
+_WITH_SHADOW = (*LAYERS, SHADOW_LAYER)
+
+#: The mask's thresholds (:class:`cloudcore.MaskRule`) in units of the scene's anomaly scale σ:
+#: cloud, haze and shadow; and the radius in pixels of the opening that removes specks. Measured
+#: on real cloudy series with reference masks (docs/REAL-CLOUDS.md, ``python -m cloudlab
+#: experiment configs/real-clouds.yaml``).
+MASK_CLOUD = 6.0
+MASK_HAZE = 4.0
+MASK_SHADOW = 3.0
+MASK_RADIUS = 1
+
+
+def layers(method: str, refine: bool = False) -> tuple[str, ...]:
+    """The solved layers a solve of ``method`` writes.
+
+    Parameters
+    ----------
+    method
+        One of :data:`METHODS`.
+    refine
+        Whether the solve is refined (:func:`cloudcore.refine` splits its residual into cloud
+        above the ground and shadow below it).
+
+    Returns
+    -------
+    tuple of str
+        :data:`LAYERS`, then :data:`SHADOW_LAYER` for the shadow model and for a refined solve.
+    """
+    return _WITH_SHADOW if refine or method in SHADOW_METHODS else LAYERS
+
+
+def writes_haze(method: str, refine: bool = False) -> bool:
+    """Whether a solve of ``method`` can write a non-zero haze N on an observed entry.
+
+    Only the methods with a haze layer (:data:`HAZE_METHODS`) do, and only unrefined: the others
+    leave N at 0, and the refinement rewrites it as 0 (NaN on pixels observed on no date). A
+    mask built from the layers therefore reads no haze for them.
+
+    Parameters
+    ----------
+    method
+        One of :data:`METHODS`.
+    refine
+        Whether the solve is refined (:func:`cloudcore.refine`).
+    """
+    return method in HAZE_METHODS and not refine

@@ -1,0 +1,140 @@
+"""Command line of the lab: ``python -m cloudlab experiment CONFIG`` and ``report``.
+
+``experiment CONFIG`` runs the paper's simulation trials, or scores solvers on real clouds for a
+``kind: real-clouds`` config (docs/REAL-CLOUDS.md); ``report`` rewrites the tables and figures
+of experiment runs, or the generated block of docs/EXPERIMENTS.md.
+
+The global options (``--debug``, ``-q``) and the exit codes are the pipeline's
+(:func:`pipeline.cli.common_options`, :func:`pipeline.cli.execute`): 0 success; 1 internal
+error; 2 a :class:`~pipeline.errors.PipelineError` the user can fix (bad configuration), printed
+as one line ``error: …``; 3 the experiment finished but some trials failed (listed on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.cli import EXIT_OK, EXIT_TILES_FAILED, common_options, execute
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = common_options()
+    parser = argparse.ArgumentParser(
+        prog="python -m cloudlab",
+        description="Experiments on the cloud-removal solvers: the paper's simulation study and "
+        "scores on real clouds, with their reports.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    experiment = add(
+        "experiment",
+        help="randomised simulation trials over a λ grid (the paper's λ and MC study), or, "
+        "for a `kind: real-clouds` config, scores on real clouds with a reference mask",
+    )
+    experiment.add_argument(
+        "config", type=Path, help="YAML experiment config (configs/experiment-*)"
+    )
+    experiment.add_argument(
+        "--out", type=Path, default=None, help="output dir (default: the config's `output`)"
+    )
+    experiment.add_argument("--no-report", action="store_true", help="write only the CSV tables")
+
+    report = add(
+        "report", help="rewrite an experiment run's tables and figures, or docs/EXPERIMENTS.md"
+    )
+    report.add_argument(
+        "--run",
+        type=Path,
+        action="append",
+        default=[],
+        help="rewrite tables.md and figures of this experiment run directory (repeatable)",
+    )
+    report.add_argument("--doc", type=Path, help="EXPERIMENTS.md to regenerate")
+    report.add_argument("--grid", type=Path, help="output dir of the λ-grid run")
+    report.add_argument("--bestlambda", type=Path, help="output dir of the best-λ run")
+    report.add_argument("--figures", type=Path, help="folder for the document's figures")
+    report.add_argument("--grid-command", action="append", default=[])
+    report.add_argument("--bestlambda-command", action="append", default=[])
+    return parser
+
+
+def _experiment(args: argparse.Namespace) -> int:
+    from cloudlab import experiment_kind, load_experiment_config, run_experiment
+
+    if experiment_kind(args.config) == "real-clouds":
+        return _real_clouds(args)
+    cfg = load_experiment_config(args.config)
+    logging.getLogger("cloudlab").info("experiment configuration:\n%s", cfg.to_yaml())
+    result = run_experiment(cfg, output=args.out, report=not args.no_report)
+    print(
+        f"{result.trials} trials, {result.rows} rows in {result.seconds:.1f} s -> {result.output}"
+    )
+    if result.ok:
+        return EXIT_OK
+    for key, message in sorted(result.failures.items()):
+        print(f"error: trial {key} failed: {message}", file=sys.stderr)
+    return EXIT_TILES_FAILED
+
+
+def _real_clouds(args: argparse.Namespace) -> int:
+    """``experiment`` of a ``kind: real-clouds`` config (docs/REAL-CLOUDS.md)."""
+    from cloudlab import load_real_clouds_config, run_real_clouds
+
+    cfg = load_real_clouds_config(args.config)
+    logging.getLogger("cloudlab").info("real-clouds configuration:\n%s", cfg.to_yaml())
+    result = run_real_clouds(cfg, output=args.out, report=not args.no_report)
+    print(
+        f"{result.pairs} pairs, {result.solves} solves in {result.seconds:.1f} s -> {result.output}"
+    )
+    if result.mask_note:
+        print(f"note: {result.mask_note}")
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from cloudlab import write_experiments_md, write_report
+
+    for run in args.run:
+        print(write_report(run, title=run.name))
+    if args.doc:
+        doc = write_experiments_md(
+            args.doc,
+            grid_run=args.grid,
+            bestlambda_run=args.bestlambda,
+            figures=args.figures,
+            grid_commands=args.grid_command,
+            bestlambda_commands=args.bestlambda_command,
+        )
+        print(doc)
+    return EXIT_OK
+
+
+_COMMANDS = {"experiment": _experiment, "report": _report}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m cloudlab``; returns the exit code.
+
+    Parameters
+    ----------
+    argv
+        Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 success, 1 internal error, 2 user-fixable error, 3 some trials failed.
+    """
+    args = _parser().parse_args(argv)
+    return execute(_COMMANDS[args.command], args)
