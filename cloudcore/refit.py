@@ -31,7 +31,7 @@ Dates observed everywhere keep the ALM's output bit for bit, and so does every u
 problem (nothing here runs then): the golden tests are untouched. A date observed on no pixel
 at all cannot be refitted (nothing pins c_j) and comes back NaN, like a pixel observed on no
 date. How many observed pixels a date needs in a *tile* before its fill is trusted is the
-pipeline's rule (README, "No invented pixels").
+pipeline's rule (docs/FOOTPRINTS.md).
 """
 
 from __future__ import annotations

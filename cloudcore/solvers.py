@@ -66,7 +66,8 @@ def sparse_rule(method: str, shadow_weight: float = SHADOW_WEIGHT) -> SparseRule
 _RHO = 1.5
 _MU_RANGE = 1e7
 # float32 entries carry ~6e-8 relative rounding, so ‖Z‖/‖D‖ cannot be driven much below ~1e-7 in
-# float32: the constraint residual is floored here for float32 input (see README "Precision").
+# float32: the constraint residual is floored here for float32 input (docs/CLOUDCORE.md,
+# "float32 input").
 FLOAT32_TOL_FLOOR = 1e-6
 
 

@@ -112,7 +112,7 @@ def warp_rpc_lattice(
     nodes. The lattice is refined (step halved, down to every pixel) until the interpolation
     error at the cells' centres is below :data:`LATTICE_TOLERANCE_PX`; on GF-4-sized frames
     8 px gives ~1e-4 px and resampled values within 0.12 DN of 4095 of GDAL's
-    (``tests/pipeline/test_warp.py`` compares both, no-data pixels included).
+    (``tests/pipeline/stage/test_warp.py`` compares both, no-data pixels included).
 
     Parameters
     ----------

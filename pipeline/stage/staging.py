@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 #: Dates a stage task reads and warps at once. A single-threaded task left its core idle while
 #: a date's pages came from the disk; two hold two dates' source windows (about 27 MiB each at
 #: full size). At full size, inputs read from the disk, the stage tasks waited 9.8 s off the CPU
-#: against 11.9-12.8 s with one (stage phase 65.8 against 68.5-69.7 s, one run each; README,
-#: "Performance"); at 2560² the difference is within the spread between runs.
+#: against 11.9-12.8 s with one (stage phase 65.8 against 68.5-69.7 s, one run each;
+#: docs/PERFORMANCE.md); at 2560² the difference is within the spread between runs.
 STAGE_THREADS = 2
 
 #: Attribute of input.zarr holding the identity of what it was staged from.

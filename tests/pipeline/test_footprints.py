@@ -55,7 +55,7 @@ def _config(out: Path, paths: list[Path], tile: int, overlap: int) -> dict:
         "tiling": {"tile_size": tile, "overlap": overlap},
         # The paper's solver: these clouds are the paper's semi-transparent simulation, over
         # which the default (rpca 1/√d, refined; chosen on real clouds) comes out 10–17 % bright
-        # on every date, the filled strip included (README "Choosing the solver and λ").
+        # on every date, the filled strip included (docs/SOLVERS.md).
         "solver": {"method": "aatm", "lam": "star", "refine": False},
         "cluster": {"n_workers": 2, "threads_per_worker": 1, "dashboard": False},
     }
