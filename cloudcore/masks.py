@@ -302,7 +302,7 @@ def keep_clear(
     estimate: np.ndarray, observation: np.ndarray, clear: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The observation where the mask says clear and it exists, the estimate elsewhere (the
-    pipeline's ``output.keep_clear``).
+    pipeline's ``mask.keep_clear``).
 
     Parameters
     ----------

@@ -126,7 +126,7 @@ def _stage(client: Any, plan: RunPlan, progress: Progress) -> set[str]:
     # Not held: the stage tasks are many and short, and all alike (no priorities to honour).
     staged = progress.run_batch(client, tasks, "stage", held=False)
     progress.counts.update(staged=len(staged), stage_skipped=skipped)
-    return {t.key for t in tasks} - set(staged)
+    return {t.key for t in tasks} - set(staged)  # stage tasks wait for none: these failed
 
 
 def _solve(

@@ -292,18 +292,25 @@ class Config(ConfigSection):
     @classmethod
     def _keep_clear_moved(cls, data: Any) -> Any:
         """``output.keep_clear`` of earlier versions is ``mask.keep_clear`` now: still read, with
-        a warning, so that archive configurations keep working."""
+        a warning, so that older run configurations keep working."""
         output = data.get("output") if isinstance(data, dict) else None
         if not isinstance(output, dict) or "keep_clear" not in output:
             return data
-        mask = data.get("mask") or {}
+        mask = data.get("mask", {})
+        if isinstance(mask, MaskConfig):  # built in Python: its settings as given
+            mask = mask.model_dump(exclude_unset=True)
         if not isinstance(mask, dict):
             return data  # the mask section's own error says what is wrong
         if "keep_clear" in mask:
             raise ValueError(
                 "output.keep_clear and mask.keep_clear are both set: keep mask.keep_clear only"
             )
-        log.warning("output.keep_clear is now mask.keep_clear: move it there in your config")
         keep = output["keep_clear"]
+        if not isinstance(keep, bool):
+            raise ValueError(
+                f"output.keep_clear: expected true or false, got {keep!r} (and write it as "
+                "mask.keep_clear: the key moved there)"
+            )
+        log.warning("output.keep_clear is now mask.keep_clear: move it there in your config")
         output = {k: v for k, v in output.items() if k != "keep_clear"}
         return {**data, "output": output, "mask": {**mask, "keep_clear": keep}}

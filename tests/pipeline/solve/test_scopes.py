@@ -51,6 +51,8 @@ def test_keep_clear_is_a_mask_setting_and_the_old_key_still_reads(
             {**old, "output": {"path": "o", "keep_clear": True}, "mask": {"keep_clear": False}},
             Config,
         )
+    with pytest.raises(ConfigError, match=r"output\.keep_clear: expected true or false"):
+        parse({**old, "output": {"path": "o", "keep_clear": "maybe"}}, Config)
 
 
 @pytest.mark.parametrize("scope", ["tile", "scene"])
@@ -88,3 +90,123 @@ def test_keep_clear_keeps_the_observation_where_the_mask_says_clear(
     values = clear[date, band]
     finite = np.isfinite(values)
     assert np.abs(dn[finite] - values[finite] * max_dn).max() <= 0.5
+
+
+def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
+    geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    """``keep_clear`` moved into the mask section; the cube's identity and attributes did not,
+    so cubes of earlier versions resume: the mask settings are dumped without it, and it
+    follows as ``keep_clear=…`` (as when it was ``output.keep_clear``)."""
+    import zarr
+
+    from pipeline.ids import digest
+    from pipeline.solve.cube import CUBE_TOKEN_ATTR, open_cube
+
+    for keep in (False, True):
+        cfg = _config(tmp_path / str(keep), geotiff_series.paths, mask={"keep_clear": keep})
+        plan = make_plan(cfg)
+        settings = '{"cloud":6.0,"haze":4.0,"shadow":3.0,"radius":1}' + f"keep_clear={keep}"
+        blended = [plan.blended_id(b) for b in plan.bands]
+        assert plan.cube_token == digest([*blended, settings])
+        attrs = zarr.open_group(str(open_cube(plan)), mode="r").attrs
+        assert attrs[CUBE_TOKEN_ATTR] == plan.cube_token
+        assert attrs["mask"] == {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1}
+        assert attrs["keep_clear"] is keep
+
+
+def _solve_batch(cfg: Config, tasks: dict[str, list[Any]]) -> tuple[Any, Any, bool]:
+    """The tasks a scope puts in its solve batch (recorded, not run), and the outputs' tasks."""
+    from pipeline.outputs.tasks import ProductTasks
+    from pipeline.solve.scopes import SolveContext
+
+    plan = make_plan(cfg)
+    scope = scope_for(cfg.solver)
+    outputs = ProductTasks(plan, scope.record_markers(plan))
+    cube = plan.layout.cube_partial
+
+    def record(jobs: list[Any], stage: str) -> dict[str, Any]:
+        tasks[stage] = jobs
+        return {}  # nothing ran: no marker is written
+
+    ctx = SolveContext(
+        client=None,
+        plan=plan,
+        cube=cube,
+        unstaged=set(),
+        counts=dict.fromkeys(("solved", "solve_skipped", "blended"), 0),
+        run_batch=record,
+        check=lambda stage, failed: None,
+        has_failures=lambda: False,
+    )
+    joined = scope.solve(ctx, lambda after, solving: outputs.with_solve(cube, after, solving))
+    return plan, outputs, joined
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_tile_scope_batch_orders_rows_seams_cogs_then_the_mask_chain(
+    keep: bool, geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    """The dependencies and priorities the phase loop relies on in tile scope: a band's COGs
+    after its rows and seams (after the mask pass with ``mask.keep_clear``, which changes
+    ``clear``), the mask pass after every solve task, the mask COGs and quicklooks after it."""
+    from pipeline.plan import BAND_COG_PRIORITY, MASK_PRIORITY, ROW_PRIORITY, SEAM_PRIORITY
+
+    cfg = _config(
+        tmp_path,
+        geotiff_series.paths,
+        tiling={"tile_size": 64, "overlap": 16},
+        mask={"keep_clear": keep},
+    )
+    recorded: dict[str, list[Any]] = {}
+    plan, _, joined = _solve_batch(cfg, recorded)
+    assert joined and list(recorded) == ["solve"]
+    jobs = recorded["solve"]
+    by_stage: dict[str, list[Any]] = {}
+    for t in jobs:
+        by_stage.setdefault(t.stage or "solve", []).append(t)
+    rows, seams, masks = by_stage["solve"], by_stage["blend"], by_stage["mask"]
+    n_bands, tiles = len(plan.bands), plan.tiles
+    assert len(rows) == n_bands * tiles.n_rows and len(seams) == n_bands * (tiles.n_rows - 1)
+    assert {t.priority for t in rows} == {ROW_PRIORITY}
+    assert {t.priority for t in seams} == {SEAM_PRIORITY}
+    solving = {t.key for t in rows + seams}
+    assert all(set(t.after) == solving for t in masks)
+    assert {t.priority for t in masks} == {MASK_PRIORITY} and len(masks) == tiles.n_rows
+    cogs = {t.key: t for t in by_stage["products"] if t.key.startswith("cog-B")}
+    assert len(cogs) == n_bands and {t.priority for t in cogs.values()} == {BAND_COG_PRIORITY}
+    mask_keys = {t.key for t in masks}
+    for b, band in enumerate(plan.bands):
+        own = {t.key for t in rows + seams if t.args[0].band_index == b}
+        assert set(cogs[f"cog-{band}"].after) == (mask_keys if keep else own)
+    # Solve tasks first, then the bands' COGs (unless they wait for the mask), then the mask
+    # chain: the order in the batch breaks ties between tasks of one priority.
+    stages = [t.stage or "solve" for t in jobs]
+    assert stages.index("mask") > max(i for i, s in enumerate(stages) if s in ("solve", "blend"))
+    last = [t for t in by_stage["products"] if not t.key.startswith("cog-B")]
+    assert {t.key for t in last} >= {"cog-mask"} and all(set(t.after) >= mask_keys for t in last)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_scene_scope_leaves_the_outputs_to_a_batch_of_their_own(
+    keep: bool, geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    cfg = _config(
+        tmp_path,
+        geotiff_series.paths,
+        tiling={"tile_size": 64, "overlap": 0},
+        solver={"scope": "scene"},
+        mask={"keep_clear": keep},
+    )
+    from pipeline.outputs.tasks import ProductTasks
+
+    plan = make_plan(cfg)
+    outputs = ProductTasks(plan, SceneScope().record_markers(plan))
+    tasks = outputs.after_solve(plan.layout.cube_partial)
+    masks = {t.key for t in tasks if t.stage == "mask"}
+    assert len(masks) == plan.tiles.n_rows and all(
+        t.after == () for t in tasks if t.stage == "mask"
+    )
+    cogs = [t for t in tasks if t.key.startswith("cog-B")]
+    assert len(cogs) == len(plan.bands)
+    assert all(set(t.after) == (masks if keep else set()) for t in cogs)
