@@ -19,13 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.cluster import connect, holds_tasks
+from pipeline.cluster import connect
 from pipeline.config import Config
 from pipeline.control.folders import check_writable, remove_if_empty
 from pipeline.control.progress import Progress
 from pipeline.control.publish import publish
 from pipeline.control.status import RunSummary, TileFailure
-from pipeline.outputs.mask_layer import tile_records
 from pipeline.outputs.tasks import ProductTasks
 from pipeline.plan import RunPlan, make_plan
 from pipeline.solve.cube import open_cube
@@ -92,7 +91,7 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         tiles.overlap,
     )
     scope = scope_for(config.solver)
-    progress = Progress(plan, started, scope.progress_units(plan), holds_tasks(config.cluster))
+    progress = Progress(plan, started, scope.progress_units(plan))
     outputs = ProductTasks(plan, scope.record_markers(plan))
     with connect(config.cluster) as client:
         # Workers load the solver's kernels while they stage (pipeline.solve.warmup).
@@ -106,7 +105,7 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
             # A cube with holes must never look like a result: keep it under its temporary name,
             # publish nothing, and let a rerun (which retries only the failed tiles) finish it.
             return progress.finish("failed")
-        outputs.diagnostics(tile_records(scope.record_markers(plan)), cube)
+        outputs.diagnostics(cube)
         if not outputs_ran:
             progress.run_batch(client, outputs.after_solve(cube), "mask")
         progress.lap("mask+products")
@@ -142,15 +141,6 @@ def _solve(
     Returns the cube and whether the outputs ran with the solve (the scope decides).
     """
     cube = open_cube(plan)
-    ctx = SolveContext(
-        client=client,
-        plan=plan,
-        cube=cube,
-        unstaged=unstaged,
-        counts=progress.counts,
-        run_batch=lambda jobs, stage: progress.run_batch(client, jobs, stage),
-        check=progress.check,
-        has_failures=lambda: bool(progress.failures),
-    )
+    ctx = SolveContext(client, plan, cube, unstaged, progress)
     joined = scope.solve(ctx, lambda after, solving: outputs.with_solve(cube, after, solving))
     return cube, joined

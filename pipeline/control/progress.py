@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from pipeline.cluster import Task, TaskClock, run_tasks
+from pipeline.cluster import Task, TaskClock, holds_tasks, run_tasks
 from pipeline.control.status import (
     RunSummary,
     TileFailure,
@@ -68,13 +68,13 @@ class Progress:
     units
         Progress unit (marker id) → the tiles it covers, as the solve scope counts them
         (:meth:`pipeline.solve.scopes.SolveScope.progress_units`).
-    hold
-        Whether batches are held by the client until a worker is free
-        (:func:`pipeline.cluster.holds_tasks`).
     """
 
-    def __init__(self, plan: RunPlan, started: float, units: dict[str, int], hold: bool) -> None:
-        self.plan, self.started, self.hold = plan, started, hold
+    def __init__(self, plan: RunPlan, started: float, units: dict[str, int]) -> None:
+        self.plan, self.started = plan, started
+        # Whether the client may hold ready tasks until a worker is free (the clusters this
+        # package starts, whose size is fixed: pipeline.cluster.holds_tasks).
+        self.hold = holds_tasks(plan.config.cluster)
         self.record = write_run_record(plan, units)
         self.failures: list[TileFailure] = []
         self.counts = dict.fromkeys(COUNTS, 0)
@@ -113,8 +113,8 @@ class Progress:
         stage
             The stage name of the tasks that name none.
         held
-            Let the client hold ready tasks until a worker is free, where that is safe (the
-            ``hold`` given at construction): for batches of long tasks (seconds or more each)
+            Let the client hold ready tasks until a worker is free, where that is safe
+            (:attr:`hold`): for batches of long tasks (seconds or more each)
             with priorities to honour.
 
         Returns

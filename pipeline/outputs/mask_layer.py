@@ -86,7 +86,7 @@ class MaskJob:
     preview: PreviewSpec | None = (
         None  # the quicklooks' mask samples to keep (pipeline.store.previews)
     )
-    # Whether the haze layer can be non-zero where observed (pipeline.store.layout.haze_observed);
+    # Whether the haze layer can be non-zero where observed (cloudcore.catalog.writes_haze);
     # if not, the scores read no haze: cloud + 0 gives the same float32 sums, and a fifth of
     # the mask's reads are saved.
     haze: bool = True

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cloudcore.catalog import layers, writes_haze
 from pipeline.cluster import Task
 from pipeline.inputs.radiometry import value_meaning
-from pipeline.outputs.mask_layer import MaskJob, mask_row
+from pipeline.outputs.mask_layer import MaskJob, mask_row, tile_records
 from pipeline.outputs.products import (
     write_cogs,
     write_diagnostics,
@@ -20,7 +21,6 @@ from pipeline.outputs.products import (
     write_quicklooks,
 )
 from pipeline.plan import BAND_COG_PRIORITY, MASK_PRIORITY, RunPlan
-from pipeline.store.layout import components, haze_observed
 
 __all__ = ["ProductTasks"]
 
@@ -41,14 +41,16 @@ class ProductTasks:
         The run's plan.
     records
         The markers that hold the tiles' records (the solve scope's:
-        :meth:`pipeline.solve.scopes.SolveScope.record_markers`): the mask tasks read each
-        band's σ from them.
+        :meth:`pipeline.solve.scopes.SolveScope.record_markers`): the diagnostics table, and
+        each band's σ that the mask tasks read.
     """
 
     def __init__(self, plan: RunPlan, records: Sequence[Path]) -> None:
         layout = plan.layout
         self.plan = plan
         self.records = tuple(str(p) for p in records)
+        # The mask pass writes ``clear`` and the provenance with it: the bands' COGs then wait.
+        self.keep_clear = plan.config.mask.keep_clear
         # What the mask and COG tasks keep for the quicklooks (None: no quicklooks).
         self.preview = plan.samples if plan.config.output.quicklooks else None
         self.cog_tmp = layout.partial(layout.cog_dir)
@@ -89,7 +91,7 @@ class ProductTasks:
             so a worker with no row left writes them while the other still solves), then the
             mask tasks and the products behind them.
         """
-        tasks = [] if self.plan.config.mask.keep_clear else self._band_cogs(cube, cogs_after)
+        tasks = [] if self.keep_clear else self._band_cogs(cube, cogs_after)
         if solving is not None:
             tasks += self.after_solve(cube, after=solving)
         return tasks
@@ -113,14 +115,15 @@ class ProductTasks:
         """
         masks = self._mask_tasks(cube, after)
         keys = tuple(t.key for t in masks)
-        waits = keys if self.plan.config.mask.keep_clear else ()
+        waits = keys if self.keep_clear else ()
         unscheduled = {b: waits for b in self.plan.bands if b not in self._cogs_scheduled}
         return masks + self._band_cogs(cube, unscheduled) + self._mask_products(cube, keys)
 
-    def diagnostics(self, records: list[dict[str, Any]], cube: Path) -> None:
-        """Report what the tiles' ``records`` say (dates left out, empty tiles) and write the
+    def diagnostics(self, cube: Path) -> None:
+        """Report what the tiles' records say (dates left out, empty tiles) and write the
         diagnostics table into the cube and as CSV."""
         layout = self.plan.layout
+        records = tile_records(Path(p) for p in self.records)
         _report_dates_left_out(records, self.plan.time_labels)
         write_diagnostics(records, layout.partial(layout.diagnostics_csv), cube)
         _report_empty_tiles(records)
@@ -144,13 +147,13 @@ class ProductTasks:
                 width=plan.grid.width,
                 input_store=str(plan.layout.input_store),
                 cube=str(cube),
-                layers=components(method, refines),
+                layers=layers(method, refines),
                 bands=tuple(plan.bands),
                 records=self.records,
                 rule=config.mask.rule(),
-                keep_clear=config.mask.keep_clear,
+                keep_clear=self.keep_clear,
                 preview=self.preview,
-                haze=haze_observed(method, refines),
+                haze=writes_haze(method, refines),
             )
             for r in range(tiles.n_rows)
         )
@@ -194,7 +197,7 @@ class ProductTasks:
                 # From the clear values the task reads anyway: the band's provenance unless
                 # the mask pass writes it (keep_clear), and the quicklooks' clear samples.
                 "tiles": plan.tiles,
-                "provenance": not plan.config.mask.keep_clear,
+                "provenance": not self.keep_clear,
                 "preview": self.preview,
             }
             args = (cube, [self.cog_tmp / n for n in self._cog_names(band)])

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cloudcore.catalog import layers
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan
 from pipeline.store.cube import create_store, store_token
 from pipeline.store.durable import remove_published
-from pipeline.store.layout import MASK, PROVENANCE, components
+from pipeline.store.layout import MASK, PROVENANCE
 
 __all__ = ["CUBE_TOKEN_ATTR", "open_cube"]
 
@@ -61,7 +62,7 @@ def open_cube(plan: RunPlan) -> Path:
         plan.grid,
         times=[a.time for a in acqs],
         bands=plan.bands,
-        variables=components(config.solver.method, config.solver.refines),
+        variables=layers(config.solver.method, config.solver.refines),
         codes=(PROVENANCE,),
         date_codes=(MASK,),
         tile_size=tiles.tile_size,

@@ -26,7 +26,7 @@ from pipeline.plan import ROW_PRIORITY, SEAM_PRIORITY, RunPlan
 from pipeline.solve.rows import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.store.durable import OutputError, write_marker
 
-__all__ = ["SceneScope", "SolveContext", "SolveScope", "TileScope", "scope_for"]
+__all__ = ["Accounting", "SceneScope", "SolveContext", "SolveScope", "TileScope", "scope_for"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,24 @@ log = logging.getLogger(__name__)
 #: when the batch completes every band, the keys of all its solve tasks (else None): the output
 #: tasks that join the solve batch (:meth:`pipeline.outputs.tasks.ProductTasks.with_solve`).
 JoinOutputs = Callable[[dict[str, tuple[str, ...]], "tuple[str, ...] | None"], list[Task]]
+
+
+class Accounting(Protocol):
+    """How a scope runs its work and accounts for it: the run's progress
+    (:class:`pipeline.control.progress.Progress`)."""
+
+    counts: dict[str, int]  # the run's counters (``solved``, ``solve_skipped``, ``blended``)
+    failures: list[Any]  # the failed tiles listed so far
+
+    def run_batch(
+        self, client: Any, jobs: list[Task], stage: str, *, held: bool = True
+    ) -> dict[str, Any]:
+        """Run a batch of tasks; the results of those that succeeded."""
+        ...
+
+    def check(self, stage: str, failed: dict[str, BaseException]) -> None:
+        """Stop on a failure the user must fix; list the others."""
+        ...
 
 
 @dataclass
@@ -50,26 +68,15 @@ class SolveContext:
         The cube under construction (:func:`pipeline.solve.cube.open_cube`).
     unstaged
         The keys of the tiles the stage phase could not stage.
-    counts
-        The run's counters (``solved``, ``solve_skipped``, ``blended``), updated in place.
-    run_batch
-        Runs a batch of tasks under a stage name and returns the results of those that
-        succeeded (:meth:`pipeline.control.progress.Progress.run_batch`).
-    check
-        Stops on a failure the user must fix and lists the others
-        (:meth:`pipeline.control.progress.Progress.check`).
-    has_failures
-        Whether the run has failures listed already (then the outputs do not start).
+    progress
+        Runs the batches and keeps the counts and failures.
     """
 
     client: Any
     plan: RunPlan
     cube: Path
     unstaged: set[str]
-    counts: dict[str, int]
-    run_batch: Callable[[list[Task], str], dict[str, Any]]
-    check: Callable[[str, dict[str, BaseException]], None]
-    has_failures: Callable[[], bool]
+    progress: Accounting
 
 
 class SolveScope(Protocol):
@@ -116,7 +123,7 @@ class TileScope:
         bool
             Whether the mask pass and the products behind it were in the batch.
         """
-        plan, counts = ctx.plan, ctx.counts
+        plan, counts = ctx.plan, ctx.progress.counts
         threads = solver_threads(plan.config.cluster)
         jobs: list[Task] = []
         band_work: dict[str, list[str]] = {}  # band → keys of its tasks in this batch
@@ -135,11 +142,11 @@ class TileScope:
                 band_work[band] = [t.key for t in band_jobs]
                 cogs_after[band] = tuple(band_work[band])
             every_band_complete &= complete
-        with_outputs = every_band_complete and not ctx.has_failures()
+        with_outputs = every_band_complete and not ctx.progress.failures
         solving = tuple(key for keys in band_work.values() for key in keys)
         jobs += join_outputs(cogs_after, solving if with_outputs else None)
         stages = {t.key: t.stage or "solve" for t in jobs}
-        done = ctx.run_batch(jobs, "solve")
+        done = ctx.progress.run_batch(ctx.client, jobs, "solve")
         counts["solved"] = sum(len(r["tiles"]) for k, r in done.items() if stages[k] == "solve")
         counts["blended"] = sum(stages[k] == "blend" for k in done)
         for band, keys in band_work.items():
@@ -223,7 +230,7 @@ class SceneScope:
         is skipped (resume is per band). The outputs do not join: returns False."""
         from pipeline.solve.scene_scope import BandJob, solve_band
 
-        plan, counts = ctx.plan, ctx.counts
+        plan, counts = ctx.plan, ctx.progress.counts
         names = plan.layout.marker_ids()
         failed: dict[str, BaseException] = {}
         for b, band in enumerate(plan.bands):
@@ -253,7 +260,7 @@ class SceneScope:
                     break  # the user's to fix: the other bands would fail the same way
                 continue
             counts["solved"] += len(plan.tiles)
-        ctx.check("solve", failed)
+        ctx.progress.check("solve", failed)
         return False
 
 

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cloudcore import catalog
 from pipeline.cluster.usage import CpuUsage
 from pipeline.config import SolverConfig
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile
-from pipeline.store.layout import Layout, components
+from pipeline.store.layout import Layout
 
 if TYPE_CHECKING:
     from cloudcore import Decomposition
@@ -217,7 +218,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     }
     started, usage = time.perf_counter(), CpuUsage.of_thread()
     frames = (n, halo.height, halo.width)
-    count = len(components(job.solver.method, job.solver.refines))
+    count = len(catalog.layers(job.solver.method, job.solver.refines))
     if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
         layers = [np.full(frames, np.nan, np.float32) for _ in range(count)]
         record.update(iterations=0, converged=True, residual=0.0, anomaly_scale=0.0)
@@ -231,7 +232,11 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # in L's own memory (L is not used again). The (d, n) results are transposed views of
     # cloudcore's dates × pixels arrays, so .T.reshape is free and nothing is copied (blending
     # works on them in place). A tile outside every footprint is all NaN.
-    solved = [result.ground_in_place(), result.C, result.N]  # COMPONENTS order: clear, cloud, haze
+    solved = [
+        result.ground_in_place(),
+        result.C,
+        result.N,
+    ]  # catalog.LAYERS order: clear, cloud, haze
     if result.S is not None:
         solved.append(result.S)  # the shadow model's fourth layer
     scale = result_scale(result, mask)

@@ -24,26 +24,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloudcore.catalog import LAYERS, SHADOW_LAYER, layers, writes_haze
+from cloudcore.catalog import LAYERS, SHADOW_LAYER
 
 __all__ = [
-    "COMPONENTS",
     "INPUT_OBSERVED",
     "INPUT_SEEN",
     "MASK",
     "PROVENANCE",
     "STAGED",
     "Layout",
-    "components",
-    "haze_observed",
     "solved_layers",
 ]
 
 #: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
 #: cloud, haze, and with the shadow model (``solver.method: aatm-shadow``) or the refinement
-#: (``solver.refine``) shadow (:func:`cloudcore.catalog.layers`).
-COMPONENTS = LAYERS
-_ALL_SOLVED = (*COMPONENTS, SHADOW_LAYER)
+#: (``solver.refine``) shadow. Which a run writes: :func:`cloudcore.catalog.layers`.
+_ALL_SOLVED = (*LAYERS, SHADOW_LAYER)
 #: The per-acquisition mask (time, y, x) uint8 and the per-band provenance (time, band, y, x)
 #: uint8 of the cube (pipeline.outputs.mask_layer).
 MASK, PROVENANCE = "mask", "provenance"
@@ -55,17 +51,6 @@ INPUT_OBSERVED, INPUT_SEEN = "observed", "seen"
 #: What staging writes (part of the stage tasks' ids: a store staged without ``seen`` is
 #: staged again), besides the observations' quicklook samples (pipeline.store.previews).
 STAGED = (INPUT_OBSERVED, INPUT_SEEN)
-
-
-def components(method: str, refine: bool = False) -> tuple[str, ...]:
-    """The solved layers a run of ``method`` writes (:func:`cloudcore.catalog.layers`)."""
-    return layers(method, refine)
-
-
-def haze_observed(method: str, refine: bool = False) -> bool:
-    """Whether a run of ``method`` can write a non-zero haze on an observed entry, so that the
-    mask reads haze from it (:func:`cloudcore.catalog.writes_haze`)."""
-    return writes_haze(method, refine)
 
 
 def solved_layers(count: int) -> tuple[str, ...]:

@@ -48,7 +48,7 @@ def preview_step(height: int, width: int, size: int) -> int:
     return max(1, -(-max(height, width) // size))
 
 
-def quicklook_bands(bands: Sequence[str]) -> list[int]:
+def _quicklook_bands(bands: Sequence[str]) -> list[int]:
     """Red, green, blue band indices of GF-4 PMS (B4, B3, B2) when present, else the first."""
     rgb = ["B4", "B3", "B2"]
     return [list(bands).index(b) for b in rgb] if all(b in bands for b in rgb) else [0]
@@ -70,7 +70,7 @@ def samples_spec(height: int, width: int, bands: Sequence[str], folder: Path) ->
         Where the samples go (``work/previews``).
     """
     step = preview_step(height, width, QUICKLOOK_SIZE)
-    return PreviewSpec(tuple(quicklook_bands(bands)), step, str(folder))
+    return PreviewSpec(tuple(_quicklook_bands(bands)), step, str(folder))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pipeline.grid.tiling import TileGrid
 from pipeline.outputs.mask_layer import FILLED, OBSERVED, MaskJob, mask_row
 from pipeline.store.cube import chunk_files, create_store
 from pipeline.store.durable import write_marker
-from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE, haze_observed
+from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE
 from tests.pipeline.reads import reads_asked_before, record_reads
 
 N_DATES, N_BANDS, TILE, OVERLAP = 3, 2, 32, 8
@@ -169,16 +169,15 @@ def test_row_sweep_equals_the_whole_scene_classification(
 
 @pytest.mark.parametrize("refine", [False, True])
 @pytest.mark.parametrize("method", ["aatm", "aatm-shadow", "rpca", "nnrpca", "atm"])
-def test_haze_is_zero_where_observed_unless_haze_observed(method: str, refine: bool) -> None:
-    """The mask reads no haze when :func:`haze_observed` says a run cannot write one on an
-    observed entry: the tile's solve (every method, refined or not) must then leave N at 0
+def test_haze_is_zero_where_observed_unless_writes_haze(method: str, refine: bool) -> None:
+    """The mask reads no haze when :func:`cloudcore.catalog.writes_haze` says a run cannot write
+    one on an observed entry: the tile's solve (every method, refined or not) must then leave N at 0
     wherever the pixel is observed (NaN only on pixels observed on no date)."""
-    from cloudcore.catalog import HAZE_METHODS
+    from cloudcore.catalog import HAZE_METHODS, writes_haze
     from pipeline.config import SolverConfig
     from pipeline.solve.tile import solve_matrix
 
-    # What haze_observed says is cloudcore.catalog.writes_haze (tests/cloudcore/test_catalog.py
-    # checks the catalog; tests/pipeline/test_config.py the delegation): this checks the claim.
+    # tests/cloudcore/test_catalog.py checks the catalog's content: this checks the claim.
     rng = np.random.default_rng(3)
     h, w, n = 24, 20, 6
     ground = rng.uniform(0.1, 0.3, (h * w, 1)) * rng.uniform(0.8, 1.2, (1, n))
@@ -191,7 +190,7 @@ def test_haze_is_zero_where_observed_unless_haze_observed(method: str, refine: b
     solver = SolverConfig(method=method, refine=refine)
     result = solve_matrix(D, mask, solver, (h, w), lam=1 / np.sqrt(h * w), threads=1)
     N = np.asarray(result.N)
-    if not haze_observed(method, refine):
+    if not writes_haze(method, refine):
         assert np.all(N[mask] == 0.0)
     elif method in HAZE_METHODS:
         assert np.any(N[mask] != 0.0)  # the claim above is not vacuous: these do write haze

@@ -15,13 +15,14 @@ import xarray as xr
 import zarr
 from affine import Affine
 
+from cloudcore.catalog import LAYERS
 from pipeline.errors import TileError
 from pipeline.grid.target import TargetGrid
 from pipeline.grid.tiling import TileGrid
 from pipeline.solve.rowblend import row_blocks
 from pipeline.solve.rows import SeamJob, blend_seam, strip_ids, write_row
 from pipeline.store.cube import create_store
-from pipeline.store.layout import COMPONENTS, Layout
+from pipeline.store.layout import Layout
 
 N_DATES = 3
 TARGET = TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), 70, 90)
@@ -33,7 +34,7 @@ def _cube(layout: Layout, tiles: TileGrid) -> Path:
         TargetGrid(TARGET.crs, TARGET.transform, tiles.width, tiles.height),
         times=[datetime(2020, 6, d + 1) for d in range(N_DATES)],
         bands=["B1"],
-        variables=COMPONENTS,
+        variables=LAYERS,
         tile_size=tiles.tile_size,
         chunk_rows=tiles.cube_chunk_rows,
         attrs={},
@@ -76,7 +77,7 @@ def _halos(tiles: TileGrid, field: np.ndarray, offsets: dict | None = None) -> d
 @pytest.fixture
 def field() -> np.ndarray:
     rng = np.random.default_rng(0)
-    return rng.random((len(COMPONENTS), N_DATES, 90, 70)).astype(np.float32)
+    return rng.random((len(LAYERS), N_DATES, 90, 70)).astype(np.float32)
 
 
 def test_rows_and_seams_write_agreeing_tiles_exactly(tmp_path: Path, field: np.ndarray) -> None:
@@ -91,7 +92,7 @@ def test_rows_and_seams_write_agreeing_tiles_exactly(tmp_path: Path, field: np.n
         assert layout.marker(f"B1-s{r:02d}").exists()
     assert not list(layout.strips.iterdir())  # every strip deleted once its seam is written
     cube = xr.open_zarr(layout.cube, consolidated=False)
-    for k, name in enumerate(COMPONENTS):
+    for k, name in enumerate(LAYERS):
         np.testing.assert_allclose(cube[name].values[:, 0], field[k], atol=1e-6)
     assert cube.rio.crs == "EPSG:32650" and cube.rio.transform() == TARGET.transform
 
@@ -99,7 +100,7 @@ def test_rows_and_seams_write_agreeing_tiles_exactly(tmp_path: Path, field: np.n
 def test_blend_is_a_ramp_across_disagreeing_tiles(tmp_path: Path) -> None:
     layout, tiles = Layout(tmp_path), TileGrid(64, 64, 32, 8)
     _cube(layout, tiles)
-    flat = np.zeros((len(COMPONENTS), N_DATES, 64, 64), np.float32)
+    flat = np.zeros((len(LAYERS), N_DATES, 64, 64), np.float32)
     _write_rows(layout, tiles, _halos(tiles, flat, {"r00c01": 1.0, "r01c01": 1.0}))
     blend_seam(_seam(layout, tiles, 1))
     clear = zarr.open_array(store=str(layout.cube), path="clear", mode="r")[0, 0]
@@ -135,7 +136,7 @@ def test_a_row_holds_no_more_than_two_tile_solutions(tmp_path: Path) -> None:
     def solve(tile):
         gc.collect()
         held_while_solving.append(sum(ref() is not None for ref in alive[:-1]))
-        shape = (len(COMPONENTS), N_DATES, tile.halo.height, tile.halo.width)
+        shape = (len(LAYERS), N_DATES, tile.halo.height, tile.halo.width)
         solution = rng.random(shape).astype(np.float32)
         alive.append(weakref.ref(solution))
         return solution

@@ -125,20 +125,23 @@ def _solve_batch(cfg: Config, tasks: dict[str, list[Any]]) -> tuple[Any, Any, bo
     outputs = ProductTasks(plan, scope.record_markers(plan))
     cube = plan.layout.cube_partial
 
-    def record(jobs: list[Any], stage: str) -> dict[str, Any]:
-        tasks[stage] = jobs
-        return {}  # nothing ran: no marker is written
+    class Recorder:
+        """Keeps each batch instead of running it (nothing runs: no marker is written)."""
 
-    ctx = SolveContext(
-        client=None,
-        plan=plan,
-        cube=cube,
-        unstaged=set(),
-        counts=dict.fromkeys(("solved", "solve_skipped", "blended"), 0),
-        run_batch=record,
-        check=lambda stage, failed: None,
-        has_failures=lambda: False,
-    )
+        def __init__(self) -> None:
+            self.counts = dict.fromkeys(("solved", "solve_skipped", "blended"), 0)
+            self.failures: list[Any] = []
+
+        def run_batch(
+            self, client: Any, jobs: list[Any], stage: str, *, held: bool = True
+        ) -> dict[str, Any]:
+            tasks[stage] = jobs
+            return {}
+
+        def check(self, stage: str, failed: dict[str, BaseException]) -> None:
+            assert not failed
+
+    ctx = SolveContext(None, plan, cube, set(), Recorder())
     joined = scope.solve(ctx, lambda after, solving: outputs.with_solve(cube, after, solving))
     return plan, outputs, joined
 
