@@ -134,8 +134,8 @@ class MaskConfig(ConfigSection):
     radius: int = Field(default=MASK_RADIUS, ge=0, le=16)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere: a setting of the mask pass, which writes the clear layer with it. Off by
-    # default: measured on real clouds it raises r under the clouds (0.135 → 0.164; the mask
-    # misses cloud edges) more than it helps on clear entries (docs/MASK.md).
+    # default: on the one real site it was chosen on, it raises r under the clouds (0.135 →
+    # 0.164; the mask misses cloud edges) more than it helps on clear entries (docs/MASK.md).
     keep_clear: bool = False
 
     def rule(self) -> Any:
@@ -222,7 +222,8 @@ class SolverConfig(ConfigSection):
 
     # The default (rpca, 1/√d, refined) was chosen on real clouds (docs/REAL-CLOUDS.md "Choosing
     # the default"): on the bundled Landsat series it predicts cloud- and shadow-covered pixels
-    # with r 0.13 against 0.31 for the temporal median and 0.35 for aATM with λ̂*. On the paper's
+    # with r 0.13 against 0.31 for the temporal median and 0.35 for aATM with λ̂* (in-sample:
+    # chosen and scored on that one site, no held-out figure yet). On the paper's
     # simulation (static ground, shadowless semi-transparent clouds) aATM with λ̂* and no
     # refinement stays the better choice: r 0.067 against 0.19 (docs/SOLVERS.md).
     method: Method = "rpca"
