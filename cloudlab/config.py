@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pipeline.config import ClusterSpec, ConfigSection, load
 from pipeline.errors import ConfigError
+from pipeline.inputs.synthetic.ground import DATA_DIR, DEMO_IMAGE
 
 __all__ = [
     "BUNDLED_IMAGES",
@@ -23,11 +23,8 @@ __all__ = [
     "resolve_image",
 ]
 
-#: ``bundled:NAME`` image references: files shipped in ``pipeline/data``.
-BUNDLED_IMAGES: dict[str, str] = {"tyrol": "tyrol-w1_1k_rgb.tif"}
-
-#: The pipeline's data folder, where the bundled images live (the demo simulates from them too).
-_DATA = Path(str(importlib.resources.files("pipeline"))) / "data"
+#: ``bundled:NAME`` image references: files shipped in ``pipeline/data`` (DATA_DIR).
+BUNDLED_IMAGES: dict[str, str] = {"tyrol": DEMO_IMAGE}
 
 Method = Literal["aatm", "rpca", "nnrpca", "atm"]
 Baseline = Literal["cloudy", "median"]
@@ -187,7 +184,7 @@ def resolve_image(ref: str, base_dir: str | Path = ".") -> Path:
         Unknown bundled name or missing file.
     """
     return resolve_bundled(
-        ref, base_dir, key="images", what="image", bundled=BUNDLED_IMAGES, folder=_DATA
+        ref, base_dir, key="images", what="image", bundled=BUNDLED_IMAGES, folder=DATA_DIR
     )
 
 

@@ -22,6 +22,8 @@ from skimage.transform import resize
 from pipeline.errors import ConfigError
 
 __all__ = [
+    "DATA_DIR",
+    "DEMO_IMAGE",
     "PMS_BANDS",
     "SimulatedProducts",
     "cloud_fields",
@@ -30,6 +32,10 @@ __all__ = [
     "truth_bands",
     "write_truth",
 ]
+
+#: The package's bundled data: the demo's cloud-free image (the lab's ``bundled:`` images too).
+DATA_DIR = Path(str(importlib.resources.files("pipeline"))) / "data"
+DEMO_IMAGE = "tyrol-w1_1k_rgb.tif"
 
 # MATLAB rgb2gray weights (docs/CONVENTIONS.md §4).
 _GREY = np.array([0.2989, 0.5870, 0.1140])
@@ -66,10 +72,9 @@ def load_demo_truth() -> np.ndarray:
     numpy.ndarray
         ``tyrol-w1_1k_rgb.tif``: uint8 of shape (1000, 1000, 3), channel-last RGB.
     """
-    ref = importlib.resources.files("pipeline") / "data" / "tyrol-w1_1k_rgb.tif"
-    with importlib.resources.as_file(ref) as path, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        with rasterio.open(path) as src:
+        with rasterio.open(DATA_DIR / DEMO_IMAGE) as src:
             return np.moveaxis(src.read(), 0, -1)
 
 
