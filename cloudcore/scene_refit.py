@@ -196,9 +196,37 @@ def refit_blocks(
     int
         The calls made to the shards (rounds of communication).
     """
-    counting = _Counting(shards)
-    _refit(counting, stats, method, lam, beta, kappa, refit_partial)
-    return counting.calls
+    counted = _Counting(shards)  # every call to the shards goes through it
+    counts = stats.date_counts
+    empty = counts == 0
+    partly = np.flatnonzero((counts < stats.seen) & ~empty)
+    partial = [int(j) for j in partly] if refit_partial else []
+    if partial:
+        full = np.flatnonzero(~empty)
+        M = refit.basis_weights(sum_grams(counted.map("refit_gram", full)))
+        if M is not None:  # L = 0: nothing to refit from
+            counted.map("refit_begin", full, M)
+            whole = np.flatnonzero(counts == stats.seen)
+            for j in partial:
+                stride = refit.sample_stride(int(counts[j]))
+                offsets = row_offsets(
+                    [c for part in counted.map("refit_row_counts", j) for c in part]
+                )
+                parts = [
+                    p for part in counted.map("refit_sample", j, offsets, stride) for p in part
+                ]
+                ranks = np.concatenate([p[0] for p in parts])
+                U, D, L, obs = (np.concatenate([p[i] for p in parts]) for i in range(1, 5))
+                order_ = np.argsort(ranks, kind="stable")
+                U, D, L, obs = U[order_], D[order_], L[order_], obs[order_]
+                rows = np.arange(ranks.size)
+                q = refit.ground_quantile(D, obs, L, rows, j, whole)
+                coef = refit.fit_column(U, D[:, j].astype(np.float64), q)
+                counted.map("refit_end", j, coef, method, lam, beta, kappa)
+            counted.map("refit_release")
+    if empty.any():
+        counted.map("blank_dates", np.flatnonzero(empty))
+    return counted.calls
 
 
 class _Counting:
@@ -210,44 +238,6 @@ class _Counting:
     def map(self, method: str, *args: Any) -> list[Any]:
         self.calls += 1
         return self.shards.map(method, *args)
-
-
-def _refit(
-    shards: Shards,
-    stats: Stats,
-    method: str,
-    lam: float,
-    beta: float,
-    kappa: float,
-    refit_partial: bool,
-) -> None:
-    counts = stats.date_counts
-    empty = counts == 0
-    partly = np.flatnonzero((counts < stats.seen) & ~empty)
-    partial = [int(j) for j in partly] if refit_partial else []
-    if partial:
-        full = np.flatnonzero(~empty)
-        M = refit.basis_weights(sum_grams(shards.map("refit_gram", full)))
-        if M is not None:  # L = 0: nothing to refit from
-            shards.map("refit_begin", full, M)
-            whole = np.flatnonzero(counts == stats.seen)
-            for j in partial:
-                stride = refit.sample_stride(int(counts[j]))
-                offsets = row_offsets(
-                    [c for part in shards.map("refit_row_counts", j) for c in part]
-                )
-                parts = [p for part in shards.map("refit_sample", j, offsets, stride) for p in part]
-                ranks = np.concatenate([p[0] for p in parts])
-                U, D, L, obs = (np.concatenate([p[i] for p in parts]) for i in range(1, 5))
-                order_ = np.argsort(ranks, kind="stable")
-                U, D, L, obs = U[order_], D[order_], L[order_], obs[order_]
-                rows = np.arange(ranks.size)
-                q = refit.ground_quantile(D, obs, L, rows, j, whole)
-                coef = refit.fit_column(U, D[:, j].astype(np.float64), q)
-                shards.map("refit_end", j, coef, method, lam, beta, kappa)
-            shards.map("refit_release")
-    if empty.any():
-        shards.map("blank_dates", np.flatnonzero(empty))
 
 
 def row_offsets(
