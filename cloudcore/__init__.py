@@ -28,9 +28,16 @@ if TYPE_CHECKING:  # resolved lazily at run time, see __getattr__
     from cloudcore import simulate
     from cloudcore.catalog import METHODS, SHADOW_METHODS
     from cloudcore.complete import cloud_mask, complete
+    from cloudcore.compose import compose
     from cloudcore.frames import stack_frames, unstack_frames
     from cloudcore.lam import LambdaBounds, lambda_bounds, lambda_default, lambda_star
-    from cloudcore.masks import MaskRule, anomaly_scale, classify, classify_result
+    from cloudcore.masks import (
+        MaskRule,
+        anomaly_scale,
+        classify,
+        classify_result,
+        classify_scores,
+    )
     from cloudcore.metrics import recovery_error
     from cloudcore.refine import RefineRule, refine
     from cloudcore.result import ConvergenceWarning, Decomposition
@@ -64,10 +71,12 @@ __all__ = [
     "apply_clouds",
     "classify",
     "classify_result",
+    "classify_scores",
     "cloud_field",
     "cloud_mask",
     "cloud_series",
     "complete",
+    "compose",
     "decompose",
     "lambda_bounds",
     "lambda_default",
@@ -101,6 +110,8 @@ _HOME = {
     "anomaly_scale": "masks",
     "classify": "masks",
     "classify_result": "masks",
+    "classify_scores": "masks",
+    "compose": "compose",
     "recovery_error": "metrics",
     "RefineRule": "refine",
     "refine": "refine",

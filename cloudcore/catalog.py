@@ -16,6 +16,7 @@ __all__ = [
     "HAZE_METHODS",
     "LAYERS",
     "MASK_CLOUD",
+    "MASK_GROW",
     "MASK_HAZE",
     "MASK_RADIUS",
     "MASK_SHADOW",
@@ -54,13 +55,14 @@ SHADOW_LAYER = "shadow"
 _WITH_SHADOW = (*LAYERS, SHADOW_LAYER)
 
 #: The mask's thresholds (:class:`cloudcore.MaskRule`) in units of the scene's anomaly scale σ:
-#: cloud, haze and shadow; and the radius in pixels of the opening that removes specks. Measured
-#: on real cloudy series with reference masks (docs/REAL-CLOUDS.md, ``python -m cloudlab
-#: experiment configs/real-clouds.yaml``).
+#: cloud, haze and shadow; the radius in pixels of the opening that removes specks; and the
+#: pixels by which cloud and shadow grow. Chosen with the default solver by leave-one-site-out
+#: on five real cloudy series (docs/REAL-CLOUDS.md, ``python -m cloudlab heldout``).
 MASK_CLOUD = 6.0
-MASK_HAZE = 4.0
-MASK_SHADOW = 3.0
-MASK_RADIUS = 1
+MASK_HAZE = 3.0
+MASK_SHADOW = 2.0
+MASK_RADIUS = 0
+MASK_GROW = 0
 
 
 def layers(method: str, refine: bool = False) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 GF-4 has no official cloud mask; the decomposition already holds one. Per entry (pixel, date),
 the *anomaly* is how far the observation departs from the low-rank ground: A = C + N above it
 (cloud and haze brighten) and S below it (shadows darken: the layer of
-:data:`cloudcore.SHADOW_METHODS` and of :func:`cloudcore.refine`). With β = 1 and a tile's λ
+:data:`cloudcore.SHADOW_METHODS` and of :func:`cloudcore.refine`; for the other methods the
+residual below the ground, L − D = −(C + N)). With β = 1 and a tile's λ
 (~1e-3), aATM's N is bounded by λ/β (at the optimum an entry's residual r splits as
 C = shrink(r, λ/β), N = r − C), so N alone is not haze: the brightening is C + N, and its size
 tells thick cloud from thin haze.
@@ -34,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from cloudcore._morphology import opening
-from cloudcore.catalog import MASK_CLOUD, MASK_HAZE, MASK_RADIUS, MASK_SHADOW
+from cloudcore._morphology import dilate, opening
+from cloudcore.catalog import MASK_CLOUD, MASK_GROW, MASK_HAZE, MASK_RADIUS, MASK_SHADOW
 from cloudcore.result import Decomposition
 
 __all__ = [
@@ -73,6 +74,10 @@ class MaskRule:
     haze: float = MASK_HAZE
     shadow: float = MASK_SHADOW
     radius: int = MASK_RADIUS
+    #: Pixels by which cloud and shadow grow (a (2·grow + 1)² dilation after the opening) into
+    #: the entries that are not already cloud or shadow: a cloud's rim is thinner than its core
+    #: but is not clear ground (Fmask grows its clouds by 3 px for the same reason).
+    grow: int = MASK_GROW
 
 
 def sample_entries(
@@ -196,6 +201,11 @@ def classify_scores(
         opening(cloud, rule.radius, out=cloud, scratch=scratch)
         if shadow is not None:
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
+    if rule.grow > 0:
+        # Shadow grows only where cloud did not reach: a pixel is one or the other.
+        cloud = dilate(cloud, rule.grow) & observed
+        if shadow is not None:
+            shadow = dilate(shadow, rule.grow) & observed & ~cloud
     if shadow is not None:
         codes[shadow] = SHADOW
     codes[cloud] = CLOUD
@@ -264,7 +274,8 @@ def classify_result(
 ) -> np.ndarray:
     """:func:`classify` of the decompositions of one image's bands (or of one band).
 
-    Each band's σ is its own (:func:`result_scale`). The shadow class needs every band's ``S``.
+    Each band's σ is its own (:func:`result_scale`). The darkening is a band's ``S``, or
+    L − D = −(C + N) for a method without a shadow layer.
 
     Parameters
     ----------
@@ -290,10 +301,9 @@ def classify_result(
     def frames(x: np.ndarray) -> np.ndarray:
         return np.where(seen, x, np.nan).T.reshape(n, *frame)
 
-    shadows = [r.S for r in bands]
     bright = np.stack([frames(r.C + r.N) for r in bands])
-    has_dark = all(s is not None for s in shadows)
-    dark = np.stack([frames(s) for s in shadows if s is not None]) if has_dark else None
+    # Without a shadow layer the residual's negative part, L − D = −(C + N), is the darkening.
+    dark = np.stack([frames(r.S) if r.S is not None else -frames(r.C + r.N) for r in bands])
     scales = np.array([result_scale(r, seen) for r in bands])
     return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule)
 

@@ -1,4 +1,4 @@
-"""Command line of the lab: ``python -m cloudlab experiment CONFIG`` and ``report``.
+"""Command line of the lab: ``python -m cloudlab experiment CONFIG``, ``heldout`` and ``report``.
 
 ``experiment CONFIG`` runs the paper's simulation trials, or scores solvers on real clouds for a
 ``kind: real-clouds`` config (docs/REAL-CLOUDS.md); ``report`` rewrites the tables and figures
@@ -49,6 +49,23 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=None, help="output dir (default: the config's `output`)"
     )
     experiment.add_argument("--no-report", action="store_true", help="write only the CSV tables")
+
+    heldout = add(
+        "heldout",
+        help="the held-out real-cloud benchmark: every candidate default on every bundled "
+        "site, defaults chosen by leave-one-site-out (docs/REAL-CLOUDS.md)",
+    )
+    heldout.add_argument("--out", type=Path, default=Path("runs/heldout"), help="output dir")
+    heldout.add_argument(
+        "--site", action="append", default=None, help="only this site (repeatable)"
+    )
+    heldout.add_argument("--pairs", type=int, default=4, help="(target, source) pairs per site")
+    heldout.add_argument("--workers", type=int, default=2, help="sites scored at once")
+    heldout.add_argument(
+        "--summarise-only",
+        action="store_true",
+        help="choose and report again from the tables already in --out",
+    )
 
     report = add(
         "report", help="rewrite an experiment run's tables and figures, or docs/EXPERIMENTS.md"
@@ -120,7 +137,19 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"experiment": _experiment, "report": _report}
+def _heldout(args: argparse.Namespace) -> int:
+    """``heldout``: score the sites (or only summarise), choose, write ``report.md``."""
+    from cloudlab.heldout import run_heldout, summarise
+
+    if args.summarise_only:
+        summary = summarise(args.out)
+    else:
+        summary = run_heldout(args.out, args.site, pairs=args.pairs, workers=args.workers)
+    print(f"default {summary['default']} -> {args.out / 'report.md'}")
+    return EXIT_OK
+
+
+_COMMANDS = {"experiment": _experiment, "report": _report, "heldout": _heldout}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from pystac.extensions.projection import ProjectionExtension
 from rasterio.warp import transform as transform_points
 
 from pipeline.batch.manifest import MANIFEST_NAME
-from pipeline.config.run import SolverConfig
+from pipeline.config.run import SCOPE_TRAITS, SolverConfig
 from pipeline.geom import densify
 from pipeline.store.durable import publish_dir
 from pipeline.store.layout import Layout
@@ -119,11 +119,20 @@ def item_properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "cloudremoval:config_hash": manifest["config_hash"],
         "cloudremoval:solver": solver["method"],
         "cloudremoval:lambda_rule": _lam_rule(solver["lam"]),
-        # A manifest from before `solver.refine` existed: that run did not refine.
-        "cloudremoval:refined": "refine" in solver and SolverConfig.model_validate(solver).refines,
+        "cloudremoval:refined": _refined(solver),
         "cloudremoval:dates": len(manifest["dates"]),
         "cloudremoval:products": [pid for pid, _ in manifest["products"]],
     }
+
+
+def _refined(solver: Mapping[str, Any]) -> bool:
+    """Whether the manifest's run refined. A manifest from before ``solver.refine`` existed: that
+    run did not; ``refine: null`` (earlier versions' default) meant refined in tile scope."""
+    if "refine" not in solver:
+        return False
+    if solver["refine"] is None:
+        return SCOPE_TRAITS[solver.get("scope", "tile")].refines
+    return SolverConfig.model_validate(solver).refines
 
 
 def _set_projection(item: pystac.Item, proj: Mapping[str, Any]) -> None:

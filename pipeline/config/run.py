@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from cloudcore.catalog import (
     MASK_CLOUD,
+    MASK_GROW,
     MASK_HAZE,
     MASK_RADIUS,
     MASK_SHADOW,
@@ -132,17 +133,21 @@ class MaskConfig(ConfigSection):
     haze: float = Field(default=MASK_HAZE, gt=0)
     shadow: float = Field(default=MASK_SHADOW, gt=0)
     radius: int = Field(default=MASK_RADIUS, ge=0, le=16)
+    # Pixels by which cloud and shadow grow after the opening (their thin rims are not clear).
+    grow: int = Field(default=MASK_GROW, ge=0, le=16)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
-    # ground elsewhere: a setting of the mask pass, which writes the clear layer with it. Off by
-    # default: on the one real site it was chosen on, it raises r under the clouds (0.135 →
-    # 0.164; the mask misses cloud edges) more than it helps on clear entries (docs/MASK.md).
-    keep_clear: bool = False
+    # ground elsewhere; where a band did not observe the pixel the output is no data. With
+    # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen).
+    # Both on by default, chosen with the solver by leave-one-site-out (docs/REAL-CLOUDS.md):
+    # a pixel the mask calls clear comes out as observed in every band.
+    keep_clear: bool = True
+    keep_haze: bool = True
 
     def rule(self) -> Any:
         """As a :class:`cloudcore.MaskRule`."""
         from cloudcore.masks import MaskRule
 
-        return MaskRule(self.cloud, self.haze, self.shadow, self.radius)
+        return MaskRule(self.cloud, self.haze, self.shadow, self.radius, self.grow)
 
 
 class GridConfig(ConfigSection):
@@ -197,7 +202,7 @@ class ScopeTraits:
     :mod:`pipeline.solve.scopes`)."""
 
     methods: tuple[str, ...]  # the methods it solves
-    refines: bool  # whether it can refine (cloudcore.refine), and so does by default
+    refines: bool  # whether it can refine (cloudcore.refine)
     why_not_method: str = ""  # why it does not solve the others
     # Whether the scope is part of the work's ids: not tile scope's, the default, whose ids did
     # not change when scene scope came (pipeline.plan).
@@ -220,17 +225,16 @@ SCOPE_TRAITS = {
 class SolverConfig(ConfigSection):
     """Decomposition settings passed to :func:`cloudcore.decompose` (``solver``)."""
 
-    # The default (rpca, 1/√d, refined) was chosen on real clouds (docs/REAL-CLOUDS.md "Choosing
-    # the default"): on the bundled Landsat series it predicts cloud- and shadow-covered pixels
-    # with r 0.13 against 0.31 for the temporal median and 0.35 for aATM with λ̂* (in-sample:
-    # chosen and scored on that one site, no held-out figure yet). On the paper's
-    # simulation (static ground, shadowless semi-transparent clouds) aATM with λ̂* and no
-    # refinement stays the better choice: r 0.067 against 0.19 (docs/SOLVERS.md).
-    method: Method = "rpca"
-    lam: Literal["auto", "star"] | float = "auto"
-    # The masked re-solve (cloudcore.refine). None: on in tile scope, off in scene scope (the
-    # distributed solver has no refinement).
-    refine: bool | None = None
+    # The default (aATM, λ̂*, not refined) was chosen by leave-one-site-out on five real cloudy
+    # series from three sensors (docs/REAL-CLOUDS.md, `python -m cloudlab heldout`), with the
+    # mask settings below: held out, it fills clouds better than the temporal median on four of
+    # the five sites; the earlier default (rpca 1/√d, refined), chosen on one site, was worse than
+    # the median on three.
+    method: Method = "aatm"
+    lam: Literal["auto", "star"] | float = "star"
+    # The masked re-solve (cloudcore.refine), tile scope only. Off by default: chosen on one
+    # site, it did not transfer (docs/REAL-CLOUDS.md).
+    refine: bool = False
     beta: float = Field(default=1.0, gt=0)
     # κ of aatm-shadow: the shadow layer's ℓ1 weight relative to the cloud's.
     shadow_weight: float = Field(default=SHADOW_WEIGHT, gt=0)
@@ -260,9 +264,8 @@ class SolverConfig(ConfigSection):
 
     @property
     def refines(self) -> bool:
-        """Whether each tile's decomposition is refined (:func:`cloudcore.refine`): by default
-        where the scope can refine (tile scope)."""
-        return SCOPE_TRAITS[self.scope].refines if self.refine is None else self.refine
+        """Whether each tile's decomposition is refined (:func:`cloudcore.refine`)."""
+        return self.refine
 
     @field_validator("lam", mode="before")
     @classmethod

@@ -5,22 +5,25 @@ a time: a task holds one band's layers, not all of them). In tile scope these ta
 solve batch, behind every row and seam of every band, so that they start while the last bands'
 COGs are written; each reads the tiles' records from the row markers when it starts:
 
-* ``mask`` (time, y, x) uint8 per acquisition: 0 clear, 1 haze, 2 cloud, 3 shadow (shadow
-  model only), 255 no data, by :func:`cloudcore.classify` from the bands' cloud, haze (and
-  shadow) layers, with each band's anomaly scale σ the median of its tiles' (the solve records
-  it per tile: one σ per band and scene, so the mask has no seams at tile borders);
+* ``mask`` (time, y, x) uint8 per acquisition: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no
+  data, by :func:`cloudcore.classify` from the bands' cloud and haze layers (brightening) and
+  their shadow layer, or without one the residual below the ground (darkening), with each
+  band's anomaly scale σ the median of its tiles' (the solve records it per tile: one σ per
+  band and scene, so the mask has no seams at tile borders);
 * ``provenance`` (time, band, y, x) uint8: 1 where the output is the observation, 0 where it is
   modelled (filled from the low-rank ground), 255 where the output is NaN (no data)
   (:func:`provenance_codes`). Only with ``mask.keep_clear`` does the mask pass write it: the
-  ``clear`` layer then takes the observation wherever the mask says clear and the band
-  observed the pixel (provenance 1), elsewhere it stays the modelled ground. Otherwise
+  ``clear`` layer then takes the observation wherever the mask says clear (or haze, with
+  ``mask.keep_haze``) and the band observed the pixel (provenance 1), is no data where the
+  band did not observe the pixel, and stays the modelled ground elsewhere. Otherwise
   ``clear`` is final when the band is blended, and each band's COG task, which reads it
   anyway, writes the band's provenance (:func:`pipeline.outputs.products.write_cogs`): the mask pass
   then reads no ``clear`` (a third of the bytes it read at full size, from a cube that has
   left the page cache by then).
 
-The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) makes a core's
-codes depend on the scores up to ``2·radius`` pixels beyond it; a task classifies each core
+The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) and its growth
+(``grow`` pixels) make a core's codes depend on the scores up to ``2·radius + grow`` pixels
+beyond it; a task classifies each core
 over that margin, so the mask equals the classification of the whole scene at once, with no
 seam at core borders (tested; the earlier pass read only ``radius`` pixels around a core, and
 the opening at its window's edge could differ from the whole scene's there). A task sweeps its
@@ -90,6 +93,8 @@ class MaskJob:
     # if not, the scores read no haze: cloud + 0 gives the same float32 sums, and a fifth of
     # the mask's reads are saved.
     haze: bool = True
+    # With keep_clear: keep the observation under haze too (``mask.keep_haze``).
+    keep_haze: bool = False
 
 
 def tile_records(markers: Iterable[Path]) -> list[dict[str, Any]]:
@@ -145,7 +150,7 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
             arrays[MASK][:, rows, cols] = codes
             if observed is not None:
                 for b in range(len(job.bands)):
-                    provenance = _keep_observed(arrays, observed, tile, b, codes)
+                    provenance = _keep_observed(arrays, observed, tile, b, _kept_codes(job, codes))
                     arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
             if job.preview is not None:
@@ -193,7 +198,7 @@ def _row_codes(
     scene goes: what its opening depends on), from the scores of the cores around it, each
     computed once; only the columns the next core still needs are kept.
     """
-    pad = 2 * job.rule.radius
+    pad = 2 * job.rule.radius + job.rule.grow
     core = job.tiles[0].core
     r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
     held: list[_Scores] = []  # consecutive columns, left to right
@@ -286,7 +291,10 @@ def _scores(
     rows, cols = window.slices
     shape = (seen.shape[0], window.height, window.width)
     bright = BandMean(shape)
-    dark = BandMean(shape) if "shadow" in job.layers else None
+    # Shadow darkens: below the ground by S where the solve has a shadow layer, and by
+    # L − D = −(C + N) where it has none (every method's residual holds the shadows then).
+    dark = BandMean(shape)
+    has_shadow = "shadow" in job.layers
     observed = np.zeros(shape, dtype=bool)  # in some band
     for b, sigma in enumerate(scales):
         observed_b = np.asarray(seen[:, b, rows, cols]) == 1
@@ -297,11 +305,13 @@ def _scores(
             anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
-        if dark is not None:
+        if has_shadow:
             shadow = np.asarray(arrays["shadow"][:, b, rows, cols])
             shadow[unseen] = np.nan
-            dark.add(shadow, sigma)
-    return _Scores(window.col_off, bright.mean(), dark.mean() if dark else None, observed)
+        else:
+            shadow = np.negative(anomaly, out=anomaly)
+        dark.add(shadow, sigma)
+    return _Scores(window.col_off, bright.mean(), dark.mean(), observed)
 
 
 def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
@@ -315,19 +325,33 @@ def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.nd
     return provenance
 
 
+def _kept_codes(job: MaskJob, codes: np.ndarray) -> np.ndarray:
+    """Where the observation is kept: the mask says clear (or haze, with ``keep_haze``)."""
+    from cloudcore.masks import HAZE
+
+    kept = codes == CLEAR
+    if job.keep_haze:
+        kept |= codes == HAZE
+    return kept
+
+
 def _keep_observed(
-    arrays: Mapping[str, Any], source: Any, tile: Tile, band: int, codes: np.ndarray
+    arrays: Mapping[str, Any], source: Any, tile: Tile, band: int, keep: np.ndarray
 ) -> np.ndarray:
-    """Write the observations kept (where the mask says clear) into the band's ``clear`` over
-    the core, and return its provenance (time, rows, cols)."""
+    """Write the observations kept (where ``keep``, from the mask) into the band's ``clear``
+    over the core, with no data where the band did not observe, and return its provenance
+    (time, rows, cols)."""
     from cloudcore.masks import keep_clear
 
     rows, cols = tile.core.slices
     clear = np.asarray(arrays["clear"][:, band, rows, cols])
     # Read again rather than kept from _scores: keeping every band's observations would undo
-    # the one-band-at-a-time memory bound (and keep_clear is off by default).
+    # the one-band-at-a-time memory bound.
     observation = np.asarray(source[:, band, rows, cols])
-    clear, kept = keep_clear(clear, observation, codes == CLEAR)
+    clear, kept = keep_clear(clear, observation, keep)
+    # A date does not show what it did not observe: where the band has no observation (outside
+    # the date's footprint, a sensor's gap) the output is no data, not the ground of other dates.
+    clear[~np.isfinite(observation)] = np.nan
     arrays["clear"][:, band, rows, cols] = clear
     return provenance_codes(clear, kept)
 

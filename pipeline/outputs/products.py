@@ -46,8 +46,7 @@ def write_diagnostics(records: Sequence[Mapping[str, Any]], csv_path: Path, cube
     columns = ["tile_id", "band", "row", "col", "iterations", "converged", "residual", "lam"]
     columns += ["seconds", "d", "n", "method", "dates_left_out"]
     table = pd.DataFrame(list(records), columns=columns).fillna({"dates_left_out": ""})
-    table = table.sort_values(["band", "row", "col"])
-    table = table.reset_index(drop=True)
+    table = table.sort_values(["band", "row", "col"]).reset_index(drop=True)
     atomic_write(csv_path, table.to_csv(index=False).encode())
     ds = xr.Dataset({c: ("tile", table[c].to_numpy()) for c in columns if c != "tile_id"})
     ds = ds.assign_coords(tile_id=("tile", table["tile_id"].to_numpy(dtype=object)))
@@ -173,13 +172,8 @@ def write_cogs(
 def write_mask_cogs(cube: Path, dsts: Sequence[Path], *, grid: Any, block: int) -> list[str]:
     """Write the cube's ``mask`` as one uint8 COG per acquisition (0 clear, 1 haze, 2 cloud,
     3 shadow, 255 no data; the codes of :mod:`cloudcore.masks`), overviews by the most common
-    class (GDAL ``MODE``), so zooming out never averages codes into another class.
-
-    Returns
-    -------
-    list of str
-        The paths written.
-    """
+    class (GDAL ``MODE``), so zooming out never averages codes into another class; returns the
+    paths written."""
     import zarr
 
     src = zarr.open_array(store=str(cube), path=MASK, mode="r")
@@ -251,7 +245,7 @@ def write_cogs_safely(
     Raises
     ------
     pipeline.store.durable.OutputError
-        The disk is full or not writable; no file is left behind.
+        The disk is full or not writable (no file is left behind).
     """
     tag = uuid.uuid4().hex[:8]
     scratch = [d.with_name(f".{d.stem}.{tag}.scratch.tif") for d in dsts]
@@ -262,15 +256,18 @@ def write_cogs_safely(
         write_cog_files(
             read, encode, scratch, partial, dsts, profile, block, overviews, meaning, ahead=ahead
         )
+        return
     except Exception as exc:
         # A full or read-only disk is the user's to fix: one line naming the place, exit 2.
         error = gdal_storage_error(exc, dsts[0], [*scratch, *partial])
         if error is None:
             raise
-        raise error from exc
     finally:
         for leftover in (*scratch, *partial):
             leftover.unlink(missing_ok=True)
+    # Outside the handler, with no context: a worker sends its causes back too, and the GDAL
+    # error (a rasterio CPLE class) does not unpickle, which made this a plain Exception.
+    raise error
 
 
 def write_cog_files(

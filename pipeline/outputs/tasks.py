@@ -154,6 +154,7 @@ class ProductTasks:
                 keep_clear=self.keep_clear,
                 preview=self.preview,
                 haze=writes_haze(method, refines),
+                keep_haze=config.mask.keep_haze,
             )
             for r in range(tiles.n_rows)
         )

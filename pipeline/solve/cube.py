@@ -73,13 +73,21 @@ def open_cube(plan: RunPlan) -> Path:
             "code_version": plan.version,
             "solver": config.solver.model_dump(mode="json"),
             # As before keep_clear moved into the mask section: the same attributes.
-            "mask": config.mask.model_dump(mode="json", exclude={"keep_clear"}),
+            "mask": _mask_attrs(config.mask),
             "keep_clear": config.mask.keep_clear,
+            "keep_haze": config.mask.keep_clear and config.mask.keep_haze,
             "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
             **_value_attrs(acqs),
         },
     )
     return cube_tmp
+
+
+def _mask_attrs(mask: Any) -> dict[str, Any]:
+    """The mask's thresholds as the cube records them: as before ``grow`` and ``keep_haze``
+    came (``grow`` only when set, ``keep_haze`` in an attribute of its own)."""
+    exclude = {"keep_clear", "keep_haze"} | (set() if mask.grow else {"grow"})
+    return dict(mask.model_dump(mode="json", exclude=exclude))
 
 
 def _value_attrs(acqs: Sequence[Any]) -> dict[str, Any]:

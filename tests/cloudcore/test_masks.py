@@ -125,3 +125,46 @@ def test_band_mean_sums_the_plain_float32_quotients() -> None:
         assert np.array_equal(mean.total.view(np.uint32), total.view(np.uint32))
         assert np.array_equal(mean.count, np.isfinite(bands).sum(axis=0))
         assert mean.total.dtype == np.float32
+
+
+def test_grow_widens_cloud_and_shadow_by_its_radius_within_observed_entries() -> None:
+    bright = np.zeros((1, 9, 9), np.float32)
+    dark = np.zeros((1, 9, 9), np.float32)
+    bright[0, 2:5, 2:5] = 10.0  # a 3 × 3 cloud (survives the radius-1 opening)
+    dark[0, 5:8, 5:8] = 10.0  # a 3 × 3 shadow touching the cloud's corner
+    observed = np.ones((1, 9, 9), bool)
+    observed[0, 0, :] = False
+    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, grow=0)
+    plain = cloudcore.classify_scores(bright, dark, observed, rule)
+    grown = cloudcore.classify_scores(
+        bright, dark, observed, cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, grow=1)
+    )
+    assert (plain == CLOUD).sum() == 9 and (plain == SHADOW).sum() == 9
+    assert (grown[0, 1:6, 1:6] == CLOUD).all() and (grown == CLOUD).sum() == 25
+    # The shadow grew too, but not over the cloud: a pixel is one or the other.
+    assert (grown[0, 4:9, 4:9] != CLEAR).all()
+    assert grown[0, 5, 5] == CLOUD and (grown[0, 6:9, 6:9] == SHADOW).all()
+    assert (grown[0, 0] == NODATA).all()  # growth never reaches unobserved entries
+
+
+def test_classify_result_reads_shadows_below_the_ground_without_a_shadow_layer() -> None:
+    # RPCA has no S: the mask reads the residual below the ground, L − D = −C, as darkening.
+    rng = np.random.default_rng(5)
+    ground = rng.uniform(0.2, 0.3, (64, 6))
+    residual = rng.normal(0, 0.002, ground.shape)
+    residual[:16, 2] -= 0.15  # a dark 2 × 8 block on date 2 (pixels 0..15 of an 8 × 8 frame)
+    result = cloudcore.Decomposition(
+        L=ground,
+        C=residual,
+        N=np.zeros_like(ground),
+        S=None,
+        iterations=1,
+        residual=0.0,
+        converged=True,
+        lam=0.1,
+        method="rpca",
+    )
+    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=5, radius=0)
+    codes = cloudcore.classify_result(result, (8, 8), rule)
+    assert (codes[2, :2, :] == SHADOW).all()
+    assert (codes[[0, 1, 3, 4, 5]] != SHADOW).all()

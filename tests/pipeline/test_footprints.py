@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -53,9 +54,9 @@ def _config(out: Path, paths: list[Path], tile: int, overlap: int) -> dict:
         "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths], "max_dn": MAX_DN},
         "output": {"path": str(out), "quicklooks": False, "cog_dtype": "float32"},
         "tiling": {"tile_size": tile, "overlap": overlap},
-        # The paper's solver: these clouds are the paper's semi-transparent simulation, over
-        # which the default (rpca 1/√d, refined; chosen on real clouds) comes out 10–17 % bright
-        # on every date, the filled strip included (docs/SOLVERS.md).
+        # The paper's solver (the default), written out: these clouds are the paper's
+        # semi-transparent simulation, over which rpca 1/√d refined comes out 10–17 % bright on
+        # every date, the filled strip included (docs/SOLVERS.md).
         "solver": {"method": "aatm", "lam": "star", "refine": False},
         "cluster": {"n_workers": 2, "threads_per_worker": 1, "dashboard": False},
     }
@@ -93,10 +94,8 @@ def test_series_on_one_lattice_is_copied_pixel_for_pixel(tmp_path: Path, schedul
         assert cog.transform == LATTICE and cog.shape == (61, 61)
 
 
-def test_short_footprint_is_nan_or_unbiased_never_dark(tmp_path: Path) -> None:
-    """The acceptance test of #14, through ``python -m pipeline run`` in tile scope: date 4's
-    file ends a third of the way in; in the strip it did not see, its output is NaN or within
-    5 % of the truth's mean."""
+def _short_footprint_run(tmp_path: Path, **mask: object) -> tuple[Any, ...]:
+    """Date 4's file ends a third of the way in; ``python -m pipeline run`` in tile scope."""
     size, short = 256, 3
     truth, observed = _truth_and_series(size, seed=0)
     cols = size // 3
@@ -107,7 +106,7 @@ def test_short_footprint_is_nan_or_unbiased_never_dark(tmp_path: Path) -> None:
     import yaml
 
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump(_config(out, paths, 128, 32)))
+    config.write_text(yaml.safe_dump({**_config(out, paths, 128, 32), "mask": mask}))
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", str(config)],
         capture_output=True,
@@ -116,10 +115,28 @@ def test_short_footprint_is_nan_or_unbiased_never_dark(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
+    cube = xr.open_zarr(out / "cube.zarr", consolidated=False)
+    return cube, truth, short, cols, out, done
+
+
+def test_short_footprint_is_no_data_where_unseen_by_default(tmp_path: Path) -> None:
+    """The defaults (``mask.keep_clear``): the strip date 4 did not see is no data, every
+    pixel; the part it saw is written."""
+    cube, _, short, cols, _, _ = _short_footprint_run(tmp_path)
+    clear = cube.clear.values[short, 0]
+    assert np.isnan(clear[:, cols:]).all()
+    assert np.isfinite(clear[:, :cols]).all()
+    assert (cube.provenance.values[short, 0][:, cols:] == 255).all()
+
+
+def test_short_footprint_is_nan_or_unbiased_never_dark(tmp_path: Path) -> None:
+    """The acceptance test of #14 with the ground written everywhere (``mask.keep_clear:
+    false``): in the strip date 4 did not see, its output is NaN or within 5 % of the truth's
+    mean."""
+    cube, truth, short, cols, out, done = _short_footprint_run(tmp_path, keep_clear=False)
     day = f"{date(2021, 6, 1) + timedelta(days=8 * short):%Y%m%d}"
     assert day in done.stderr and "left out" in done.stderr  # the run says so
 
-    cube = xr.open_zarr(out / "cube.zarr", consolidated=False)
     clear = cube.clear.values[short, 0]
     strip, ref = clear[:, cols:], truth[:, cols:]
     finite = np.isfinite(strip)

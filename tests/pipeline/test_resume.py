@@ -193,8 +193,9 @@ def test_the_refinement_as_it_takes_effect_keys_the_tiles(
         return {i for ids in plan.solve_ids.values() for i in ids.values()}
 
     default = solve_ids()
-    assert solve_ids(refine=True) == default  # left out = on in tile scope: the same work
-    assert solve_ids(refine=False).isdisjoint(default)
+    assert solve_ids(refine=False) == default  # left out = off: the same work
+    assert solve_ids(refine=True).isdisjoint(default)
+    assert solve_ids(refine=None) == default  # null in a config: the default
 
 
 def test_a_row_asks_for_the_next_tile_s_input_before_reading_it(

@@ -21,7 +21,7 @@ from pipeline.control.status import RunSummary
 from pipeline.grid.target import derive_grid
 from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts, make_gf4_series
-from pipeline.outputs.mask_layer import FILLED
+from pipeline.outputs.mask_layer import FILLED, OBSERVED
 from pipeline.run import run
 from tests.pipeline.truth import truth_on
 
@@ -117,15 +117,22 @@ def test_products_are_written(tiled: tuple[Path, RunSummary]) -> None:
     assert summary.ok, summary.describe()
     assert summary.bands == 5 and summary.solved == summary.tiles * 5
     cube, observed = _open(out)
-    # The default solver refines: its residual below the ground is the shadow layer.
-    assert set(cube.data_vars) >= {"clear", "cloud", "haze", "shadow"}
+    # The default solver (aATM, not refined) writes no shadow layer; the mask reads shadows
+    # from its residual below the ground.
+    assert set(cube.data_vars) >= {"clear", "cloud", "haze", "mask", "provenance"}
+    assert "shadow" not in cube.data_vars
     assert cube.clear.dims == ("time", "band", "y", "x") and cube.clear.dtype == np.float32
     assert cube.clear.shape == observed.shape
-    # Without mask.keep_clear the bands' COG tasks write the provenance: modelled where the
-    # clear value is finite, no data where it is NaN.
+    # With mask.keep_clear (the default) the mask pass writes the provenance: observed where
+    # the mask says clear or haze and the band saw the pixel, modelled elsewhere, no data where
+    # the band did not see it.
     clear = cube.clear.values
-    expected = np.where(np.isfinite(clear), FILLED, NODATA).astype(np.uint8)
+    codes = cube.mask.values[:, None]
+    seen = np.isfinite(observed)
+    kept = ((codes == 0) | (codes == 1)) & seen
+    expected = np.where(kept, OBSERVED, np.where(seen, FILLED, NODATA)).astype(np.uint8)
     np.testing.assert_array_equal(cube.provenance.values, expected)
+    np.testing.assert_array_equal(clear[kept], observed[kept])
     assert np.isnan(clear).any()  # the footprints leave pixels without data
     assert len(list((out / "cog").glob("*_B?.tif"))) == 7 * 5
     masks = sorted((out / "cog").glob("*_mask.tif"))
@@ -225,14 +232,18 @@ def test_no_seams_at_tile_borders(tiled: tuple[Path, RunSummary], whole: Path) -
         assert seam <= 1.05 * _border_to_interior_jump(one, axis), (axis, seam)
 
 
-def test_nodata_border_is_filled_from_other_dates(tiled: tuple[Path, RunSummary]) -> None:
+def test_nodata_border_is_no_data_on_the_dates_that_did_not_see_it(
+    tiled: tuple[Path, RunSummary],
+) -> None:
     cube, observed = _open(tiled[0])
     clear = cube.clear.values
-    seen_some = np.isfinite(observed).any(axis=0)
-    partly = seen_some & ~np.isfinite(observed).all(axis=0)
+    seen = np.isfinite(observed)
+    partly = seen.any(axis=0) & ~seen.all(axis=0)
     assert partly.sum() > 100  # dates' footprints differ: a real no-data border crosses tiles
-    assert np.isfinite(clear[:, seen_some]).all()
-    assert np.isnan(clear[:, ~seen_some]).all()
+    # A date is written where it observed and is no data where it did not (mask.keep_clear):
+    # nothing is invented for it from the other dates.
+    assert np.isfinite(clear[seen]).all()
+    assert np.isnan(clear[~seen]).all()
 
 
 def test_resume_skips_finished_tiles(gf4_products: SimulatedProducts, tmp_path: Path) -> None:

@@ -89,9 +89,9 @@ def test_one_item_per_series_with_assets(published: tuple[Path, BatchSummary]) -
         assert item.datetime is None
         assert props["cloudremoval:config_hash"] == manifest["config_hash"]
         assert props["cloudremoval:code_version"] == manifest["code_version"]
-        assert props["cloudremoval:solver"] == "rpca"  # the default method, λ̂* set above
+        assert props["cloudremoval:solver"] == "aatm"  # the default method
         assert props["cloudremoval:lambda_rule"] == "fitted lambda* per tile"
-        assert props["cloudremoval:refined"] is True
+        assert props["cloudremoval:refined"] is False  # the default: not refined
         assert props["cloudremoval:products"] == [pid for pid, _ in manifest["products"]]
 
 
@@ -254,6 +254,7 @@ def test_refined_property_reads_the_manifest_solver() -> None:
     def refined(solver: dict[str, object]) -> object:
         return item_properties({**manifest, "run": {"solver": solver}})["cloudremoval:refined"]
 
+    # Earlier manifests wrote refine: null for the scope's default of then (tile scope refined).
     assert refined({"method": "rpca", "lam": "auto", "refine": None}) is True  # tile scope
     assert refined({"method": "rpca", "lam": "auto", "refine": None, "scope": "scene"}) is False
     assert refined({"method": "rpca", "lam": "auto", "refine": False}) is False

@@ -67,6 +67,8 @@ def _config(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
         "tiling": {"tile_size": TILE, "overlap": 8},
         # aATM with λ̂* (the paper's solver), compared below with decompose of the whole band
         "solver": {"scope": "scene", "method": "aatm", "lam": "star"},
+        # The solved layers as the solver wrote them (keep_clear would put observations in).
+        "mask": {"keep_clear": False},
         "cluster": {"dashboard": False, "n_workers": 2, "threads_per_worker": 1, **cluster},
     }
 
@@ -99,7 +101,7 @@ def test_scope_is_tile_by_default_and_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"solver\.refine is done per tile"):
         parse({**base, "solver": {"scope": "scene", "refine": True}}, Config)
     scene = parse({**base, "solver": {"scope": "scene"}}, Config).solver
-    assert scene.refine is None and not scene.refines  # left out: off in scene scope
+    assert scene.refine is False and not scene.refines  # left out: off (in every scope)
 
 
 def test_partition_is_contiguous_and_balanced() -> None:

@@ -12,7 +12,7 @@ import pytest
 import rasterio
 import xarray as xr
 
-from cloudcore.masks import CLEAR, NODATA
+from cloudcore.masks import CLEAR, HAZE, NODATA
 from pipeline.config import Config, parse
 from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import ConfigError
@@ -33,15 +33,16 @@ def test_each_scope_value_has_its_object_and_traits() -> None:
     assert isinstance(scope_for(_config(Path("o")).solver), TileScope)
     scene = _config(Path("o"), solver={"scope": "scene"}).solver
     assert isinstance(scope_for(scene), SceneScope)
-    # Refinement by default where the scope refines, never where it cannot.
-    assert _config(Path("o")).solver.refines and not scene.refines
+    # Refinement is off by default (held-out real clouds, docs/REAL-CLOUDS.md); tile only.
+    assert not _config(Path("o")).solver.refines and not scene.refines
+    assert _config(Path("o"), solver={"refine": True}).solver.refines
 
 
 def test_keep_clear_is_a_mask_setting_and_the_old_key_still_reads(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    assert not _config(Path("o")).mask.keep_clear
-    assert _config(Path("o"), mask={"keep_clear": True}).mask.keep_clear
+    assert _config(Path("o")).mask.keep_clear  # on by default
+    assert not _config(Path("o"), mask={"keep_clear": False}).mask.keep_clear
     old = {"inputs": {"kind": "geotiff", "paths": ["x.tif"]}}
     with caplog.at_level(logging.WARNING, logger="pipeline.config.run"):
         moved = parse({**old, "output": {"path": "o", "keep_clear": True}}, Config)
@@ -75,12 +76,17 @@ def test_keep_clear_keeps_the_observation_where_the_mask_says_clear(
     cube = xr.open_zarr(tmp_path / "cube.zarr", consolidated=False)
     observed = xr.open_zarr(tmp_path / "work" / "input.zarr", consolidated=False).observed.values
     clear, provenance = cube.clear.values, cube.provenance.values
-    said_clear = (cube.mask.values == CLEAR)[:, None] & np.isfinite(observed)
+    codes = cube.mask.values[:, None]
+    seen = np.isfinite(observed)
+    # The observation is kept where the mask says clear or haze (mask.keep_haze, the default).
+    said_clear = ((codes == CLEAR) | (codes == HAZE)) & seen
     assert said_clear.any() and not said_clear.all()
     np.testing.assert_array_equal(provenance == OBSERVED, said_clear)
     np.testing.assert_array_equal(clear[said_clear], observed[said_clear])
     modelled = (provenance == FILLED) | (provenance == NODATA)
     assert modelled[~said_clear].all()
+    # A date is no data where its band did not observe: nothing is filled in for it.
+    assert np.isnan(clear[~seen]).all() and (provenance[~seen] == NODATA).all()
     # The COGs hold the cube's clear layer, kept observations included (DN = round(clear·max)).
     max_dn = max(float(a.max_dn) for a in make_plan(cfg).acquisitions)
     band, date = 0, 0
@@ -103,8 +109,11 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
     from pipeline.ids import digest
     from pipeline.solve.cube import CUBE_TOKEN_ATTR, open_cube
 
+    # The settings of then, written out (the defaults have changed since): the same token.
+    before = {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_haze": False}
     for keep in (False, True):
-        cfg = _config(tmp_path / str(keep), geotiff_series.paths, mask={"keep_clear": keep})
+        mask = {**before, "keep_clear": keep}
+        cfg = _config(tmp_path / str(keep), geotiff_series.paths, mask=mask)
         plan = make_plan(cfg)
         settings = '{"cloud":6.0,"haze":4.0,"shadow":3.0,"radius":1}' + f"keep_clear={keep}"
         blended = [plan.blended_id(b) for b in plan.bands]

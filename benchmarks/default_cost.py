@@ -1,0 +1,62 @@
+"""What the default costs per tile: the previous default solve (rpca 1/√d, refined) against
+the new one (aATM with λ̂*, not refined), on one tile halo as the pipeline solves it
+(:func:`pipeline.solve.tile.solve_matrix`, float32, one thread), alternated, best of the runs.
+
+The matrix is a tile of the paper's simulation of the demo image (7 dates), so the numbers are
+comparable with docs/PERFORMANCE.md; the mask pass (keep_clear) is not in it (it reads the
+solved layers once per row of tiles, and was already on the run path as the mask product).
+
+Usage::
+
+    python benchmarks/default_cost.py [--size 1280] [--dates 7] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from cloudcore.simulate import paper_case
+from pipeline.config import SolverConfig
+from pipeline.inputs.synthetic import load_demo_truth
+from pipeline.solve.tile import resolve_lambda, solve_matrix
+
+SETTINGS = {
+    "previous default (rpca auto, refined)": {"method": "rpca", "lam": "auto", "refine": True},
+    "new default (aatm star)": {"method": "aatm", "lam": "star", "refine": False},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1280, help="tile halo side in pixels")
+    parser.add_argument("--dates", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    case = paper_case(load_demo_truth(), args.dates, size=args.size, rng=np.random.default_rng(0))
+    D = case.D.astype(np.float32)
+    mask = np.ones(D.shape, bool)
+    seconds: dict[str, list[float]] = {k: [] for k in SETTINGS}
+    iterations: dict[str, int] = {}
+    for _ in range(args.runs):
+        for label, settings in SETTINGS.items():  # alternated: the machine's noise hits both
+            solver = SolverConfig(**settings)
+            lam = resolve_lambda(solver.lam, *D.shape)
+            started = time.perf_counter()
+            result = solve_matrix(D, mask, solver, (args.size, args.size), lam, threads=1)
+            seconds[label].append(time.perf_counter() - started)
+            iterations[label] = result.iterations
+    print(f"tile {args.size}² × {args.dates} dates, float32, 1 thread, {args.runs} runs each")
+    base = min(seconds[next(iter(SETTINGS))])
+    for label in SETTINGS:
+        best = min(seconds[label])
+        print(
+            f"{label:40s} best {best:6.2f} s  runs {[round(s, 2) for s in seconds[label]]}  "
+            f"iterations {iterations[label]}  ratio {best / base:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""What the held-out benchmark chooses between: solves, mask rules and how outputs are composed.
+
+A *candidate* is one complete setting of a run: a solve (method, λ rule, refinement) and a
+post-step (the mask's thresholds, and whether and how the observation is kept where the mask
+says clear). The solves are the expensive part, so each is run once per series and every
+post-step is scored on its result.
+
+Solves (:data:`SOLVES`):
+
+* ``rpca-auto``, ``aatm-star``: one decomposition, RPCA with λ = 1/√d or aATM with the paper's
+  λ̂*(d, n);
+* ``…+refine``: then :func:`cloudcore.refine` (per band: flag |D − L| ≥ 3σ, re-solve RPCA at
+  3/√d without them), the pipeline's refinement;
+* ``…+joint``: then one re-solve per band without the entries that the mask, decided from all
+  bands together (:data:`JOINT_RULE`), calls anything but clear: the paper's matrix completion
+  with a given mask, one flag per pixel and date shared by the bands.
+
+Post-steps (:func:`post_steps`): the mask's cloud, haze and shadow thresholds (in units of σ),
+its opening radius and growth, then ``keep_clear`` off (the ground everywhere, as before) or on
+with the haze written by one of :data:`cloudcore.compose.HAZE_FILLS`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from cloudcore.masks import MaskRule
+
+__all__ = [
+    "JOINT_RULE",
+    "SOLVES",
+    "PostStep",
+    "SolveSpec",
+    "post_steps",
+]
+
+
+@dataclass(frozen=True)
+class SolveSpec:
+    """A solve: method, λ rule (``auto`` 1/√d, ``star`` λ̂*) and refinement (``""``,
+    ``"refine"`` or ``"joint"``)."""
+
+    method: str
+    lam: str
+    refine: str = ""
+
+    @property
+    def name(self) -> str:
+        """``method-lam`` and ``+refine``/``+joint`` when refined."""
+        base = f"{self.method}-{self.lam}"
+        return f"{base}+{self.refine}" if self.refine else base
+
+    @property
+    def is_aatm(self) -> bool:
+        """Whether the first solve is the paper's aATM."""
+        return self.method.startswith("aatm")
+
+
+SOLVES: tuple[SolveSpec, ...] = tuple(
+    SolveSpec(method, lam, refine)
+    for method, lam in (("rpca", "auto"), ("aatm", "star"))
+    for refine in ("", "refine", "joint")
+)
+
+#: The mask whose non-clear entries the ``+joint`` re-solve leaves out: generous (a missed cloud
+#: left in would pull the ground up; a clear entry left out costs little).
+JOINT_RULE = MaskRule(cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1)
+
+
+#: A shadow threshold that no anomaly reaches: the rule has no shadow class.
+NO_SHADOW = 1e9
+
+
+@dataclass(frozen=True)
+class PostStep:
+    """The mask rule and the composition of the outputs.
+
+    ``keep_clear`` False writes the ground everywhere (the rule then only scores the mask);
+    True writes the observation where the mask says clear, the haze as ``haze_fill`` says, and
+    the ground elsewhere (:func:`cloudcore.compose.compose`).
+    """
+
+    rule: MaskRule
+    keep_clear: bool
+    haze_fill: str = "ground"
+
+    @property
+    def rule_name(self) -> str:
+        """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class)."""
+        r = self.rule
+        haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
+        shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}"
+
+    @property
+    def name(self) -> str:
+        """Compact label: ``c4 h3 s3 r1 g1 keep:invert`` (``ground``: keep_clear off)."""
+        keep = f"keep:{self.haze_fill}" if self.keep_clear else "ground"
+        return f"{self.rule_name} {keep}"
+
+
+def post_steps() -> list[PostStep]:
+    """The grid of post-steps scored on every solve (module docstring)."""
+    steps = []
+    for cloud, haze, shadow, radius, grow in itertools.product(
+        (3.0, 4.0, 6.0), (2.0, 3.0, None), (2.0, 3.0, None), (0, 1), (0, 1, 2)
+    ):
+        rule = MaskRule(
+            cloud=cloud,
+            haze=cloud if haze is None else haze,
+            shadow=NO_SHADOW if shadow is None else shadow,
+            radius=radius,
+            grow=grow,
+        )
+        fills = ("ground",) if haze is None else ("invert", "ground", "observed")
+        steps += [PostStep(rule, True, fill) for fill in fills]
+    # keep_clear off: the rule does not change the output; one per solve is enough to score it.
+    steps.append(PostStep(MaskRule(), False))
+    return steps

@@ -1,0 +1,125 @@
+"""The sites of the held-out real-cloud benchmark: small real series with a reference mask.
+
+Each site is one ``.npz`` under ``cloudlab/data/real-clouds/`` (provenance and licence of each
+in ``cloudlab/data/SOURCES.md``), holding the provider's values unchanged:
+
+* ``values`` ``(dates, bands, rows, cols)`` integers as stored, ``scale``, ``offset`` and
+  ``nodata``: reflectance = values · scale + offset, not observed where any band is ``nodata``;
+* ``reference`` ``(dates, rows, cols)`` uint8 in the codes of :mod:`cloudlab.realdata`
+  (0 clear, 1 thin cloud, 2 cloud, 3 shadow, 4 snow, 255 no data), mapped from the provider's
+  mask when the file was made; ``reference_source`` names that mask;
+* ``dates``, ``scene_ids``, ``bands`` (common names), ``sensor``, ``gsd`` (m), ``crs``,
+  ``transform``.
+
+Reflectance is clipped to [0, 1] as the pipeline clips its inputs. Thin cloud (1) is read as
+cloud: the pasting protocol moves it with the clouds, and the mask's cloud-or-haze class is
+scored against it. The bundled Landsat series of the first real-cloud experiment
+(``p035r032-landsat.npz``, :func:`cloudlab.realdata.load_real_series`) is a site too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from cloudlab.realdata import CLOUD, NODATA, RealSeries, load_real_series
+
+__all__ = ["SITES_DIR", "Site", "load_site", "site_names"]
+
+SITES_DIR = Path(__file__).parent / "data" / "real-clouds"
+_THIN = 1
+_LEGACY = "p035r032-landsat"
+#: The benchmark's window of each long series: one year, as an archive is reprocessed, with
+#: 20–60 dates (the sites hold 24 to 423; a pipeline tile of GF-4 holds 7 to a few dozen).
+WINDOWS: dict[str, tuple[str, str]] = {
+    "p035r032-landsat": ("2011-01-01", "2011-12-31"),
+    "landsat_p013r030_harvard_transect": ("2010-01-01", "2010-12-31"),
+    "s2_nrt_romania_10m": ("2019-01-01", "2019-12-31"),
+    "s2_nrt_subset": ("2017-01-01", "2017-12-31"),
+}
+
+
+@dataclass(frozen=True)
+class Site:
+    """A benchmark site: its series and what it is.
+
+    Attributes
+    ----------
+    name
+        The file's stem.
+    series
+        Values in [0, 1] (NaN not observed) and the reference codes (thin cloud read as cloud).
+    sensor, gsd, reference_source
+        The instrument, its ground sampling distance in metres and the reference mask's origin.
+    """
+
+    name: str
+    series: RealSeries
+    sensor: str
+    gsd: float
+    reference_source: str
+
+    @property
+    def has_shadow_reference(self) -> bool:
+        """Whether the reference marks cloud shadow at all."""
+        return bool((self.series.reference == 3).any())
+
+
+def site_names(folder: Path = SITES_DIR) -> list[str]:
+    """The sites in ``folder``: every ``.npz``, sorted by name."""
+    return sorted(p.stem for p in folder.glob("*.npz"))
+
+
+def load_site(name: str, folder: Path = SITES_DIR, window: bool = True) -> Site:
+    """Read one site, its dates within :data:`WINDOWS` unless ``window`` is False.
+
+    Parameters
+    ----------
+    name
+        The file's stem (:func:`site_names`).
+    folder
+        Where the files are.
+    window
+        Keep only the dates of the site's window.
+
+    Returns
+    -------
+    Site
+    """
+    site = _read(folder / f"{name}.npz", name)
+    if window and name in WINDOWS:
+        site = replace(site, series=site.series.between(*WINDOWS[name]))
+    return site
+
+
+def _read(path: Path, name: str) -> Site:
+    if name == _LEGACY:
+        return Site(name, load_real_series(path), "Landsat 5 TM / 7 ETM+", 30.0, "Fmask")
+    with np.load(path, allow_pickle=False) as z:
+        stored = z["values"]
+        nodata = int(z["nodata"])
+        reflectance = stored * float(z["scale"]) + float(z["offset"])
+        reference = z["reference"].astype(np.uint8)
+        dates = np.array([str(s)[:10] for s in z["dates"]], dtype="datetime64[D]")
+        series = RealSeries(
+            values=np.clip(reflectance, 0.0, 1.0),
+            reference=reference,
+            dates=dates,
+            bands=tuple(str(b) for b in z["bands"]),
+            scene_ids=tuple(str(s) for s in z["scene_ids"]),
+            crs=str(z["crs"]),
+            transform=tuple(float(v) for v in z["transform"]),
+        )
+        sensor, gsd, source = str(z["sensor"]), float(z["gsd"]), str(z["reference_source"])
+    observed = (stored != nodata).all(axis=1) & (reference != NODATA)
+    codes = np.where(reference == _THIN, CLOUD, reference)
+    codes = np.where(observed, codes, NODATA).astype(np.uint8)
+    values = series.values.astype(np.float64)
+    values[~np.broadcast_to(observed[:, None], values.shape)] = np.nan
+    series = RealSeries(
+        values, codes, series.dates, series.bands, series.scene_ids, series.crs, series.transform
+    )
+    order = np.argsort(series.dates, kind="stable")
+    return Site(name, series.take(order), sensor, gsd, source)

@@ -1,0 +1,219 @@
+"""Score every candidate and baseline on one site of the held-out benchmark.
+
+Per site, for each chosen (clear target, cloudy source) pair
+(:func:`cloudlab.realpaste.choose_pairs`) and protocol (the source date dropped or kept),
+the source's reference cloud and shadow pixels are pasted onto the target in every band.
+Each solve of :data:`cloudlab.candidates.SOLVES` is run once on the pasted series (all bands,
+as the pipeline runs a tile), and every post-step is applied to its result. Two sums per
+(pair, candidate), pooled over the bands:
+
+* **prediction**: on the pasted pixels where the target was clear, Σ(out − truth)² and Σ truth²;
+* **fidelity**: on the target's other reference-clear pixels, Σ(out − observation)² and
+  Σ observation².
+
+The mask of every rule is also scored against the reference on the unmodified series (every
+date): counts of true and false positives and misses of cloud, cloud-or-haze and shadow.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+import cloudcore
+from cloudcore.compose import compose
+from cloudcore.masks import BandMean, anomaly_scale, classify_scores
+from cloudlab.baselines import MULTIBAND_BASELINES
+from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
+from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
+from cloudlab.realpaste import choose_pairs
+from cloudlab.sites import Site
+from pipeline.config import SolverConfig
+from pipeline.solve.tile import resolve_lambda, solve_matrix
+
+__all__ = ["Solved", "mask_rows", "pair_rows", "site_pairs", "solve_series"]
+
+#: Pair selection: a target has at most 2 % cloud or shadow and 90 % of its pixels observed; a
+#: source 5–60 % cloud or shadow.
+PAIRS = {"clear_max": 0.02, "min_observed": 0.9, "cloudy_min": 0.05, "cloudy_max": 0.6}
+
+
+class Solved:
+    """One solve of a series: the ground of every band and the bands' mean anomalies.
+
+    Attributes
+    ----------
+    ground
+        ``(bands, pixels, dates)`` clipped to [0, 1].
+    bright, dark
+        ``(dates, rows, cols)`` the bands' mean of max(D − L, 0)/σ and max(L − D, 0)/σ.
+    """
+
+    def __init__(self, D: np.ndarray, observed: np.ndarray, L: np.ndarray, frame: tuple[int, int]):
+        n = D.shape[2]
+        self.ground = np.clip(L, 0.0, 1.0)
+        bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
+        for band, low in zip(D, L, strict=True):
+            residual = np.where(observed, band - low, np.nan)
+            sigma = anomaly_scale(residual, observed)
+            frames = residual.T.reshape(n, *frame)
+            bright.add(frames, sigma)
+            dark.add(-frames, sigma)
+        self.bright, self.dark = bright.mean(), dark.mean()
+
+
+def solve_series(
+    D: np.ndarray, observed: np.ndarray, spec: SolveSpec, frame: tuple[int, int]
+) -> Solved:
+    """Solve every band of a series as a pipeline tile would (float32, threads 1).
+
+    Parameters
+    ----------
+    D
+        ``(bands, pixels, dates)``, NaN where not observed.
+    observed
+        ``(pixels, dates)`` booleans, one for all bands.
+    spec
+        The solve.
+    frame
+        (rows, cols) of one image.
+    """
+    solver = SolverConfig.model_validate(
+        {"method": spec.method, "lam": spec.lam, "refine": spec.refine == "refine"}
+    )
+    d, n = observed.shape
+    lam = resolve_lambda(spec.lam, d, n)
+    grounds = []
+    for band in D:
+        data = np.where(observed, band, 0.0).astype(np.float32)
+        grounds.append(solve_matrix(data, observed, solver, frame, lam, threads=1).L)
+    L = np.stack(grounds).astype(np.float64)
+    if spec.refine != "joint":
+        return Solved(D, observed, L, frame)
+    first = Solved(D, observed, L, frame)
+    codes = classify_scores(first.bright, first.dark, observed.T.reshape(n, *frame), JOINT_RULE)
+    keep = observed & (codes.reshape(n, d).T == CLEAR)
+    lam2 = 3.0 / math.sqrt(d)
+    again = []
+    for band, low in zip(D, L, strict=True):
+        data = np.where(observed, band, 0.0).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
+            res = cloudcore.decompose(data, "rpca", lam=lam2, mask=keep, threads=1)
+        new = res.L.astype(np.float64)
+        again.append(np.where(np.isfinite(new), new, low))
+    return Solved(D, observed, np.stack(again), frame)
+
+
+def site_pairs(site: Site, count: int, seed: int) -> list[tuple[int, int]]:
+    """The (target, source) pairs of a site (:data:`PAIRS`)."""
+    n = site.series.dates.size
+    return choose_pairs(site.series.reference.reshape(n, -1).T, count=count, seed=seed, **PAIRS)
+
+
+def _frames(x: np.ndarray, frame: tuple[int, int]) -> np.ndarray:
+    """``(..., pixels)`` → ``(..., rows, cols)``."""
+    return x.reshape(*x.shape[:-1], *frame)
+
+
+def pair_rows(
+    D: np.ndarray,
+    reference: np.ndarray,
+    days: np.ndarray,
+    target: int,
+    truth: np.ndarray,
+    scored: np.ndarray,
+    clear: np.ndarray,
+    frame: tuple[int, int],
+    solved: dict[str, Solved],
+    steps: list[PostStep],
+) -> list[dict[str, Any]]:
+    """Prediction and fidelity sums of every candidate and baseline on one pasted series.
+
+    Parameters
+    ----------
+    D
+        ``(bands, pixels, dates)`` the pasted series.
+    reference
+        ``(pixels, dates)`` its reference codes (the oracles read them).
+    days
+        ``(dates,)`` day numbers.
+    target
+        The target's date index in ``D``.
+    truth
+        ``(bands, pixels)`` the target before pasting.
+    scored, clear
+        ``(pixels,)``: pasted pixels where the target was clear; the target's other clear pixels.
+    frame
+        (rows, cols).
+    solved
+        Solve name → its result on this series.
+    steps
+        The post-steps.
+    """
+    observed_t = np.isfinite(D[:, :, target]).all(axis=0)
+    rows = []
+
+    def sums(name: str, step: str, out: np.ndarray) -> None:
+        out = np.nan_to_num(out, nan=0.0)
+        rows.append(
+            {
+                "solve": name,
+                "step": step,
+                "pred_num": float(((out - truth)[:, scored] ** 2).sum()),
+                "pred_den": float((truth[:, scored] ** 2).sum()),
+                "fid_num": float(((out - truth)[:, clear] ** 2).sum()),
+                "fid_den": float((truth[:, clear] ** 2).sum()),
+            }
+        )
+
+    obs = _frames(D[:, :, target], frame)[:, None]  # (bands, 1, rows, cols)
+    seen = _frames(observed_t, frame)[None]
+    for name, result in solved.items():
+        ground = _frames(result.ground[:, :, target], frame)[:, None]
+        bright, dark = result.bright[target][None], result.dark[target][None]
+        codes_of: dict[Any, np.ndarray] = {}
+        for step in steps:
+            if not step.keep_clear:
+                sums(name, step.name, result.ground[:, :, target])
+                continue
+            if step.rule not in codes_of:
+                codes_of[step.rule] = classify_scores(bright, dark, seen, step.rule)
+            out = compose(obs, ground, codes_of[step.rule], haze=step.haze_fill)  # type: ignore[arg-type]
+            sums(name, step.name, out[:, 0].reshape(out.shape[0], -1))
+    for base, rule in MULTIBAND_BASELINES.items():
+        sums(base, "", rule(D, reference, days)[:, :, target])
+    return rows
+
+
+def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> list[dict[str, Any]]:
+    """Agreement counts of every solve's mask rules with the reference on the whole series."""
+    ref = site.series.reference
+    valid = (ref != NODATA) & (ref != 4)  # snow is neither class
+    seen = ref != NODATA
+    classes = {
+        "cloud": (ref == CLOUD, (2,)),
+        "cloud+haze": (ref == CLOUD, (1, 2)),
+        "shadow": (ref == SHADOW, (3,)),
+        "clear": (ref == CLEAR, (0,)),
+    }
+    rows = []
+    for name, result in solved.items():
+        done = set()
+        for step in steps:
+            if step.rule in done:
+                continue
+            done.add(step.rule)
+            codes = classify_scores(result.bright, result.dark, seen, step.rule)
+            row: dict[str, Any] = {"solve": name, "rule": step.rule_name}
+            for cls, (truth, predicted) in classes.items():
+                said = np.isin(codes, predicted) & valid
+                real = truth & valid
+                row[f"{cls}_tp"] = int((said & real).sum())
+                row[f"{cls}_fp"] = int((said & ~real).sum())
+                row[f"{cls}_fn"] = int((~said & real).sum())
+            rows.append(row)
+    return rows
