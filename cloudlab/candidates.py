@@ -95,9 +95,9 @@ class PostStep:
 
     @property
     def name(self) -> str:
-        """Compact label: ``c4 h3 s3 r1 g1 keep:invert`` (``ground``: keep_clear off)."""
-        keep = f"keep:{self.haze_fill}" if self.keep_clear else "ground"
-        return f"{self.rule_name} {keep}"
+        """Compact label: ``c4 h3 s3 r1 g1 keep:invert``; ``ground`` with keep_clear off (the
+        output is then the ground whatever the rule)."""
+        return f"{self.rule_name} keep:{self.haze_fill}" if self.keep_clear else "ground"
 
 
 def post_steps() -> list[PostStep]:

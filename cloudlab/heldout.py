@@ -153,13 +153,22 @@ PIPELINE_SOLVES = ("rpca-auto", "rpca-auto+refine", "aatm-star", "aatm-star+refi
 
 
 def choose(
-    scores: pd.DataFrame, sites: list[str], solves: tuple[str, ...] = PIPELINE_SOLVES
+    scores: pd.DataFrame,
+    sites: list[str],
+    solves: tuple[str, ...] = PIPELINE_SOLVES,
+    masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The candidate of least mean loss on ``sites`` among ``solves``, the aATM one if within the
-    spread."""
+    spread. Candidates whose outputs score the same (e.g. haze kept as observed, or no haze
+    class at all) are told apart by the mean cloud + haze F1 of their mask on ``sites``
+    (``masks``), then by name, so the choice does not depend on the order of the rows."""
     table = loss(scores, sites).dropna()
     table = table[[c.split(" | ")[0] in solves for c in table.index]]
-    mean = table.mean(axis=1).sort_values()
+    order = pd.DataFrame({"loss": table.mean(axis=1).round(12)})
+    order["f1"] = _mean_f1(masks, sites, order.index) if masks is not None else 0.0
+    order["name"] = order.index
+    order = order.sort_values(["loss", "f1", "name"], ascending=[True, False, True])
+    mean = table.mean(axis=1)[order.index]
     best = str(mean.index[0])
     aatm = [c for c in mean.index if c.startswith("aatm")]
     info: dict[str, Any] = {"best": best, "best_loss": float(mean.iloc[0])}
@@ -171,6 +180,18 @@ def choose(
         if float(diff.mean()) <= spread:
             return a, info
     return best, info
+
+
+def _mean_f1(masks: pd.DataFrame, sites: list[str], candidates: pd.Index) -> list[float]:
+    """Each candidate's mean cloud + haze F1 over ``sites`` (0 where none is known)."""
+    f1 = _mask_scores(masks)
+    f1 = f1[f1.site.isin(sites)].groupby(["solve", "rule"])["f1_cloud+haze"].mean()
+    out = []
+    for cand in candidates:
+        solve, step = cand.split(" | ")
+        value = f1.get((solve, step.rsplit(" ", 1)[0]), np.nan)
+        out.append(0.0 if pd.isna(value) else float(value))
+    return out
 
 
 def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
@@ -194,11 +215,11 @@ def held_out(
     rows = []
     for site in sites:
         others = [s for s in sites if s != site]
-        pick, _ = choose(scores, others, solves)
+        pick, _ = choose(scores, others, solves, masks)
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]
-        rule = step[: -len(step.split(" ")[-1]) - 1]
+        rule = step.rsplit(" ", 1)[0] if step != "ground" else ""
         f1 = mask_f1[(mask_f1.site == site) & (mask_f1.solve == solve) & (mask_f1.rule == rule)]
         row: dict[str, Any] = {"site": site, "chosen": pick}
         for protocol in ("drop-source", "keep-source"):
@@ -261,7 +282,7 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     every = tuple(sorted(set(scores.solve) - set(MULTIBAND_BASELINES)))
     joint = held_out(scores, masks, names, every)
     joint.to_csv(out / "heldout-joint.csv", index=False)
-    default, info = choose(scores, names)
+    default, info = choose(scores, names, masks=masks)
     summary: dict[str, Any] = {"default": default, **info}
     if seconds is not None:
         summary["seconds"] = round(seconds, 1)

@@ -12,11 +12,9 @@ __all__ = ["FIXED", "write_report"]
 
 #: Candidates shown beside the chosen ones on every site (today's and the paper's settings).
 FIXED: dict[str, str] = {
-    "previous default (rpca 1/√d refined, ground everywhere)": (
-        "rpca-auto+refine | c6 h4 s3 r1 g0 ground"
-    ),
-    "rpca 1/√d, ground everywhere": "rpca-auto | c6 h4 s3 r1 g0 ground",
-    "aatm λ̂*, ground everywhere (the paper)": "aatm-star | c6 h4 s3 r1 g0 ground",
+    "previous default (rpca 1/√d refined, ground everywhere)": ("rpca-auto+refine | ground"),
+    "rpca 1/√d, ground everywhere": "rpca-auto | ground",
+    "aatm λ̂*, ground everywhere (the paper)": "aatm-star | ground",
 }
 BASELINES = (
     "temporal-median",

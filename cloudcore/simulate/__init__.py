@@ -9,7 +9,10 @@ A cloud-free grey image ``I`` in [0, 1] is the truth; each date ``t`` gets a clo
   experiments' recipe; :func:`cloud_field`, Perlin clouds with coverage, thickness and softness
   controls) and cloud time series (:func:`cloud_series`, including clouds that move and evolve);
 * :mod:`~cloudcore.simulate.series`: the scattering model and whole simulations
-  (:func:`apply_clouds`, :func:`simulate_series`, :func:`paper_case`).
+  (:func:`apply_clouds`, :func:`simulate_series`, :func:`paper_case`);
+* :mod:`~cloudcore.simulate.realistic`: a multi-band ground that changes between dates under
+  thin and thick clouds and their shadows (``realistic_case``), where a darkest-pixel rule is
+  no oracle.
 
 Every random draw goes through the ``numpy.random.Generator`` passed as ``rng``, so a simulation is
 reproducible from its seed and independent of any global state. This package needs scikit-image;

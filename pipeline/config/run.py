@@ -137,7 +137,8 @@ class MaskConfig(ConfigSection):
     grow: int = Field(default=MASK_GROW, ge=0, le=16)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere; where a band did not observe the pixel the output is no data. With
-    # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen).
+    # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen;
+    # the default haze threshold equals the cloud's, so there is no haze class to keep).
     # Both on by default, chosen with the solver by leave-one-site-out (docs/REAL-CLOUDS.md):
     # a pixel the mask calls clear comes out as observed in every band.
     keep_clear: bool = True

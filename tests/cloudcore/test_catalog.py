@@ -65,7 +65,7 @@ def test_mask_defaults_are_the_catalogs() -> None:
         catalog.MASK_RADIUS,
         catalog.MASK_GROW,
     )
-    assert catalog.MASK_SHADOW < catalog.MASK_HAZE < catalog.MASK_CLOUD
+    assert catalog.MASK_SHADOW < catalog.MASK_HAZE <= catalog.MASK_CLOUD
 
 
 def test_reading_the_catalog_and_the_config_loads_no_numba() -> None:

@@ -68,7 +68,7 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
     dark[unseen] = np.nan
     scales = np.array([0.01, 0.03, 0.02])
     observed = ~unseen.all(axis=0)
-    rule = MaskRule()
+    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=1)  # every class can occur
     whole = classify(bright, dark, scales, observed, rule)
     sums = [BandMean(bright.shape[1:]), BandMean(bright.shape[1:])]
     for b, sigma in enumerate(scales):
@@ -96,7 +96,10 @@ def test_result_scale_is_the_anomaly_scale_of_c_plus_n_minus_s() -> None:
 
 def test_classify_result_finds_simulated_clouds(case_64x7: cloudcore.SimulatedSeries) -> None:
     res = cloudcore.decompose(case_64x7.D, lam=cloudcore.lambda_star(*case_64x7.D.shape))
-    codes = cloudcore.classify_result(res, (64, 64))
+    # With a haze class (the default has none: its haze threshold is the cloud's), so that the
+    # semi-transparent simulated clouds between 4σ and 6σ are flagged too.
+    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1)
+    codes = cloudcore.classify_result(res, (64, 64), rule)
     thick = case_64x7.clouds > 0.3
     clear = case_64x7.clouds < 0.01
     assert (codes[thick] != CLEAR).mean() > 0.95

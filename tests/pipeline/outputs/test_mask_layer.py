@@ -8,6 +8,7 @@ tile column and the opening's reach across cores are all checked against one ref
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def test_row_sweep_equals_the_whole_scene_classification(
     grid = TileGrid(height, width, TILE, OVERLAP)
     scene = _scene(height, width, seed=width)
     source, cube = _stores(tmp_path, scene, grid)
-    rule = MaskRule(radius=radius)
+    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=radius)  # every class can occur
     scales = (0.01, 0.02)
     # Each band's σ is the median of its tiles' records, read from the row markers: here one
     # marker per band with three tiles (one empty, whose σ 0 does not count).
@@ -156,7 +157,7 @@ def test_row_sweep_equals_the_whole_scene_classification(
     assert np.array_equal(codes, expected)
     # Every class occurs, and the opening changed codes (it reaches across cores here).
     assert set(np.unique(codes)) >= {0, 1, 2, 3, NODATA}
-    unopened = classify(bright, dark, np.array(scales), seen, MaskRule(radius=0))
+    unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0))
     assert not np.array_equal(codes, unopened)
 
     clear_mask = (codes == CLEAR)[:, None]
