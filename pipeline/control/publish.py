@@ -7,6 +7,7 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
+from pipeline.outputs.items import publish_run_catalog
 from pipeline.plan import RunPlan
 from pipeline.store.durable import publish_dir, remove_published, write_json
 
@@ -44,6 +45,9 @@ def publish(plan: RunPlan, cube_tmp: Path, finals: list[Path]) -> tuple[str, ...
         # Quicklooks of an earlier run would show images this run did not produce.
         shutil.rmtree(layout.quicklook_dir)
     publish_dir(layout.partial(layout.diagnostics_csv), layout.diagnostics_csv)
+    # The run's STAC Items describe the published COGs: written once they are in place, and
+    # published (whole) before the completion record.
+    publish_run_catalog(plan)
     products = sorted(str(p) for p in finals)
     write_json(
         layout.complete,

@@ -6,7 +6,9 @@ once) and a worker-process cluster per module.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from distributed import LocalCluster
@@ -62,3 +64,15 @@ def scheduler() -> Iterator[str]:
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No network: a schema the validator would download instead of using the vendored copy
+    makes the test fail, whatever network the machine has."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise OSError("network use in an offline test")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)

@@ -293,3 +293,37 @@ def test_cogs_pass_cog_validate_with_overviews(tiled: tuple[Path, RunSummary]) -
                     expected[method] = copy.read(1, out_shape=half.shape, resampling=method)
         np.testing.assert_array_equal(half, expected[Resampling.average], err_msg=cog.name)
         assert not np.array_equal(half, expected[Resampling.cubic])
+
+
+def test_the_run_writes_one_valid_stac_item_per_acquisition(
+    tiled: tuple[Path, RunSummary], offline: None
+) -> None:
+    """Runs describe themselves (#46): ``stac/`` holds one Item per acquisition, its datetime the
+    acquisition's, its assets that acquisition's COGs (every band and the mask) and quicklook,
+    valid against the same offline schemas as the batch catalog."""
+    import pystac
+
+    from tests.pipeline.stac_checks import stac_validate
+
+    out = tiled[0]
+    catalog_path = out / "stac" / "catalog.json"
+    messages = stac_validate(catalog_path)
+    assert all(m["valid_stac"] for m in messages), messages
+    items = list(pystac.Catalog.from_file(str(catalog_path)).get_items())
+    cube = xr.open_zarr(out / "cube.zarr", consolidated=False)
+    times = [np.datetime64(t, "s") for t in cube.time.values]
+    assert len(items) == len(times) == 7 and len(messages) == 1 + 7
+    bands = [str(b) for b in cube.band.values]
+    for item, time in zip(sorted(items, key=lambda i: i.id), sorted(times), strict=True):
+        assert item.datetime is not None
+        assert np.datetime64(item.datetime.replace(tzinfo=None), "s") == time
+        offset = item.datetime.utcoffset()
+        assert offset is not None and offset.total_seconds() == 0  # UTC
+        cogs = {k for k, a in item.assets.items() if a.media_type == pystac.MediaType.COG}
+        assert cogs == {f"{item.id}_{b}" for b in [*bands, "mask"]}
+        for asset in item.assets.values():
+            assert not asset.href.startswith("/")
+            assert Path(asset.get_absolute_href() or "").exists()
+        assert item.properties["cloudremoval:solver"] == "aatm"
+        assert item.properties["cloudremoval:mask"]["keep_clear"] is True
+        assert item.properties["cloudremoval:code_version"].startswith("cloudremoval-")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from pipeline.batch.stac import (
 )
 from pipeline.config import parse
 from pipeline.inputs.synthetic import make_gf4_series
+from tests.pipeline.stac_checks import SCHEMAS, stac_validate
 
 
 @pytest.fixture(scope="module")
@@ -115,40 +115,9 @@ def test_geometry_and_projection_match_the_cogs(published: tuple[Path, BatchSumm
     assert centres == [-60, 116]
 
 
-#: The JSON schemas the catalog declares, vendored (tests/data/stac-schemas/README.md): each file
-#: lives under its URL's host and path, so the map is URL -> file.
-SCHEMAS = Path(__file__).resolve().parents[2] / "data" / "stac-schemas"
-
-
-def _schema_map() -> dict[str, str]:
-    return {f"https://{p.relative_to(SCHEMAS).as_posix()}": str(p) for p in SCHEMAS.rglob("*.json")}
-
-
-@pytest.fixture
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No network: a schema the validator would download instead of using the vendored copy
-    makes the test fail, whatever network the machine has."""
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise OSError("network use in an offline test")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-
-
-def _stac_validate(path: Path) -> list[dict[str, Any]]:
-    """stac-validator (core + every extension the objects declare), recursive from ``path``,
-    against the vendored schemas only; its message per STAC object."""
-    from stac_validator.validate import StacValidate
-
-    validator = StacValidate(str(path), recursive=True, schema_map=_schema_map())
-    validator.run()
-    return list(validator.message)
-
-
 def test_catalog_passes_stac_validator(published: tuple[Path, BatchSummary], offline: None) -> None:
     out, summary = published
-    messages = _stac_validate(out / "stac" / "catalog.json")
+    messages = stac_validate(out / "stac" / "catalog.json")
     assert [m["valid_stac"] for m in messages] == [True] * (1 + len(summary.processed)), messages
     items = [m for m in messages if m["asset_type"] == "ITEM"]
     assert len(items) == len(summary.processed)
@@ -179,13 +148,13 @@ def test_validator_rejects_a_broken_item(
         broken["assets"][cog]["bands"][0][field] = value
         path = tmp_path / f"{field.replace(':', '_')}.json"
         path.write_text(json.dumps(broken))
-        [message] = _stac_validate(path)
+        [message] = stac_validate(path)
         assert message["valid_stac"] is False, (field, message)
     broken = json.loads(item_path.read_text())
     broken["properties"]["proj:shape"] = [1.5]
     path = tmp_path / "proj.json"
     path.write_text(json.dumps(broken))
-    assert _stac_validate(path)[0]["valid_stac"] is False
+    assert stac_validate(path)[0]["valid_stac"] is False
 
 
 def test_cog_assets_describe_their_band(published: tuple[Path, BatchSummary]) -> None:
