@@ -97,3 +97,27 @@ def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
     assert "c6 h- s2 r0 g0 keep:ground" in names  # the default
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
     assert {s.name for s in SOLVES} >= {"rpca-auto+refine", "aatm-star", "rpca-auto+joint"}
+
+
+def test_one_site_scores_end_to_end() -> None:
+    """score_site on the smallest bundled site, one pair: every candidate and baseline scored,
+    and the scores mean what they say."""
+    from cloudlab.heldout import pooled, score_site
+
+    rows, masks, facts = score_site("s2_nrt_subset", pairs=1)
+    assert facts["pairs"] == 1 and facts["dates"] >= 12
+    scores = pooled(pd.DataFrame(rows))
+    assert set(scores.protocol) == {"drop-source", "keep-source"}
+    assert np.isfinite(scores.pred).all() and np.isfinite(scores.fid).all()
+    drop = scores[scores.protocol == "drop-source"].set_index(["solve", "step"])
+    # The nearest-clear oracle returns the target itself where it is clear: fidelity 0.
+    assert drop.loc[("nearest-clear", ""), "fid"] == 0.0
+    # Keeping the observation where the mask says clear can only bring clear pixels closer to
+    # what was observed than the ground alone, for the same solve.
+    ground = drop.loc[("aatm-star", "ground"), "fid"]
+    kept = drop.loc[("aatm-star", "c6 h- s2 r0 g0 keep:ground"), "fid"]
+    assert kept <= ground
+    # Every solve has every post-step; the masks are scored per solve and rule.
+    per_solve = drop.reset_index().groupby("solve").size()
+    assert per_solve[[s.name for s in SOLVES]].nunique() == 1
+    assert {"cloud+haze_tp", "shadow_fn"} <= set(pd.DataFrame(masks).columns)
