@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from cloudcore.masks import CLEAR, HAZE
+from cloudcore.masks import HAZE, keep_clear, kept_codes
 
 __all__ = ["HAZE_FILLS", "HazeFill", "compose", "haze_opacity"]
 
@@ -116,17 +116,14 @@ def compose(
         raise ValueError(
             f"compose: observation {obs.shape}, ground {out.shape} and codes {codes.shape} differ"
         )
-    seen = np.isfinite(obs)
-    keep = np.broadcast_to(codes == CLEAR, obs.shape)
-    if haze == "observed":
-        keep = keep | np.broadcast_to(codes == HAZE, obs.shape)
-    elif haze == "invert":
+    if haze == "invert":
         hazy = codes == HAZE
         alpha = haze_opacity(obs, out, hazy, window)
         with np.errstate(invalid="ignore"):
             inverted = np.clip((obs - alpha) / (1.0 - alpha), 0.0, 1.0)
-        use = np.broadcast_to(hazy, obs.shape) & seen
+        use = np.broadcast_to(hazy, obs.shape) & np.isfinite(obs)
         out[use] = inverted[use]
-    use = keep & seen
-    out[use] = obs[use]
+    # The observation where the mask says clear (and haze, kept as observed): as the pipeline's
+    # mask pass writes it (cloudcore.masks.kept_codes, keep_clear).
+    out, _ = keep_clear(out, obs, kept_codes(codes, keep_haze=haze == "observed"))
     return out

@@ -52,6 +52,7 @@ __all__ = [
     "classify_result",
     "classify_scores",
     "keep_clear",
+    "kept_codes",
     "result_scale",
     "sample_entries",
 ]
@@ -306,6 +307,28 @@ def classify_result(
     dark = np.stack([frames(r.S) if r.S is not None else -frames(r.C + r.N) for r in bands])
     scales = np.array([result_scale(r, seen) for r in bands])
     return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule)
+
+
+def kept_codes(codes: np.ndarray, keep_haze: bool = False) -> np.ndarray:
+    """Where the output keeps the observation: the mask says clear, or haze with
+    ``keep_haze`` (the pipeline's ``mask.keep_haze``; thin cloud still shows the ground).
+
+    Parameters
+    ----------
+    codes
+        Mask codes of :func:`classify` (any shape).
+    keep_haze
+        Keep the observation under haze too.
+
+    Returns
+    -------
+    numpy.ndarray
+        Booleans of the same shape, for :func:`keep_clear`'s ``clear``.
+    """
+    kept = codes == CLEAR
+    if keep_haze:
+        kept |= codes == HAZE
+    return kept
 
 
 def keep_clear(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from cloudlab.realpaste import clear_median, nearest_clear
+from cloudlab.realpaste import clear_median, nearest_clear, temporal_median
 
 __all__ = ["MULTIBAND_BASELINES", "ORACLES", "geometric_median"]
 
@@ -73,7 +73,7 @@ def geometric_median(
 
 #: Baseline name -> function(D (bands, pixels, dates), reference (pixels, dates), days).
 MULTIBAND_BASELINES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
-    "temporal-median": _reduce(np.nanmedian),
+    "temporal-median": _each_band(temporal_median),
     "temporal-min": _reduce(np.nanmin),
     "geometric-median": geometric_median,
     "nearest-clear": _each_band(nearest_clear),

@@ -99,27 +99,19 @@ def _read(path: Path, name: str) -> Site:
         return Site(name, load_real_series(path), "Landsat 5 TM / 7 ETM+", 30.0, "Fmask")
     with np.load(path, allow_pickle=False) as z:
         stored = z["values"]
-        nodata = int(z["nodata"])
-        reflectance = stored * float(z["scale"]) + float(z["offset"])
-        reference = z["reference"].astype(np.uint8)
-        dates = np.array([str(s)[:10] for s in z["dates"]], dtype="datetime64[D]")
+        observed = (stored != int(z["nodata"])).all(axis=1) & (z["reference"] != NODATA)
+        values = np.clip(stored * float(z["scale"]) + float(z["offset"]), 0.0, 1.0)
+        values[~np.broadcast_to(observed[:, None], values.shape)] = np.nan
+        codes = np.where(z["reference"] == _THIN, CLOUD, z["reference"])
         series = RealSeries(
-            values=np.clip(reflectance, 0.0, 1.0),
-            reference=reference,
-            dates=dates,
+            values=values,
+            reference=np.where(observed, codes, NODATA).astype(np.uint8),
+            dates=np.array([str(s)[:10] for s in z["dates"]], dtype="datetime64[D]"),
             bands=tuple(str(b) for b in z["bands"]),
             scene_ids=tuple(str(s) for s in z["scene_ids"]),
             crs=str(z["crs"]),
             transform=tuple(float(v) for v in z["transform"]),
         )
         sensor, gsd, source = str(z["sensor"]), float(z["gsd"]), str(z["reference_source"])
-    observed = (stored != nodata).all(axis=1) & (reference != NODATA)
-    codes = np.where(reference == _THIN, CLOUD, reference)
-    codes = np.where(observed, codes, NODATA).astype(np.uint8)
-    values = series.values.astype(np.float64)
-    values[~np.broadcast_to(observed[:, None], values.shape)] = np.nan
-    series = RealSeries(
-        values, codes, series.dates, series.bands, series.scene_ids, series.crs, series.transform
-    )
     order = np.argsort(series.dates, kind="stable")
     return Site(name, series.take(order), sensor, gsd, source)

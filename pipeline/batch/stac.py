@@ -25,6 +25,7 @@ from pipeline.outputs.stac_parts import (
     RASTER_SCHEMA,
     ZARR_MEDIA_TYPE,
     band_of,
+    cog_asset,
     cog_band,
     lam_rule,
     make_asset,
@@ -85,10 +86,7 @@ def _assets(
     """(key, asset) of every output of a series, in the order the Item lists them; ``bands``
     holds each band's ``bands`` entry."""
     for cog in cogs:
-        what = "cloud/haze/shadow mask" if band_of(cog) == "mask" else "clear ground"
-        each = make_asset(cog, pystac.MediaType.COG, "data", f"{what} {cog.stem}")
-        each.extra_fields["bands"] = [dict(bands[band_of(cog)])]
-        yield cog.stem, each
+        yield cog.stem, cog_asset(cog, bands)
     yield (
         "cube",
         make_asset(

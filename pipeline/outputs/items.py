@@ -83,10 +83,7 @@ def acquisition_items(plan: RunPlan) -> list[pystac.Item]:
         )
         stac.set_projection(item, proj)
         for cog in cogs:
-            what = "cloud/haze/shadow mask" if stac.band_of(cog) == "mask" else "clear ground"
-            each = stac.make_asset(cog, pystac.MediaType.COG, "data", f"{what} {cog.stem}")
-            each.extra_fields["bands"] = [dict(bands[stac.band_of(cog)])]
-            item.add_asset(cog.stem, each)
+            item.add_asset(cog.stem, stac.cog_asset(cog, bands))
         look = layout.quicklook_dir / f"{label}.png"
         if look.exists():
             title = f"observed | mask | cloud-free {label}"

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from cloudcore.masks import CLEAR, NODATA, MaskRule, classify_scores
+from cloudcore.masks import NODATA, MaskRule, classify_scores, kept_codes
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
@@ -149,8 +149,9 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
             rows, cols = tile.core.slices
             arrays[MASK][:, rows, cols] = codes
             if observed is not None:
+                kept = kept_codes(codes, job.keep_haze)  # one for every band
                 for b in range(len(job.bands)):
-                    provenance = _keep_observed(arrays, observed, tile, b, _kept_codes(job, codes))
+                    provenance = _keep_observed(arrays, observed, tile, b, kept)
                     arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
             if job.preview is not None:
@@ -323,16 +324,6 @@ def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.nd
         provenance[kept] = OBSERVED
     provenance[~np.isfinite(clear)] = NODATA
     return provenance
-
-
-def _kept_codes(job: MaskJob, codes: np.ndarray) -> np.ndarray:
-    """Where the observation is kept: the mask says clear (or haze, with ``keep_haze``)."""
-    from cloudcore.masks import HAZE
-
-    kept = codes == CLEAR
-    if job.keep_haze:
-        kept |= codes == HAZE
-    return kept
 
 
 def _keep_observed(

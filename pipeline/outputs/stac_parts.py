@@ -27,6 +27,7 @@ __all__ = [
     "RASTER_SCHEMA",
     "ZARR_MEDIA_TYPE",
     "band_of",
+    "cog_asset",
     "cog_band",
     "lam_rule",
     "make_asset",
@@ -139,6 +140,15 @@ def cog_band(band: str, src: rasterio.io.DatasetReader) -> dict[str, Any]:
         entry["eo:center_wavelength"] = centre
         entry["eo:full_width_half_max"] = width
     return entry
+
+
+def cog_asset(cog: Path, bands: Mapping[str, Mapping[str, Any]]) -> pystac.Asset:
+    """The ``data`` asset of one COG (a band's clear ground, or the mask), with its band's
+    ``bands`` entry (:func:`cog_band`) from ``bands``."""
+    what = "cloud/haze/shadow mask" if band_of(cog) == "mask" else "clear ground"
+    each = make_asset(cog, pystac.MediaType.COG, "data", f"{what} {cog.stem}")
+    each.extra_fields["bands"] = [dict(bands[band_of(cog)])]
+    return each
 
 
 def _number(value: float) -> float | int:
