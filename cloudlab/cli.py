@@ -24,6 +24,13 @@ from pipeline.cli import EXIT_OK, EXIT_TILES_FAILED, common_options, execute
 __all__ = ["main"]
 
 
+def _site_arguments(parser: argparse.ArgumentParser, out: Path) -> None:
+    """The arguments of the commands that score the real-cloud sites."""
+    parser.add_argument("--out", type=Path, default=out, help="output dir")
+    parser.add_argument("--site", action="append", default=None, help="only this site (repeatable)")
+    parser.add_argument("--pairs", type=int, default=4, help="(target, source) pairs per site")
+
+
 def _parser() -> argparse.ArgumentParser:
     common = common_options()
     parser = argparse.ArgumentParser(
@@ -55,17 +62,20 @@ def _parser() -> argparse.ArgumentParser:
         help="the held-out real-cloud benchmark: every candidate default on every bundled "
         "site, defaults chosen by leave-one-site-out (docs/REAL-CLOUDS.md)",
     )
-    heldout.add_argument("--out", type=Path, default=Path("runs/heldout"), help="output dir")
-    heldout.add_argument(
-        "--site", action="append", default=None, help="only this site (repeatable)"
-    )
-    heldout.add_argument("--pairs", type=int, default=4, help="(target, source) pairs per site")
+    _site_arguments(heldout, Path("runs/heldout"))
     heldout.add_argument("--workers", type=int, default=2, help="sites scored at once")
     heldout.add_argument(
         "--summarise-only",
         action="store_true",
         help="choose and report again from the tables already in --out",
     )
+
+    provider = add(
+        "provider",
+        help="what a provider's mask buys: every site's pasted series as a STAC catalog, run "
+        "blind and with inputs.quality (docs/REAL-CLOUDS.md)",
+    )
+    _site_arguments(provider, Path("runs/provider"))
 
     report = add(
         "report", help="rewrite an experiment run's tables and figures, or docs/EXPERIMENTS.md"
@@ -149,7 +159,21 @@ def _heldout(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"experiment": _experiment, "report": _report, "heldout": _heldout}
+def _provider(args: argparse.Namespace) -> int:
+    """``provider``: the sites through ``inputs.kind: stac``, blind and with their mask."""
+    from cloudlab.provider import run_provider
+
+    run_provider(args.out, args.site, pairs=args.pairs)
+    print((args.out / "provider.md").read_text(), end="")
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "experiment": _experiment,
+    "report": _report,
+    "heldout": _heldout,
+    "provider": _provider,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

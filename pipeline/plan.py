@@ -50,6 +50,8 @@ def _identity(acq: Any) -> str:
     """Product id, DN scale (and calibration) and file identity: a product rewritten under the
     same id (a new simulation, a re-delivered scene) must not resume from the old one's tiles.
     The dn calibration adds nothing, so runs staged before calibration existed still resume."""
+    if acq.stac is not None:
+        return f"{acq.id}@{acq.max_dn:g}:stac:{acq.stac.signature}"
     size, mtime_ns = file_signature(acq.path)
     scale = "" if acq.scale is None else f":{acq.calibration}:{acq.scale}:{acq.offset}"
     return f"{acq.id}@{acq.max_dn:g}:{size}:{mtime_ns}{scale}"
@@ -120,6 +122,8 @@ class RunPlan:
         settings = mask.model_dump_json(exclude={"keep_clear", "grow", "keep_haze"})
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
+        quality = getattr(self.config.inputs, "quality", None)
+        settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])
 
     @property

@@ -14,8 +14,11 @@ from pipeline.config.run import (
     InputsConfig,
     MaskConfig,
     OutputConfig,
+    QualityConfig,
     SimulatedInputs,
     SolverConfig,
+    StacInputs,
+    StacSearch,
     TilingConfig,
 )
 
@@ -29,8 +32,11 @@ __all__ = [
     "InputsConfig",
     "MaskConfig",
     "OutputConfig",
+    "QualityConfig",
     "SimulatedInputs",
     "SolverConfig",
+    "StacInputs",
+    "StacSearch",
     "TilingConfig",
     "load",
     "parse",

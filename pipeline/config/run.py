@@ -40,8 +40,11 @@ __all__ = [
     "InputsConfig",
     "MaskConfig",
     "OutputConfig",
+    "QualityConfig",
     "SimulatedInputs",
     "SolverConfig",
+    "StacInputs",
+    "StacSearch",
     "TilingConfig",
 ]
 
@@ -112,8 +115,67 @@ class SimulatedInputs(_ScaledInputs):
     cloud_style: Literal["reference", "perlin", "moving", "none"] = "reference"
 
 
+class QualityConfig(ConfigSection):
+    """A provider's quality band (``inputs.quality``): the entries it calls cloud, shadow or no
+    data are left out of the solve and filled (:mod:`pipeline.inputs.stac_source`)."""
+
+    asset: str
+    rule: Literal["scl", "landsat-c2", "fmask", "classes"]
+    # provider: the provider's mask is the mask (what it calls clear is kept as observed);
+    # union: a pixel either mask calls cloud or shadow is filled (docs/REAL-CLOUDS.md).
+    combine: Literal["provider", "union"] = "provider"
+    # For rule "classes": the quality values of each class.
+    cloud: tuple[int, ...] = ()
+    shadow: tuple[int, ...] = ()
+    nodata: tuple[int, ...] = ()
+
+
+class StacSearch(ConfigSection):
+    """A STAC API search (``inputs.search``), run with pystac-client."""
+
+    url: str
+    collections: tuple[str, ...] = ()
+    bbox: tuple[float, float, float, float] | None = None
+    datetime: str | None = None
+    query: dict[str, Any] | None = None
+    max_items: int = Field(default=1000, ge=1)
+
+
+class StacInputs(ConfigSection):
+    """A series described by STAC (``inputs.kind: stac``): a static catalog or ItemCollection
+    file (``catalog``), or a STAC API search (``search``); read with odc-stac."""
+
+    kind: Literal["stac"]
+    catalog: str | None = None
+    search: StacSearch | None = None
+    # Asset keys or eo:bands common names, in the order the outputs list them.
+    bands: tuple[str, ...]
+    quality: QualityConfig | None = None
+    # DN that maps to 1.0; default the bands' data type's maximum (e.g. 10000 for Sentinel-2
+    # L2A, whose raster:bands scale is 1e-4, must be given here).
+    max_dn: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StacInputs:
+        if (self.catalog is None) == (self.search is None):
+            raise ValueError(
+                "inputs.kind 'stac' needs exactly one of `inputs.catalog` and `inputs.search`"
+            )
+        if not self.bands:
+            raise ValueError("inputs.bands: name at least one band (asset key or common name)")
+        return self
+
+    # Keys the other kinds have, which the rest of the pipeline reads.
+    @property
+    def dem(self) -> None:
+        """No DEM: STAC assets are orthorectified already."""
+        return None
+
+
 #: The ``inputs`` section: one of the kinds above, chosen by ``inputs.kind``.
-InputsConfig = Annotated[Gf4Inputs | GeotiffInputs | SimulatedInputs, Field(discriminator="kind")]
+InputsConfig = Annotated[
+    Gf4Inputs | GeotiffInputs | SimulatedInputs | StacInputs, Field(discriminator="kind")
+]
 
 
 class OutputConfig(ConfigSection):

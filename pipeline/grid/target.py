@@ -132,6 +132,13 @@ def _header(acq: Acquisition) -> _Header | None:
     """The georeferencing of a CRS input; None for an RPC input."""
     if acq.georef != "crs":
         return None
+    if acq.stac is not None:
+        s = acq.stac
+        t = Affine(*s.transform)
+        left, top = t.c, t.f
+        right, bottom = t @ (s.width, s.height)
+        bounds = (min(left, right), min(top, bottom), max(left, right), max(top, bottom))
+        return _Header(CRS.from_user_input(s.crs), t, bounds, s.width, s.height)
     with rasterio.open(acq.path) as src:
         return _Header(src.crs, src.transform, tuple(src.bounds), src.width, src.height)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from pipeline.errors import InputError
+from pipeline.inputs.stac_source import StacSource
 
 __all__ = ["Acquisition", "check_series"]
 
@@ -69,6 +70,9 @@ class Acquisition:
     physical_scale
         Per band, physical quantity = value × physical_scale (radiance: the series' ``L_ref``
         in W m⁻² sr⁻¹ µm⁻¹); None means 1.
+    stac
+        The STAC items of the acquisition and how to read them (``inputs.kind: stac``; then
+        ``path`` is the first item's JSON, for messages); None for files.
     """
 
     id: str
@@ -90,6 +94,7 @@ class Acquisition:
     scale: tuple[float, ...] | None = None
     offset: tuple[float, ...] | None = None
     physical_scale: tuple[float, ...] | None = None
+    stac: StacSource | None = None
 
 
 def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:

@@ -88,6 +88,10 @@ def discover(inputs: InputsConfig, layout: Layout) -> list[Acquisition]:
             max_dn=inputs.max_dn,
             dn_rule=inputs.dn_rule,
         )
+    if inputs.kind == "stac":
+        from pipeline.inputs.stac import discover_stac
+
+        return discover_stac(inputs)
     if inputs.kind == "simulated":
         # Simulated products are directories: nothing to extract.
         paths, extract_dir = simulated_paths(inputs, layout), layout.extract

@@ -30,7 +30,7 @@ RUN_CATALOG_DIR = "stac"
 
 def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
     solver, mask = plan.config.solver, plan.config.mask
-    return {
+    properties = {
         "cloudremoval:acquisition": acquisition_id,
         "cloudremoval:code_version": plan.version,
         "cloudremoval:solver": solver.method,
@@ -39,6 +39,10 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         "cloudremoval:scope": solver.scope,
         "cloudremoval:mask": mask.model_dump(mode="json"),
     }
+    quality = getattr(plan.config.inputs, "quality", None)
+    if quality is not None:  # the provider's mask used (inputs.quality)
+        properties["cloudremoval:quality"] = quality.model_dump(mode="json")
+    return properties
 
 
 def acquisition_items(plan: RunPlan) -> list[pystac.Item]:
@@ -82,6 +86,11 @@ def acquisition_items(plan: RunPlan) -> list[pystac.Item]:
             properties=_properties(plan, acq.id),
         )
         stac.set_projection(item, proj)
+        for source in acq.stac.items if acq.stac is not None else ():
+            # A STAC input's items: the Items this one is derived from (where they have a URL).
+            href = next((ln["href"] for ln in source.get("links", []) if ln["rel"] == "self"), None)
+            if href:
+                item.add_link(pystac.Link("derived_from", href, pystac.MediaType.JSON))
         for cog in cogs:
             item.add_asset(cog.stem, stac.cog_asset(cog, bands))
         look = layout.quicklook_dir / f"{label}.png"

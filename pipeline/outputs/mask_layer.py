@@ -49,16 +49,32 @@ from typing import Any
 
 import numpy as np
 
-from cloudcore.masks import NODATA, MaskRule, classify_scores, kept_codes
+from cloudcore.masks import (
+    CLEAR,
+    CLOUD,
+    NODATA,
+    SHADOW,
+    MaskRule,
+    classify_scores,
+    kept_codes,
+)
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
-from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE
+from pipeline.store.layout import (
+    INPUT_OBSERVED,
+    INPUT_SEEN,
+    MASK,
+    PROVENANCE,
+    PROVIDER_CLOUD,
+    PROVIDER_SHADOW,
+)
 from pipeline.store.previews import PreviewSpec, keep_mask
 
 __all__ = [
     "FILLED",
+    "FLAGGED",
     "OBSERVED",
     "MaskJob",
     "band_scales",
@@ -67,8 +83,9 @@ __all__ = [
     "tile_records",
 ]
 
-#: Provenance codes: the output is the observation / is modelled (no data is 255).
-OBSERVED, FILLED = 1, 0
+#: Provenance codes: the output is the observation / is modelled / is modelled where the
+#: provider's quality band (``inputs.quality``) flags cloud or shadow (no data is 255).
+OBSERVED, FILLED, FLAGGED = 1, 0, 2
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,9 @@ class MaskJob:
     haze: bool = True
     # With keep_clear: keep the observation under haze too (``mask.keep_haze``).
     keep_haze: bool = False
+    # With a provider's quality band (``inputs.quality.combine``): "provider", its mask is the
+    # mask; "union", ours and theirs both fill; None, no quality band.
+    provider: str | None = None
 
 
 def tile_records(markers: Iterable[Path]) -> list[dict[str, Any]]:
@@ -147,11 +167,21 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
         for tile, codes in _row_codes(arrays, seen, job, scales):
             rows, cols = tile.core.slices
+            # The provider's cloud and shadow (inputs.quality; the same in every band) are
+            # filled whatever ours say: the mask reports them, the provenance says whose.
+            flags = np.asarray(seen[:, 0, rows, cols])
+            flagged = flags > 1
+            if job.provider == "provider":
+                # Ours are not used: once their clouds are out of the solve, the residuals of
+                # what is left are near 0 and σ collapses (docs/REAL-CLOUDS.md).
+                codes = np.where(flags == 0, NODATA, CLEAR).astype(np.uint8)
+            codes[flags == PROVIDER_CLOUD] = CLOUD
+            codes[flags == PROVIDER_SHADOW] = SHADOW
             arrays[MASK][:, rows, cols] = codes
             if observed is not None:
                 kept = kept_codes(codes, job.keep_haze)  # one for every band
                 for b in range(len(job.bands)):
-                    provenance = _keep_observed(arrays, observed, tile, b, kept)
+                    provenance = _keep_observed(arrays, observed, tile, b, kept, flagged)
                     arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
             if job.preview is not None:
@@ -327,11 +357,17 @@ def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.nd
 
 
 def _keep_observed(
-    arrays: Mapping[str, Any], source: Any, tile: Tile, band: int, keep: np.ndarray
+    arrays: Mapping[str, Any],
+    source: Any,
+    tile: Tile,
+    band: int,
+    keep: np.ndarray,
+    flagged: np.ndarray,
 ) -> np.ndarray:
     """Write the observations kept (where ``keep``, from the mask) into the band's ``clear``
     over the core, with no data where the band did not observe, and return its provenance
-    (time, rows, cols)."""
+    (time, rows, cols). Where the provider flagged cloud or shadow (``flagged``) the staged
+    observation is NaN, and the output is filled, not no data."""
     from cloudcore.masks import keep_clear
 
     rows, cols = tile.core.slices
@@ -342,9 +378,11 @@ def _keep_observed(
     clear, kept = keep_clear(clear, observation, keep)
     # A date does not show what it did not observe: where the band has no observation (outside
     # the date's footprint, a sensor's gap) the output is no data, not the ground of other dates.
-    clear[~np.isfinite(observation)] = np.nan
+    clear[~np.isfinite(observation) & ~flagged] = np.nan
     arrays["clear"][:, band, rows, cols] = clear
-    return provenance_codes(clear, kept)
+    provenance = provenance_codes(clear, kept)
+    provenance[flagged & np.isfinite(clear)] = FLAGGED
+    return provenance
 
 
 def _fsync_core(arrays: Mapping[str, Any], cube: Path, job: MaskJob, tile: Tile) -> None:

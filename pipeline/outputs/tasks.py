@@ -139,6 +139,7 @@ class ProductTasks:
         plan = self.plan
         config, tiles = plan.config, plan.tiles
         method, refines = config.solver.method, config.solver.refines
+        quality = getattr(config.inputs, "quality", None)
         jobs = (
             MaskJob(
                 tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),
@@ -155,6 +156,7 @@ class ProductTasks:
                 preview=self.preview,
                 haze=writes_haze(method, refines),
                 keep_haze=config.mask.keep_haze,
+                provider=quality.combine if quality is not None else None,
             )
             for r in range(tiles.n_rows)
         )

@@ -131,6 +131,7 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     """
     import zarr
 
+    from pipeline.stage.stac_read import read_stac_window
     from pipeline.stage.warp import read_window
 
     core = job.tile.core
@@ -140,12 +141,18 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     n_bands = len(job.acquisitions[0].bands)
     shape = (len(job.acquisitions), n_bands, core.height, core.width)
     cube = np.empty(shape, dtype=np.float32)  # (time, band, h, w)
-    seen = np.empty(shape, dtype=np.uint8)  # 1 where finite, 0 where not
+    # 1 where finite, 0 where not; a provider's cloud or shadow 2 or 3 (inputs.quality).
+    seen = np.empty(shape, dtype=np.uint8)
 
     def read_date(date: int) -> int:
         """Fill date ``date``'s slice of the cube and of ``seen``; its count of finite values."""
         frame, acq = cube[date], job.acquisitions[date]
         try:
+            if acq.stac is not None:
+                # The provider's cloud and shadow (inputs.quality) are seen, not observed:
+                # NaN in the cube, so the solve leaves them out, and coded in ``seen``.
+                seen[date] = read_stac_window(acq, job.grid, core.to_rasterio(), out=frame)
+                return int(np.count_nonzero(np.isfinite(frame)))
             read_window(acq, job.grid, core.to_rasterio(), dem=job.dem, out=frame)
         except (InputError, ConfigError) as exc:
             raise type(exc)(f"tile {job.tile.name}: {exc}") from None

@@ -50,9 +50,11 @@ def scaled_values(data: np.ndarray, acq: Acquisition, indexes: Sequence[int]) ->
     lowest = -np.inf if data.dtype.kind == "f" else np.iinfo(data.dtype).min
     vmax = float(data.max(where=valid, initial=lowest))
     if vmax > acq.max_dn:
+        # STAC inputs have no dn_rule: their scale is max_dn or the data type's maximum.
+        fix = "leave it out" if acq.stac is not None else "use inputs.dn_rule: auto"
         raise InputError(
             f"{acq.path.name}: DN {vmax:g} exceeds max_dn {acq.max_dn:g}; set inputs.max_dn "
-            "to the sensor's real maximum or use inputs.dn_rule: auto"
+            f"to the sensor's real maximum or {fix}"
         )
     if acq.scale is None or acq.offset is None:
         scaled = data.astype(np.float32) / np.float32(acq.max_dn)

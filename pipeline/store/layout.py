@@ -47,7 +47,11 @@ MASK, PROVENANCE = "mask", "provenance"
 #: where a date did not observe a pixel; and where it did, (time, band, y, x) uint8 1 or 0. The
 #: mask pass needs only the second: a byte a value, compressed to almost nothing, where the
 #: observations are four bytes of noise, 30 % of all the bytes the mask pass read at full size.
+#: With a provider's quality band (``inputs.quality``), ``seen`` is :data:`PROVIDER_CLOUD` or
+#: :data:`PROVIDER_SHADOW` where the provider flags an observed pixel; the observation there
+#: is NaN, so that the solve leaves it out.
 INPUT_OBSERVED, INPUT_SEEN = "observed", "seen"
+PROVIDER_CLOUD, PROVIDER_SHADOW = 2, 3
 #: What staging writes (part of the stage tasks' ids: a store staged without ``seen`` is
 #: staged again), besides the observations' quicklook samples (pipeline.store.previews).
 STAGED = (INPUT_OBSERVED, INPUT_SEEN)

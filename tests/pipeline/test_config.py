@@ -93,7 +93,9 @@ def test_load_config_errors(tmp_path: Path) -> None:
         load(bad, Config)
 
 
-@pytest.mark.parametrize("name", ["demo.yaml", "gf4-example.yaml", "geotiff-example.yaml"])
+@pytest.mark.parametrize(
+    "name", ["demo.yaml", "gf4-example.yaml", "geotiff-example.yaml", "stac-example.yaml"]
+)
 def test_shipped_configs_are_valid(name: str) -> None:
     assert isinstance(load(CONFIGS / name, Config), Config)
 
@@ -112,7 +114,8 @@ def test_each_input_kind_has_only_its_own_keys() -> None:
     ):
         parse({"inputs": geotiff, "output": {"path": "o"}}, Config)
     with pytest.raises(
-        ConfigError, match=r"`inputs.kind`: got 'gf5', expected 'gf4', 'geotiff' or"
+        ConfigError,
+        match=r"`inputs.kind`: got 'gf5', expected 'gf4', 'geotiff', 'simulated' or 'stac'",
     ):
         parse({"inputs": {"kind": "gf5"}, "output": {"path": "o"}}, Config)
     with pytest.raises(ConfigError, match=r"missing key `inputs.kind`"):
