@@ -408,7 +408,8 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
             "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
             "output": {"path": str(out)},
             "tiling": {"tile_size": args.tile_size, "overlap": args.overlap},
-            "solver": {"scope": scope},
+            "solver": {"scope": scope, **SETTINGS[args.current]["solver"]},
+            "mask": SETTINGS[args.current]["mask"],
             "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
         },
         Config,
@@ -540,6 +541,17 @@ def run_fresh(paths: list[Path], out: Path, scope: str, args: argparse.Namespace
         return pool.submit(run_once, paths, out, scope, args).result()
 
 
+#: ``--settings``: the defaults of this version, and those of 264e0ee (issue #45's baseline:
+#: rpca 1/√d refined, the mask thresholds 6/4/3 with a 1 px opening, observations not kept).
+SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "default": {"solver": {}, "mask": {}},
+    "264e0ee": {
+        "solver": {"method": "rpca", "lam": "auto", "refine": True},
+        "mask": {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_clear": False},
+    },
+}
+
+
 #: BLAS threads of the processes this one spawns: one, as in the Dask workers (the nanny sets the
 #: same), or the bare reference's small least-squares in the refit spin on a busy 2-core machine.
 ONE_BLAS_THREAD = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
@@ -562,15 +574,25 @@ def main() -> None:
     parser.add_argument("--contention", action="store_true", help="one vs two bare solves")
     parser.add_argument("--data", type=Path, default=Path("bench-output/data"))
     parser.add_argument("--out", type=Path, default=Path("bench-output/runs"))
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=["default"],
+        choices=list(SETTINGS),
+        help="run with these settings, alternated (264e0ee: issue #45's baseline)",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each setting, alternated")
     args = parser.parse_args()
 
     rows = []
     for size in args.sizes:
         paths = products(args.data, size, args.dates)
         for scope in args.scopes:
-            print(f"{size}², {scope} scope:")
-            out = args.out / f"gf4-{size}-{scope}"
-            rows.append((size, scope, run_fresh(paths, out, scope, args)))
+            for _, settings in itertools.product(range(args.repeat), args.settings):
+                print(f"{size}², {scope} scope, settings {settings}:")
+                out = args.out / f"gf4-{size}-{scope}-{settings}"
+                args.current = settings
+                rows.append((size, f"{scope} {settings}", run_fresh(paths, out, scope, args)))
 
     print(
         f"\n{'scene':>8}{'scope':>7}{'tiles':>7}{'wall s':>8}{'setup':>7}{'stage':>7}"

@@ -27,7 +27,7 @@ __all__ = [
 BUNDLED_IMAGES: dict[str, str] = {"tyrol": DEMO_IMAGE}
 
 Method = Literal["aatm", "rpca", "nnrpca", "atm"]
-Baseline = Literal["cloudy", "median"]
+Baseline = Literal["cloudy", "median", "min"]
 
 
 class LambdaGridConfig(ConfigSection):
@@ -94,7 +94,7 @@ class ExperimentConfig(ConfigSection):
     cloud_style: Literal["reference", "perlin", "moving"] = "reference"
     max_dn: float | None = Field(default=None, gt=0)
     methods: tuple[Method, ...] = ("aatm", "rpca", "nnrpca", "atm")
-    baselines: tuple[Baseline, ...] = ("cloudy", "median")
+    baselines: tuple[Baseline, ...] = ("cloudy", "median", "min")
     lambdas: LambdaGridConfig = LambdaGridConfig()
     mc: MCConfig = MCConfig()
     solver: SolverSettings = SolverSettings()

@@ -15,7 +15,8 @@ LABELS = {
     "rpca": "RPCA",
     "nnrpca": "NN-RPCA",
     "atm": "ATM",
-    "median": "temporal median",
+    "median": "temporal median (= geometric median: one band)",
+    "min": "temporal minimum",
     "cloudy": "cloudy input",
 }
 METHOD_ORDER = ("aatm", "atm", "rpca", "nnrpca")

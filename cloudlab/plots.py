@@ -65,7 +65,7 @@ def plot_vs_lambda(
                     lw=1,
                 )
         if value == "r":
-            for base, style in (("cloudy", "--"), ("median", ":")):
+            for base, style in (("cloudy", "--"), ("median", ":"), ("min", "-.")):
                 b = sub[sub.method == base]
                 if len(b):
                     ax.axhline(

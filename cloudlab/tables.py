@@ -90,7 +90,7 @@ def paper_table(summary: pd.DataFrame, image: str, n: int, value: str, digits: i
         for j, lam in enumerate(lams)
     ]
     rows = [[label(m, mc), *c] for (m, mc), c in zip(order, cells, strict=True)]
-    for base in ("median", "cloudy"):
+    for base in ("median", "min", "cloudy"):
         b = sub[sub.method == base]
         if len(b):
             v = fmt(float(b[value].iloc[0]), digits)
@@ -329,6 +329,9 @@ def rules_table(summary: pd.DataFrame, best: pd.DataFrame, image: str, n: int) -
         for t in b.itertuples()
     ]
     rows.append([label("median"), fmt(float(med.r_mean.iloc[0])), "–", "–", "–"])
+    low = sub[sub.method == "min"]
+    if len(low):
+        rows.append([label("min"), fmt(float(low.r_mean.iloc[0])), "–", "–", "–"])
     header = [
         "method",
         "mean r at λ₀",

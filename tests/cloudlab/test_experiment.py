@@ -164,7 +164,7 @@ def test_cli_runs_the_trials_and_names_the_failed_ones(
     out = tmp_path / "o"
     assert main(["-q", "experiment", str(config), "--out", str(out), "--no-report"]) == 3
     captured = capsys.readouterr()
-    assert captured.out.startswith("1 trials, 14 rows in ") and captured.out.endswith(f"-> {out}\n")
+    assert captured.out.startswith("1 trials, 15 rows in ") and captured.out.endswith(f"-> {out}\n")
     assert "error: trial broken-n3-r0 failed: " in captured.err and "cannot be read" in captured.err
     assert (out / "results.csv").is_file() and not (out / "tables.md").exists()
 
@@ -182,9 +182,9 @@ def test_run_trial_rows_and_baselines(tmp_path: Path) -> None:
     trial = trials_of(cfg)[0]
     result = run_trial(trial, cfg)
     rows = pd.DataFrame(result.rows)
-    # 2 baselines + 3 λ × 2 methods × (without, with MC).
-    assert len(rows) == 2 + 3 * 2 * 2
-    assert set(rows.method) == {"cloudy", "median", "aatm", "rpca"}
+    # 3 baselines + 3 λ × 2 methods × (without, with MC).
+    assert len(rows) == 3 + 3 * 2 * 2
+    assert set(rows.method) == {"cloudy", "median", "min", "aatm", "rpca"}
     assert rows[rows.method == "aatm"].mc.sum() == 3
     # The trial's series can be re-simulated from its seed alone.
     sim = paper_case(
@@ -198,6 +198,9 @@ def test_run_trial_rows_and_baselines(tmp_path: Path) -> None:
     assert result.info["r_cloudy"] == pytest.approx(cloudy)
     assert result.info["lower"] == pytest.approx(1 / math.sqrt(32 * 32 * 3))
     assert rows[rows.method == "median"].r.item() < cloudy
+    # The darkest date: clouds only brighten the paper's static ground (issue #44).
+    darkest = recovery_error(sim.D.min(axis=1, keepdims=True), sim.truth.ravel())
+    assert rows[rows.method == "min"].r.item() == pytest.approx(darkest)
     assert (rows.r >= 0).all() and rows.lam_sqrt_d.dropna().round(6).nunique() == 3
 
 
@@ -234,7 +237,7 @@ def test_runner_is_deterministic_one_task_per_trial(client, tmp_path: Path) -> N
     second = run_experiment(cfg, output=tmp_path / "b", client=client, report=False)
     a = pd.read_csv(first.results_csv)
     b = pd.read_csv(second.results_csv)
-    assert len(a) == 4 * (2 + 3 * 2 * 2)
+    assert len(a) == 4 * (3 + 3 * 2 * 2)
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
     ta = pd.read_csv(first.trials_csv).drop(columns="seconds")
     pd.testing.assert_frame_equal(ta, pd.read_csv(second.trials_csv).drop(columns="seconds"))
