@@ -118,11 +118,13 @@ def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
         the same time.
     """
     acqs = list(acquisitions)
+    # The key that lists the inputs: STAC inputs come from a catalog or a search.
+    key = "inputs.catalog or inputs.search" if acqs and acqs[0].stac is not None else "inputs.paths"
     if len(acqs) < 2:
         which = f" ({acqs[0].path.name})" if acqs else ""
         raise InputError(
-            f"inputs.paths: found {len(acqs)} acquisition(s){which}; aATM needs at least 2 "
-            "dates — add products to inputs.paths"
+            f"{key}: found {len(acqs)} acquisition(s){which}; aATM needs at least 2 "
+            f"dates — add products to {key}"
         )
     first = acqs[0]
     for a in acqs[1:]:
@@ -130,7 +132,7 @@ def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
             raise InputError(
                 f"{a.path.name}: bands {','.join(a.bands)} differ from {first.path.name}'s "
                 f"{','.join(first.bands)}; use one sensor per series or remove the file from "
-                "inputs.paths"
+                f"{key}"
             )
     by_time: dict[datetime, Acquisition] = {}
     for a in acqs:
@@ -138,7 +140,7 @@ def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
             raise InputError(
                 f"{a.path.name}: same time {a.time.isoformat(sep=' ')} as "
                 f"{by_time[a.time].path.name}; the product is listed twice — remove one from "
-                "inputs.paths"
+                f"{key}"
             )
         by_time[a.time] = a
     warns: list[str] = []

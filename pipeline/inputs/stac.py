@@ -193,20 +193,42 @@ def _signature(items: Sequence[Any], rule: QualityRule | None, quality: str | No
     return hashlib.blake2b(json.dumps(parts, default=str).encode(), digest_size=12).hexdigest()
 
 
-def _dtype_max(md: Any, assets: Iterable[str]) -> tuple[float, float | None]:
-    """The largest value the bands' data type holds, and their common no-data value."""
+def _dtype_max(md: Any, assets: Iterable[str], item: Any) -> tuple[float, float | None]:
+    """The largest value the bands' data type holds, and their common no-data value: from
+    ``raster:bands``, else from the first item's files themselves."""
     maxima, nodata = set(), set()
     for key in assets:
         band = md.bands[(key, 1)]
-        dtype = np.dtype(band.data_type or "float32")
+        kind, missing = band.data_type, band.nodata
+        fields = item.assets[key].extra_fields
+        if not (fields.get("raster:bands") or fields.get("data_type")):
+            # Undeclared (odc-stac then assumes float32): the file's own header says.
+            kind, missing = _file_dtype(item, key)
+        dtype = np.dtype(kind)
         maxima.add(float(np.iinfo(dtype).max) if dtype.kind in "ui" else 1.0)
-        nodata.add(None if band.nodata is None else float(band.nodata))
+        nodata.add(None if missing is None else float(missing))
     if len(nodata) > 1:
         raise InputError(
             f"inputs.bands: the bands declare different no-data values {sorted(map(str, nodata))}; "
             "choose bands of one product"
         )
     return max(maxima), nodata.pop()
+
+
+def _file_dtype(item: Any, key: str) -> tuple[str, float | None]:
+    """The data type and no-data value of an item's asset, read from its file's header."""
+    import rasterio
+    from rasterio.errors import RasterioIOError
+
+    href = item.assets[key].get_absolute_href() or item.assets[key].href
+    try:
+        with rasterio.open(href) as src:
+            return src.dtypes[0], src.nodata
+    except RasterioIOError as exc:
+        raise InputError(
+            f"item {item.id}: asset {key!r} declares no raster:bands data_type and its file "
+            f"cannot be read ({exc}); fix the asset's href or give the items raster:bands"
+        ) from None
 
 
 def discover_stac(inputs: Any) -> list[Acquisition]:
@@ -240,7 +262,7 @@ def discover_stac(inputs: Any) -> list[Acquisition]:
     if inputs.quality is not None:
         quality = _resolve(md, [inputs.quality.asset], "inputs.quality.asset", items[0].id)[0]
         rule = quality_rule(inputs.quality)
-    dtype_max, nodata = _dtype_max(md, assets)
+    dtype_max, nodata = _dtype_max(md, assets, items[0])
     max_dn = float(inputs.max_dn) if inputs.max_dn is not None else dtype_max
     days: dict[Any, list[Any]] = defaultdict(list)
     for item in items:
@@ -250,7 +272,10 @@ def discover_stac(inputs: Any) -> list[Acquisition]:
                 raise InputError(
                     f"item {item.id}: no asset {key!r}; fix inputs.bands or inputs.quality"
                 )
-        days[parsed.solar_date].append((item, parsed))
+        # odc-stac's solar_date is a datetime (UTC + longitude/15 h): its date is the solar day,
+        # as odc.stac.load(groupby="solar_day") groups. Tiles of one pass seconds apart, or
+        # across a 15° line, are one date.
+        days[parsed.solar_date.date()].append((item, parsed))
     acqs = []
     for members in days.values():
         members.sort(key=lambda m: (m[1].nominal_datetime, m[0].id))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -182,7 +183,8 @@ def test_the_providers_mask_is_left_out_of_the_solve_filled_and_reported(
 
 def test_the_tiles_of_one_overpass_are_one_date(romania: dict[str, Any], tmp_path: Path) -> None:
     """An ItemCollection whose first date is cut into two items (west and east halves, their own
-    COGs and grids, the same time) gives that date once, whole, as odc-stac fuses it."""
+    COGs and grids, sensed 5 s apart) gives that date once, whole, at the earlier time, as
+    odc-stac fuses it; items without ``raster:bands`` take the data type from their files."""
     full = _catalog(tmp_path / "full", romania)
     items = list(pystac.read_file(str(full)).get_items(recursive=True))
     first = min(items, key=lambda i: i.datetime)
@@ -191,6 +193,8 @@ def test_the_tiles_of_one_overpass_are_one_date(romania: dict[str, Any], tmp_pat
     for k, cols in enumerate((slice(0, 25), slice(25, None))):
         part = first.clone()
         part.id = f"{first.id}-{k}"
+        # The east half sensed 5 s later, as the tiles of one pass are: one solar day.
+        part.datetime = first.datetime + timedelta(seconds=5 * k)
         shift = t @ Affine.translation(cols.start, 0)
         for b, key in enumerate(ASSETS):
             href = tmp_path / f"half{k}_{key}.tif"
@@ -201,21 +205,26 @@ def test_the_tiles_of_one_overpass_are_one_date(romania: dict[str, Any], tmp_pat
         del part.assets["SCL"]
         halves.append(part)
     others = [i for i in items if i is not first]
+    for item in [*halves, *others]:  # no raster:bands anywhere
+        for asset in item.assets.values():
+            asset.extra_fields.pop("raster:bands", None)
     for item in others:
         for asset in item.assets.values():
             asset.href = asset.get_absolute_href() or asset.href
     collection = pystac.ItemCollection([*halves, *others])
     path = tmp_path / "items.json"
     path.write_text(json.dumps(collection.to_dict(transform_hrefs=False)))
-    inputs = _config(tmp_path / "out", "tcp://unused:1", catalog=str(path)).inputs
+    inputs = _config(tmp_path / "out", "tcp://unused:1", catalog=str(path), max_dn=None).inputs
     acqs = discover_stac(inputs)
     assert len(acqs) == len(romania["dates"])
     assert len(acqs[0].stac.items) == 2  # type: ignore[union-attr]
+    assert acqs[0].time == first.datetime
+    assert acqs[0].max_dn == 65535 and acqs[0].nodata == 0  # uint16, nodata 0: the COGs' own
     grid = derive_grid(acqs)
     assert (grid.width, grid.height) == values.shape[:0:-1]
     frame = np.empty((len(BANDS), grid.height, grid.width), np.float32)
     read_stac_window(acqs[0], grid, Window(0, 0, grid.width, grid.height), out=frame)
-    np.testing.assert_array_equal(frame, values.astype(np.float32) / np.float32(MAX_DN))
+    np.testing.assert_array_equal(frame, values.astype(np.float32) / np.float32(65535))
 
 
 class _StacApi(BaseHTTPRequestHandler):
