@@ -399,8 +399,11 @@ def scene_ratios(
 # --- the run -----------------------------------------------------------------------------------
 
 
-def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Run the pipeline once and measure it; returns the row of the summary table."""
+def run_once(
+    paths: list[Path], out: Path, scope: str, args: argparse.Namespace, settings: str = "default"
+) -> dict[str, Any]:
+    """Run the pipeline once with :data:`SETTINGS` ``settings`` and measure it; returns the row
+    of the summary table."""
     shutil.rmtree(out, ignore_errors=True)
     evict_inputs(paths)
     config = parse(
@@ -408,8 +411,8 @@ def run_once(paths: list[Path], out: Path, scope: str, args: argparse.Namespace)
             "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
             "output": {"path": str(out)},
             "tiling": {"tile_size": args.tile_size, "overlap": args.overlap},
-            "solver": {"scope": scope, **SETTINGS[args.current]["solver"]},
-            "mask": SETTINGS[args.current]["mask"],
+            "solver": {"scope": scope, **SETTINGS[settings]["solver"]},
+            "mask": SETTINGS[settings]["mask"],
             "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
         },
         Config,
@@ -531,14 +534,16 @@ def wall_ratio_floor(ratios: Ratios, other_cpu: float, workers: int, cores: int)
     return (ratios.bare_cpu + other_cpu) / cores / (ratios.bare_seconds / workers)
 
 
-def run_fresh(paths: list[Path], out: Path, scope: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_fresh(
+    paths: list[Path], out: Path, scope: str, args: argparse.Namespace, settings: str = "default"
+) -> dict[str, Any]:
     """:func:`run_once` in a process of its own, as ``python -m pipeline run`` would be: the
     driver's share of the peak must not include what an earlier run and its bare reference left
     in this process (a 2560² scene-scope run after the tile-scope one: driver 0.74 GiB, against
     0.39 GiB alone)."""
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=context) as pool:
-        return pool.submit(run_once, paths, out, scope, args).result()
+        return pool.submit(run_once, paths, out, scope, args, settings).result()
 
 
 #: ``--settings``: the defaults of this version, and those of 264e0ee (issue #45's baseline:
@@ -591,8 +596,8 @@ def main() -> None:
             for _, settings in itertools.product(range(args.repeat), args.settings):
                 print(f"{size}², {scope} scope, settings {settings}:")
                 out = args.out / f"gf4-{size}-{scope}-{settings}"
-                args.current = settings
-                rows.append((size, f"{scope} {settings}", run_fresh(paths, out, scope, args)))
+                row = run_fresh(paths, out, scope, args, settings)
+                rows.append((size, f"{scope} {settings}", row))
 
     print(
         f"\n{'scene':>8}{'scope':>7}{'tiles':>7}{'wall s':>8}{'setup':>7}{'stage':>7}"

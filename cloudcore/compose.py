@@ -22,7 +22,7 @@ Where the observation is missing in a band the ground is written, whatever the c
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -32,7 +32,7 @@ __all__ = ["HAZE_FILLS", "HazeFill", "compose", "haze_opacity"]
 
 #: How an entry the mask calls haze is written (see the module docstring).
 HazeFill = Literal["invert", "ground", "observed"]
-HAZE_FILLS: tuple[str, ...] = ("invert", "ground", "observed")
+HAZE_FILLS: tuple[str, ...] = get_args(HazeFill)
 
 #: Largest opacity inverted: (D − α)/(1 − α) divides by 1 − α, and above this the noise of D is
 #: amplified more than 5×; such an entry is cloud, not haze.

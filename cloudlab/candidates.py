@@ -51,11 +51,6 @@ class SolveSpec:
         base = f"{self.method}-{self.lam}"
         return f"{base}+{self.refine}" if self.refine else base
 
-    @property
-    def is_aatm(self) -> bool:
-        """Whether the first solve is the paper's aATM."""
-        return self.method.startswith("aatm")
-
 
 SOLVES: tuple[SolveSpec, ...] = tuple(
     SolveSpec(method, lam, refine)

@@ -34,10 +34,15 @@ import pandas as pd
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import SOLVES, post_steps
 from cloudlab.heldout_report import write_report
-from cloudlab.realdata import CLEAR
-from cloudlab.realpaste import paste_clouds
 from cloudlab.sites import Site, load_site, site_names
-from cloudlab.sitescore import mask_rows, pair_rows, site_pairs, solve_series
+from cloudlab.sitescore import (
+    kept_dates,
+    mask_rows,
+    pair_rows,
+    pasted_pair,
+    site_pairs,
+    solve_series,
+)
 
 __all__ = [
     "FIDELITY_LIMIT",
@@ -70,24 +75,21 @@ def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], li
     chosen = site_pairs(site, pairs, seed)
     started = time.perf_counter()
     for k, (t, s) in enumerate(chosen):
-        pasted = [paste_clouds(band, reference, t, s) for band in D_all]
-        first = pasted[0]
-        clear = (reference[:, t] == CLEAR) & ~first.pasted & np.isfinite(D_all[:, :, t]).all(0)
-        truth = np.stack([p.truth for p in pasted])
+        pair = pasted_pair(D_all, reference, t, s)
         for protocol in PROTOCOLS:
-            keep = np.arange(n) if protocol == "keep-source" else np.flatnonzero(np.arange(n) != s)
-            D = np.stack([p.D for p in pasted])[:, :, keep]
+            keep = kept_dates(n, s, protocol)
+            D = pair.D[:, :, keep]
             observed = np.isfinite(D).all(axis=0)
             target = int(np.flatnonzero(keep == t)[0])
             solved = {spec.name: solve_series(D, observed, spec, frame) for spec in SOLVES}
             for row in pair_rows(
                 D,
-                first.reference[:, keep],
+                pair.reference[:, keep],
                 days[keep],
                 target,
-                truth,
-                first.scored,
-                clear,
+                pair.truth,
+                pair.scored,
+                pair.clear,
                 frame,
                 solved,
                 steps,

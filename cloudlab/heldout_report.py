@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudlab.baselines import MULTIBAND_BASELINES, ORACLES
+
 __all__ = ["FIXED", "write_report"]
 
 #: Candidates shown beside the chosen ones on every site (today's and the paper's settings).
@@ -16,13 +18,7 @@ FIXED: dict[str, str] = {
     "rpca 1/√d, ground everywhere": "rpca-auto | ground",
     "aatm λ̂*, ground everywhere (the paper)": "aatm-star | ground",
 }
-BASELINES = (
-    "temporal-median",
-    "temporal-min",
-    "geometric-median",
-    "nearest-clear",
-    "clear-median",
-)
+BASELINES = tuple(MULTIBAND_BASELINES)
 
 
 def _fmt(x: Any) -> str:
@@ -53,7 +49,7 @@ def comparison(scores: pd.DataFrame, sites: list[str], default: str, protocol: s
     """Prediction r per site (and mean) of the default, the fixed candidates and the baselines."""
     rows = []
     named = {"**default (chosen on all sites)**": default, **FIXED}
-    named.update({b + (" (oracle)" if "clear" in b else ""): f"{b} | " for b in BASELINES})
+    named.update({b + (" (oracle)" if b in ORACLES else ""): f"{b} | " for b in BASELINES})
     for label, cand in named.items():
         values = [_score(scores, s, cand, protocol, "pred") for s in sites]
         fid = [_score(scores, s, cand, "drop-source", "fid") for s in sites]

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
-from cloudlab.realpaste import paste_clouds, temporal_median
+from cloudlab.baselines import MULTIBAND_BASELINES
+from cloudlab.realdata import CLOUD, NODATA, SHADOW
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import site_pairs
+from cloudlab.sitescore import PastedPair, error_sums, kept_dates, pasted_pair, site_pairs
 from cloudlab.stac_site import write_stac_series
 
 __all__ = ["run_provider"]
@@ -48,18 +48,10 @@ DN_SCALE, DN_NODATA = 10000, 65535
 RUNS = ("blind", "provider", "union")
 
 
-def _sums(
-    tag: str, est: np.ndarray, truth: np.ndarray, scored: np.ndarray, fidelity: np.ndarray
-) -> dict[str, float]:
-    """Squared errors and squared truths on the pasted and the clear pixels (NaN counts as 0),
-    pooled over pairs as the held-out benchmark pools them."""
-    out = np.nan_to_num(est, nan=0.0)
-    return {
-        f"{tag}_pred_num": float(((out - truth)[scored] ** 2).sum()),
-        f"{tag}_pred_den": float((truth[scored] ** 2).sum()),
-        f"{tag}_fid_num": float(((out - truth)[fidelity] ** 2).sum()),
-        f"{tag}_fid_den": float((truth[fidelity] ** 2).sum()),
-    }
+def _sums(tag: str, est: np.ndarray, pair: PastedPair) -> dict[str, float]:
+    """The held-out benchmark's error sums of one estimate, named by ``tag``."""
+    sums = error_sums(est, pair.truth, pair.scored, pair.clear)
+    return {f"{tag}_{key}": value for key, value in sums.items()}
 
 
 def _catalog(
@@ -132,32 +124,27 @@ def score_site(name: str, work: Path, address: str, pairs: int = 4, seed: int = 
     n = s.dates.size
     D_all = np.stack([s.matrix(b)[0] for b in range(len(s.bands))])
     reference = s.reference.reshape(n, -1).T
+    days = s.dates.astype(np.int64)
     rows = []
     for k, (t, src) in enumerate(site_pairs(site, pairs, seed)):
-        pasted = [paste_clouds(band, reference, t, src) for band in D_all]
-        first = pasted[0]
-        keep = np.flatnonzero(np.arange(n) != src)
+        pair = pasted_pair(D_all, reference, t, src)
+        keep = kept_dates(n, src, "drop-source")
         target = int(np.flatnonzero(keep == t)[0])
-        D = np.stack([p.D for p in pasted])[:, :, keep]
-        ref = first.reference[:, keep]
-        truth = np.stack([p.truth for p in pasted])
-        clear = (reference[:, t] == CLEAR) & ~first.pasted & np.isfinite(D_all[:, :, t]).all(0)
-        scored = np.broadcast_to(first.scored, truth.shape)
-        fidelity = np.broadcast_to(clear, truth.shape)
+        D, ref = pair.D[:, :, keep], pair.reference[:, keep]
         folder = work / name / f"pair{k}"
         shutil.rmtree(folder, ignore_errors=True)
         catalog = _catalog(folder / "catalog", site, D, ref, keep)
-        median = np.stack([temporal_median(b, ref, keep)[:, target] for b in D])
+        median = MULTIBAND_BASELINES["temporal-median"](D, ref, days[keep])[:, :, target]
         row: dict[str, Any] = {"site": name, "pair": k, "target": t, "source": src}
-        row.update(_sums("median", median, truth, scored, fidelity))
+        row.update(_sums("median", median, pair))
         for tag in RUNS:
             out = folder / tag
             started = time.perf_counter()
             run(_config(catalog, list(s.bands), out, address, tag))
             row[f"{tag}_seconds"] = round(time.perf_counter() - started, 1)
             est = _clear_cube(out, target)
-            row.update(_sums(tag, est, truth, scored, fidelity))
-            row[f"{tag}_filled"] = float(np.isfinite(est)[scored].mean())
+            row.update(_sums(tag, est, pair))
+            row[f"{tag}_filled"] = float(np.isfinite(est[:, pair.scored]).mean())
         rows.append(row)
         log.info("%s pair %d: %s", name, k, row)
     return rows

@@ -61,11 +61,6 @@ class Site:
     gsd: float
     reference_source: str
 
-    @property
-    def has_shadow_reference(self) -> bool:
-        """Whether the reference marks cloud shadow at all."""
-        return bool((self.series.reference == 3).any())
-
 
 def site_names(folder: Path = SITES_DIR) -> list[str]:
     """The sites in ``folder``: every ``.npz``, sorted by name."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,22 @@ from cloudcore.masks import BandMean, anomaly_scale, classify_scores
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
-from cloudlab.realpaste import choose_pairs
+from cloudlab.realpaste import choose_pairs, paste_clouds
 from cloudlab.sites import Site
 from pipeline.config import SolverConfig
 from pipeline.solve.tile import resolve_lambda, solve_matrix
 
-__all__ = ["Solved", "mask_rows", "pair_rows", "site_pairs", "solve_series"]
+__all__ = [
+    "PastedPair",
+    "Solved",
+    "error_sums",
+    "kept_dates",
+    "mask_rows",
+    "pair_rows",
+    "pasted_pair",
+    "site_pairs",
+    "solve_series",
+]
 
 #: Pair selection: a target has at most 2 % cloud or shadow and 90 % of its pixels observed; a
 #: source 5–60 % cloud or shadow.
@@ -119,6 +130,66 @@ def _frames(x: np.ndarray, frame: tuple[int, int]) -> np.ndarray:
     return x.reshape(*x.shape[:-1], *frame)
 
 
+@dataclass(frozen=True)
+class PastedPair:
+    """A site's series with the source date's clouds pasted on the target in every band.
+
+    Attributes
+    ----------
+    D
+        ``(bands, pixels, dates)`` the pasted series (every date).
+    reference
+        ``(pixels, dates)`` its reference codes, the target's with the pasted flags.
+    truth
+        ``(bands, pixels)`` the target before pasting.
+    scored, clear
+        ``(pixels,)``: the pasted pixels where the target was clear (prediction); the target's
+        other observed reference-clear pixels (fidelity).
+    """
+
+    D: np.ndarray
+    reference: np.ndarray
+    truth: np.ndarray
+    scored: np.ndarray
+    clear: np.ndarray
+
+
+def pasted_pair(D: np.ndarray, reference: np.ndarray, target: int, source: int) -> PastedPair:
+    """:func:`cloudlab.realpaste.paste_clouds` in every band of ``D`` ``(bands, pixels, dates)``,
+    with the pixels each score reads."""
+    pasted = [paste_clouds(band, reference, target, source) for band in D]
+    first = pasted[0]
+    observed = np.isfinite(D[:, :, target]).all(axis=0)
+    return PastedPair(
+        D=np.stack([p.D for p in pasted]),
+        reference=first.reference,
+        truth=np.stack([p.truth for p in pasted]),
+        scored=first.scored,
+        clear=(reference[:, target] == CLEAR) & ~first.pasted & observed,
+    )
+
+
+def kept_dates(n: int, source: int, protocol: str) -> np.ndarray:
+    """The dates a protocol keeps: all (``keep-source``) or all but the source
+    (``drop-source``, the primary protocol: real clouds move, a pasted copy does not)."""
+    return np.arange(n) if protocol == "keep-source" else np.flatnonzero(np.arange(n) != source)
+
+
+def error_sums(
+    out: np.ndarray, truth: np.ndarray, scored: np.ndarray, clear: np.ndarray
+) -> dict[str, float]:
+    """Σ(out − truth)² and Σ truth² over the ``scored`` pixels (prediction) and the ``clear``
+    ones (fidelity), pooled over the bands of ``(bands, pixels)``; a NaN output counts as 0 (a
+    missing answer is an error)."""
+    out = np.nan_to_num(out, nan=0.0)
+    return {
+        "pred_num": float(((out - truth)[:, scored] ** 2).sum()),
+        "pred_den": float((truth[:, scored] ** 2).sum()),
+        "fid_num": float(((out - truth)[:, clear] ** 2).sum()),
+        "fid_den": float((truth[:, clear] ** 2).sum()),
+    }
+
+
 def pair_rows(
     D: np.ndarray,
     reference: np.ndarray,
@@ -158,17 +229,7 @@ def pair_rows(
     rows = []
 
     def sums(name: str, step: str, out: np.ndarray) -> None:
-        out = np.nan_to_num(out, nan=0.0)
-        rows.append(
-            {
-                "solve": name,
-                "step": step,
-                "pred_num": float(((out - truth)[:, scored] ** 2).sum()),
-                "pred_den": float((truth[:, scored] ** 2).sum()),
-                "fid_num": float(((out - truth)[:, clear] ** 2).sum()),
-                "fid_den": float((truth[:, clear] ** 2).sum()),
-            }
-        )
+        rows.append({"solve": name, "step": step, **error_sums(out, truth, scored, clear)})
 
     obs = _frames(D[:, :, target], frame)[:, None]  # (bands, 1, rows, cols)
     seen = _frames(observed_t, frame)[None]

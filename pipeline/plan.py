@@ -122,7 +122,7 @@ class RunPlan:
         settings = mask.model_dump_json(exclude={"keep_clear", "grow", "keep_haze"})
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
-        quality = getattr(self.config.inputs, "quality", None)
+        quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])
 

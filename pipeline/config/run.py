@@ -355,6 +355,11 @@ class Config(ConfigSection):
     mask: MaskConfig = MaskConfig()
     cluster: ClusterSpec = ClusterSpec()
 
+    @property
+    def quality(self) -> QualityConfig | None:
+        """The provider's mask the run uses (``inputs.quality`` of STAC inputs), or None."""
+        return self.inputs.quality if isinstance(self.inputs, StacInputs) else None
+
     @model_validator(mode="before")
     @classmethod
     def _keep_clear_moved(cls, data: Any) -> Any:

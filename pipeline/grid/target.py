@@ -347,8 +347,7 @@ def derive_grid(
         if outside:
             raise InputError(
                 f"{', '.join(outside)}: footprint does not overlap grid.bounds {tuple(bounds)}; "
-                f"remove it from {'the catalog' if acqs[0].stac else 'inputs.paths'} or widen "
-                "grid.bounds"
+                f"remove it from {acqs[0].listed_in} or widen grid.bounds"
             )
         left, bottom, right, top = bounds
     else:

@@ -96,6 +96,11 @@ class Acquisition:
     physical_scale: tuple[float, ...] | None = None
     stac: StacSource | None = None
 
+    @property
+    def listed_in(self) -> str:
+        """The configuration key that lists this input, for messages that say what to change."""
+        return "inputs.paths" if self.stac is None else "inputs.catalog or inputs.search"
+
 
 def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
     """Check that acquisitions form one stackable series.
@@ -118,8 +123,7 @@ def check_series(acquisitions: Sequence[Acquisition]) -> list[str]:
         the same time.
     """
     acqs = list(acquisitions)
-    # The key that lists the inputs: STAC inputs come from a catalog or a search.
-    key = "inputs.catalog or inputs.search" if acqs and acqs[0].stac is not None else "inputs.paths"
+    key = acqs[0].listed_in if acqs else "inputs.paths"
     if len(acqs) < 2:
         which = f" ({acqs[0].path.name})" if acqs else ""
         raise InputError(

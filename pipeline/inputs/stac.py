@@ -150,7 +150,7 @@ def _grid_of(parsed: Sequence[Any], asset: str) -> tuple[str, tuple[float, ...],
     """The first item's band grid, grown over every item's footprint (same CRS and lattice)."""
     boxes = []
     for p in parsed:
-        geobox = p[asset].geobox if p[asset].geobox is not None else None
+        geobox = p[asset].geobox
         if geobox is None:
             raise InputError(
                 f"item {p.id}: asset {asset!r} has no grid (proj:shape, proj:transform); "

@@ -39,7 +39,7 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         "cloudremoval:scope": solver.scope,
         "cloudremoval:mask": mask.model_dump(mode="json"),
     }
-    quality = getattr(plan.config.inputs, "quality", None)
+    quality = plan.config.quality
     if quality is not None:  # the provider's mask used (inputs.quality)
         properties["cloudremoval:quality"] = quality.model_dump(mode="json")
     return properties

@@ -153,9 +153,6 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
     counts = np.zeros(256, np.int64)
     tile = job.tiles[0]
     try:
-        # Read when the task runs, not when it is planned: in tile scope the mask tasks are in
-        # the solve batch, behind every row, and those rows write the records.
-        scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
         names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
@@ -165,18 +162,8 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         observed = None
         if job.keep_clear:
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
-        for tile, codes in _row_codes(arrays, seen, job, scales):
+        for tile, codes, flagged in _core_codes(arrays, seen, job):
             rows, cols = tile.core.slices
-            # The provider's cloud and shadow (inputs.quality; the same in every band) are
-            # filled whatever ours say: the mask reports them, the provenance says whose.
-            flags = np.asarray(seen[:, 0, rows, cols])
-            flagged = flags > 1
-            if job.provider == "provider":
-                # Ours are not used: once their clouds are out of the solve, the residuals of
-                # what is left are near 0 and σ collapses (docs/REAL-CLOUDS.md).
-                codes = np.where(flags == 0, NODATA, CLEAR).astype(np.uint8)
-            codes[flags == PROVIDER_CLOUD] = CLOUD
-            codes[flags == PROVIDER_SHADOW] = SHADOW
             arrays[MASK][:, rows, cols] = codes
             if observed is not None:
                 kept = kept_codes(codes, job.keep_haze)  # one for every band
@@ -198,6 +185,43 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 4),
         "classes": {int(k): int(counts[k]) for k in np.flatnonzero(counts)},
     }
+
+
+def _core_codes(
+    arrays: Mapping[str, Any], seen: Any, job: MaskJob
+) -> Iterator[tuple[Tile, np.ndarray, np.ndarray | None]]:
+    """Each core of the row, left to right, with its codes and, with a provider's quality band
+    (``inputs.quality``), where the provider flagged cloud or shadow (None without one).
+
+    Ours (:func:`_row_codes`) with the provider's cloud and shadow on top (``combine: union``;
+    the flags are the same in every band), or with ``combine: provider`` the provider's alone:
+    ours are then not computed, since once their clouds are out of the solve the residuals of
+    what is left are near 0 and σ collapses (docs/REAL-CLOUDS.md).
+    """
+    if job.provider == "provider":
+        for tile in job.tiles:
+            rows, cols = tile.core.slices
+            flags = np.asarray(seen[:, 0, rows, cols])
+            codes = np.where(flags == 0, NODATA, CLEAR).astype(np.uint8)
+            yield tile, _with_flags(codes, flags), flags > 1
+        return
+    # Read when the task runs, not when it is planned: in tile scope the mask tasks are in the
+    # solve batch, behind every row, and those rows write the records.
+    scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
+    for tile, codes in _row_codes(arrays, seen, job, scales):
+        if job.provider is None:
+            yield tile, codes, None
+            continue
+        rows, cols = tile.core.slices
+        flags = np.asarray(seen[:, 0, rows, cols])
+        yield tile, _with_flags(codes, flags), flags > 1
+
+
+def _with_flags(codes: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """``codes`` with the provider's cloud and shadow (``seen`` codes) written over them."""
+    codes[flags == PROVIDER_CLOUD] = CLOUD
+    codes[flags == PROVIDER_SHADOW] = SHADOW
+    return codes
 
 
 def _core_id(tile: Tile) -> str:
@@ -362,7 +386,7 @@ def _keep_observed(
     tile: Tile,
     band: int,
     keep: np.ndarray,
-    flagged: np.ndarray,
+    flagged: np.ndarray | None,
 ) -> np.ndarray:
     """Write the observations kept (where ``keep``, from the mask) into the band's ``clear``
     over the core, with no data where the band did not observe, and return its provenance
@@ -378,10 +402,12 @@ def _keep_observed(
     clear, kept = keep_clear(clear, observation, keep)
     # A date does not show what it did not observe: where the band has no observation (outside
     # the date's footprint, a sensor's gap) the output is no data, not the ground of other dates.
-    clear[~np.isfinite(observation) & ~flagged] = np.nan
+    unseen = ~np.isfinite(observation)
+    clear[unseen if flagged is None else unseen & ~flagged] = np.nan
     arrays["clear"][:, band, rows, cols] = clear
     provenance = provenance_codes(clear, kept)
-    provenance[flagged & np.isfinite(clear)] = FLAGGED
+    if flagged is not None:
+        provenance[flagged & np.isfinite(clear)] = FLAGGED
     return provenance
 
 

@@ -139,7 +139,7 @@ class ProductTasks:
         plan = self.plan
         config, tiles = plan.config, plan.tiles
         method, refines = config.solver.method, config.solver.refines
-        quality = getattr(config.inputs, "quality", None)
+        quality = config.quality
         jobs = (
             MaskJob(
                 tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),

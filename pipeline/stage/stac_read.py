@@ -104,17 +104,14 @@ def read_stac_window(
     data = np.stack([loaded[key].values[0] for key in source.assets])
     out.fill(np.nan)
     scaled = scaled_values(data, acq, range(1, len(source.assets) + 1))
-    covered = _covered(items, geobox)
     if scaled is not None:
         out[:] = scaled
-        out[:, ~covered] = np.nan
+        if acq.nodata is None:  # odc-stac fills what no item covers with 0, a valid DN then
+            out[:, ~_covered(items, geobox)] = np.nan
     seen = np.isfinite(out).all(axis=0).astype(np.uint8)
     if source.rule is not None and source.quality is not None:
-        raw = loaded[source.quality].values[0]
-        codes = provider_codes(raw, source.rule)
+        codes = provider_codes(loaded[source.quality].values[0], source.rule)
         flagged = (seen == 1) & (codes != 1)
-        nodata = flagged & (codes == PROVIDER_NODATA)
-        seen[flagged] = codes[flagged]
-        seen[nodata] = 0
+        seen[flagged] = np.where(codes[flagged] == PROVIDER_NODATA, 0, codes[flagged])
         out[:, flagged] = np.nan
     return seen
