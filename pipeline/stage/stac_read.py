@@ -5,8 +5,9 @@ reads only what the window needs from each item's assets, in the asset's CRS and
 grid is the asset's lattice it copies the pixels (tested bit for bit), elsewhere it resamples
 (``resampling``; the quality band always by nearest neighbour: its values are classes or bits).
 The tiles of one overpass are fused into one date (``groupby="solar_day"``). Where no item of
-the acquisition covers a pixel, the pixel is no data whatever value odc-stac fills it with: the
-items' footprints are rasterised onto the window (pixel centres inside).
+the acquisition covers a pixel, odc-stac fills the bands' declared no-data value; bands that
+declare none are filled with 0, a valid DN, so then the items' footprints are rasterised onto
+the window (pixel centres inside) and the rest is no data.
 """
 
 from __future__ import annotations
