@@ -551,7 +551,7 @@ def run_fresh(
 SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "default": {"solver": {}, "mask": {}},
     "264e0ee": {
-        "solver": {"method": "rpca", "lam": "auto", "refine": True},
+        "solver": {"method": "rpca", "lam": "auto", "refine": True, "tol": 1e-7},
         "mask": {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_clear": False},
     },
 }

@@ -40,8 +40,9 @@ from cloudlab.sitescore import (
     mask_rows,
     pair_rows,
     pasted_pair,
+    site_arrays,
     site_pairs,
-    solve_series,
+    solve_specs,
 )
 
 __all__ = [
@@ -67,9 +68,7 @@ def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], li
     series = site.series
     n = series.dates.size
     frame = series.frame
-    D_all = np.stack([series.matrix(b)[0] for b in range(len(series.bands))])
-    reference = series.reference.reshape(n, -1).T
-    days = series.dates.astype(np.int64)
+    D_all, reference, days = site_arrays(site)
     steps = post_steps()
     rows: list[dict[str, Any]] = []
     chosen = site_pairs(site, pairs, seed)
@@ -81,7 +80,7 @@ def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], li
             D = pair.D[:, :, keep]
             observed = np.isfinite(D).all(axis=0)
             target = int(np.flatnonzero(keep == t)[0])
-            solved = {spec.name: solve_series(D, observed, spec, frame) for spec in SOLVES}
+            solved = solve_specs(D, observed, SOLVES, frame)
             for row in pair_rows(
                 D,
                 pair.reference[:, keep],
@@ -96,7 +95,7 @@ def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], li
             ):
                 rows.append({"site": name, "protocol": protocol, "pair": k, **row})
     observed = series.observed.reshape(n, -1).T
-    solved = {spec.name: solve_series(D_all, observed, spec, frame) for spec in SOLVES}
+    solved = solve_specs(D_all, observed, SOLVES, frame)
     masks = [{"site": name, **row} for row in mask_rows(site, solved, steps)]
     facts = _facts(site, chosen, time.perf_counter() - started)
     log.info("site %s: %d pairs in %.0f s", name, len(chosen), facts["seconds"])

@@ -35,7 +35,14 @@ import numpy as np
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.realdata import CLOUD, NODATA, SHADOW
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import PastedPair, error_sums, kept_dates, pasted_pair, site_pairs
+from cloudlab.sitescore import (
+    PastedPair,
+    error_sums,
+    kept_dates,
+    pasted_pair,
+    site_arrays,
+    site_pairs,
+)
 from cloudlab.stac_site import write_stac_series
 
 __all__ = ["run_provider"]
@@ -122,9 +129,7 @@ def score_site(name: str, work: Path, address: str, pairs: int = 4, seed: int = 
     site = load_site(name)
     s = site.series
     n = s.dates.size
-    D_all = np.stack([s.matrix(b)[0] for b in range(len(s.bands))])
-    reference = s.reference.reshape(n, -1).T
-    days = s.dates.astype(np.int64)
+    D_all, reference, days = site_arrays(site)
     rows = []
     for k, (t, src) in enumerate(site_pairs(site, pairs, seed)):
         pair = pasted_pair(D_all, reference, t, src)

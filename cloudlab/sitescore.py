@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
 from cloudlab.realpaste import choose_pairs, paste_clouds
 from cloudlab.sites import Site
 from pipeline.config import SolverConfig
-from pipeline.solve.tile import resolve_lambda, solve_matrix
+from pipeline.solve.tile import refine_matrix, resolve_lambda, solve_matrix
 
 __all__ = [
     "PastedPair",
@@ -43,8 +44,10 @@ __all__ = [
     "mask_rows",
     "pair_rows",
     "pasted_pair",
+    "site_arrays",
     "site_pairs",
     "solve_series",
+    "solve_specs",
 ]
 
 #: Pair selection: a target has at most 2 % cloud or shadow and 90 % of its pixels observed; a
@@ -63,7 +66,11 @@ class Solved:
         ``(dates, rows, cols)`` the bands' mean of max(D − L, 0)/σ and max(L − D, 0)/σ.
     """
 
+    #: The first solve's iterations per band (filled by :func:`solve_series`).
+    iterations: list[int]
+
     def __init__(self, D: np.ndarray, observed: np.ndarray, L: np.ndarray, frame: tuple[int, int]):
+        self.iterations = []
         n = D.shape[2]
         self.ground = np.clip(L, 0.0, 1.0)
         bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
@@ -77,7 +84,11 @@ class Solved:
 
 
 def solve_series(
-    D: np.ndarray, observed: np.ndarray, spec: SolveSpec, frame: tuple[int, int]
+    D: np.ndarray,
+    observed: np.ndarray,
+    spec: SolveSpec,
+    frame: tuple[int, int],
+    tol: float | None = None,
 ) -> Solved:
     """Solve every band of a series as a pipeline tile would (float32, threads 1).
 
@@ -91,20 +102,54 @@ def solve_series(
         The solve.
     frame
         (rows, cols) of one image.
+    tol
+        The solver's tolerance; None: the pipeline's default.
     """
-    solver = SolverConfig.model_validate(
-        {"method": spec.method, "lam": spec.lam, "refine": spec.refine == "refine"}
-    )
+    return solve_specs(D, observed, [spec], frame, tol)[spec.name]
+
+
+def solve_specs(
+    D: np.ndarray,
+    observed: np.ndarray,
+    specs: Sequence[SolveSpec],
+    frame: tuple[int, int],
+    tol: float | None = None,
+) -> dict[str, Solved]:
+    """:func:`solve_series` of every spec, by name, solving each (method, λ) first decomposition
+    once: ``+refine`` and ``+joint`` start from the same first solve as the plain spec (as the
+    pipeline's refinement does), so three specs of one method cost one first solve."""
+    out: dict[str, Solved] = {}
     d, n = observed.shape
-    lam = resolve_lambda(spec.lam, d, n)
-    grounds = []
-    for band in D:
-        data = np.where(observed, band, 0.0).astype(np.float32)
-        grounds.append(solve_matrix(data, observed, solver, frame, lam, threads=1).L)
-    L = np.stack(grounds).astype(np.float64)
-    if spec.refine != "joint":
-        return Solved(D, observed, L, frame)
-    first = Solved(D, observed, L, frame)
+    for method, lam_rule in dict.fromkeys((s.method, s.lam) for s in specs):
+        settings = {"method": method, "lam": lam_rule}
+        solver = SolverConfig.model_validate(settings if tol is None else {**settings, "tol": tol})
+        lam = resolve_lambda(lam_rule, d, n)
+        data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
+        firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
+        L = np.stack([f.L for f in firsts]).astype(np.float64)
+        plain = Solved(D, observed, L, frame)
+        plain.iterations = [f.iterations for f in firsts]
+        for spec in (s for s in specs if (s.method, s.lam) == (method, lam_rule)):
+            if spec.refine == "refine":
+                refined = [
+                    refine_matrix(x, observed, f, solver, frame, threads=1).L
+                    for x, f in zip(data, firsts, strict=True)
+                ]
+                out[spec.name] = Solved(D, observed, np.stack(refined).astype(np.float64), frame)
+            elif spec.refine == "joint":
+                out[spec.name] = _joint(D, observed, L, plain, frame)
+            else:
+                out[spec.name] = plain
+    return out
+
+
+def _joint(
+    D: np.ndarray, observed: np.ndarray, L: np.ndarray, first: Solved, frame: tuple[int, int]
+) -> Solved:
+    """The ``+joint`` re-solve: RPCA 3/√d of every band on the entries the first solve's
+    (``first``, ground ``L``) :data:`JOINT_RULE` mask calls clear, ``L`` kept where it returns
+    no value."""
+    d, n = observed.shape
     codes = classify_scores(first.bright, first.dark, observed.T.reshape(n, *frame), JOINT_RULE)
     keep = observed & (codes.reshape(n, d).T == CLEAR)
     lam2 = 3.0 / math.sqrt(d)
@@ -117,6 +162,15 @@ def solve_series(
         new = res.L.astype(np.float64)
         again.append(np.where(np.isfinite(new), new, low))
     return Solved(D, observed, np.stack(again), frame)
+
+
+def site_arrays(site: Site) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A site's series as the benchmarks read it: ``D`` (bands, pixels, dates), NaN where not
+    observed; its reference codes (pixels, dates); the dates as day numbers."""
+    s = site.series
+    n = s.dates.size
+    D = np.stack([s.matrix(b)[0] for b in range(len(s.bands))])
+    return D, s.reference.reshape(n, -1).T, s.dates.astype(np.int64)
 
 
 def site_pairs(site: Site, count: int, seed: int) -> list[tuple[int, int]]:

@@ -301,7 +301,12 @@ class SolverConfig(ConfigSection):
     beta: float = Field(default=1.0, gt=0)
     # κ of aatm-shadow: the shadow layer's ℓ1 weight relative to the cloud's.
     shadow_weight: float = Field(default=SHADOW_WEIGHT, gt=0)
-    tol: float = Field(default=1e-7, gt=0)
+    # The relative residual ‖D − L − C − N‖_F / ‖D‖_F at which the solve stops. 3e-5 rather than
+    # cloudcore's 1e-7 (floored at 1e-6 in float32): about a fifth fewer iterations, and on every
+    # site of the real-cloud benchmark the scores within 1 % of a solve to 1e-7 (the loosest
+    # tolerance that keeps them so, left out site by site: benchmarks/tolerance.py,
+    # docs/PERFORMANCE.md).
+    tol: float = Field(default=3e-5, gt=0)
     max_iter: int = Field(default=1000, ge=1)
     dtype: Literal["float32", "float64"] = "float32"
     # ``tile``: one solve per tile halo, blended (the default, as users asked). ``scene``: one

@@ -124,7 +124,7 @@ def solve_matrix(
     threads: int,
 ) -> Decomposition:
     """The tile's decomposition as ``solver`` asks: :func:`cloudcore.decompose`, then
-    :func:`cloudcore.refine` when it refines (``solver.refines``); convergence warnings are
+    :func:`refine_matrix` when it refines (``solver.refines``); convergence warnings are
     silenced (the diagnostics record it per tile). Returns the
     :class:`cloudcore.Decomposition`; the solver's ``ValueError`` passes through."""
     import cloudcore
@@ -142,19 +142,36 @@ def solve_matrix(
             threads=threads,
             shadow_weight=solver.shadow_weight,
         )
-        if solver.refines:
-            first = _ground_only(result)
-            del result  # the first solve's C and N go before the re-solve
-            result = cloudcore.refine(
-                D,
-                first,
-                image_shape,
-                mask=mask,
-                tol=solver.tol,
-                max_iter=solver.max_iter,
-                threads=threads,
-            )
-    return result
+    if not solver.refines:
+        return result
+    first = _ground_only(result)
+    del result  # the first solve's C and N go before the re-solve
+    return refine_matrix(D, mask, first, solver, image_shape, threads)
+
+
+def refine_matrix(
+    D: np.ndarray,
+    mask: np.ndarray,
+    first: Decomposition,
+    solver: SolverConfig,
+    image_shape: tuple[int, int],
+    threads: int,
+) -> Decomposition:
+    """:func:`cloudcore.refine` of the first decomposition ``first`` of ``D`` with ``solver``'s
+    tolerance and iterations, convergence warnings silenced (as :func:`solve_matrix`)."""
+    import cloudcore
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
+        return cloudcore.refine(
+            D,
+            first,
+            image_shape,
+            mask=mask,
+            tol=solver.tol,
+            max_iter=solver.max_iter,
+            threads=threads,
+        )
 
 
 def _ground_only(result: Decomposition) -> Decomposition:

@@ -24,7 +24,7 @@ def test_defaults() -> None:
     assert cfg.solver.method == "aatm" and cfg.solver.lam == "star" and cfg.solver.beta == 1.0
     assert cfg.solver.refine is False and not cfg.solver.refines
     assert cfg.mask.keep_clear and cfg.mask.keep_haze
-    assert cfg.solver.tol == 1e-7 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
+    assert cfg.solver.tol == 3e-5 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
     assert cfg.cluster.kind == "local" and cfg.cluster.solver_threads is None
     assert cfg.output.cog_dtype == "uint16" and cfg.output.quicklooks is True
     assert cfg.grid.crs is None and cfg.inputs.sensor == "PMS" and cfg.inputs.dn_rule == "auto"
