@@ -1,5 +1,6 @@
-"""What the default costs per tile: the previous default solve (rpca 1/√d, refined) against
-the new one (aATM with λ̂*, not refined), on one tile halo as the pipeline solves it
+"""What the default costs per tile: 264e0ee's default solve (rpca 1/√d, refined, tol 1e-7), the
+next one (aATM with λ̂*, not refined, tol 1e-7) and today's (aATM 1.4 × λ̂*, tol 3e-5), on one
+tile halo as the pipeline solves it
 (:func:`pipeline.solve.tile.solve_matrix`, float32, one thread), alternated, best of the runs.
 
 The matrix is a tile of the paper's simulation of the demo image (7 dates), so the numbers are
@@ -21,11 +22,12 @@ import numpy as np
 from cloudcore.simulate import paper_case
 from pipeline.config import SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
-from pipeline.solve.tile import resolve_lambda, solve_matrix
+from pipeline.solve.tile import solve_matrix, solver_lambda
 
 SETTINGS = {
-    "previous default (rpca auto, refined)": {"method": "rpca", "lam": "auto", "refine": True},
-    "new default (aatm star)": {"method": "aatm", "lam": "star", "refine": False},
+    "264e0ee (rpca auto, refined)": {"method": "rpca", "lam": "auto", "refine": True, "tol": 1e-7},
+    "λ̂* (aatm star, tol 1e-7)": {"method": "aatm", "lam": "star", "lam_scale": 1.0, "tol": 1e-7},
+    "today's default": {},
 }
 
 
@@ -43,7 +45,7 @@ def main() -> None:
     for _ in range(args.runs):
         for label, settings in SETTINGS.items():  # alternated: the machine's noise hits both
             solver = SolverConfig(**settings)
-            lam = resolve_lambda(solver.lam, *D.shape)
+            lam = solver_lambda(solver, *D.shape)
             started = time.perf_counter()
             result = solve_matrix(D, mask, solver, (args.size, args.size), lam, threads=1)
             seconds[label].append(time.perf_counter() - started)

@@ -38,7 +38,9 @@ from cloudlab.sitescore import (
 from pipeline.config import MaskConfig, SolverConfig
 
 #: The pipeline's default solve and post-step.
-DEFAULT_SOLVE = SolveSpec(SolverConfig().method, str(SolverConfig().lam))
+DEFAULT_SOLVE = SolveSpec(
+    SolverConfig().method, str(SolverConfig().lam), scale=SolverConfig().lam_scale
+)
 DEFAULT_STEP = PostStep(MaskConfig().rule(), True, "observed")
 #: DN of reflectance 1 (the benchmark sites' reflectance as Sentinel-2 and Landsat ship it).
 DN_SCALE = 10000

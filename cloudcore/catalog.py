@@ -60,7 +60,7 @@ _WITH_SHADOW = (*LAYERS, SHADOW_LAYER)
 #: on five real cloudy series (docs/REAL-CLOUDS.md, ``python -m cloudlab heldout``).
 MASK_CLOUD = 6.0
 MASK_HAZE = 6.0  # = cloud: no haze class (haze kept as observed scored the same, worse F1)
-MASK_SHADOW = 2.0
+MASK_SHADOW = 3.0
 MASK_RADIUS = 0
 MASK_GROW = 0
 

@@ -8,7 +8,7 @@ post-step is scored on its result.
 Solves (:data:`SOLVES`):
 
 * ``rpca-auto``, ``aatm-star``: one decomposition, RPCA with λ = 1/√d or aATM with the paper's
-  λ̂*(d, n);
+  λ̂*(d, n); ``…x1.4``, ``…x2``: the same with λ scaled by 1.4 or 2 (``solver.lam_scale``);
 * ``…+refine``: then :func:`cloudcore.refine` (per band: flag |D − L| ≥ 3σ, re-solve RPCA at
   3/√d without them), the pipeline's refinement;
 * ``…+joint``: then one re-solve per band without the entries that the mask, decided from all
@@ -29,6 +29,7 @@ from cloudcore.masks import MaskRule
 
 __all__ = [
     "JOINT_RULE",
+    "LAM_SCALES",
     "SOLVES",
     "PostStep",
     "SolveSpec",
@@ -44,18 +45,28 @@ class SolveSpec:
     method: str
     lam: str
     refine: str = ""
+    scale: float = 1.0
 
     @property
     def name(self) -> str:
-        """``method-lam`` and ``+refine``/``+joint`` when refined."""
-        base = f"{self.method}-{self.lam}"
+        """``method-lam``, ``x`` and the scale when not 1, and ``+refine``/``+joint`` when
+        refined."""
+        base = f"{self.method}-{self.lam}" + ("" if self.scale == 1.0 else f"x{self.scale:g}")
         return f"{base}+{self.refine}" if self.refine else base
 
+
+#: λ scales tried (``solver.lam_scale``): the rule's own λ, and larger ones. Smaller were
+#: measured first and fail on every site (at 0.5 × λ̂* the mask calls nearly every pixel cloud).
+LAM_SCALES = (1.0, 1.4, 2.0)
 
 SOLVES: tuple[SolveSpec, ...] = tuple(
     SolveSpec(method, lam, refine)
     for method, lam in (("rpca", "auto"), ("aatm", "star"))
     for refine in ("", "refine", "joint")
+) + tuple(
+    SolveSpec(method, lam, "", scale)
+    for method, lam in (("rpca", "auto"), ("aatm", "star"))
+    for scale in LAM_SCALES[1:]
 )
 
 #: The mask whose non-clear entries the ``+joint`` re-solve leaves out: generous (a missed cloud

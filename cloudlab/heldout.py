@@ -147,10 +147,10 @@ def loss(scores: pd.DataFrame, sites: list[str]) -> pd.Series:
     return cand.pivot(index="candidate", columns="site", values="loss")
 
 
-#: Solves the pipeline runs (``solver.method``, ``solver.lam``, ``solver.refine``): the default
+#: Solves the pipeline runs (``solver.method``, ``lam``, ``lam_scale``, ``refine``): the default
 #: is chosen among these. The ``+joint`` re-solve needs every band's first solve before any
 #: band's second (a phase the pipeline does not have yet); it is scored for the record.
-PIPELINE_SOLVES = ("rpca-auto", "rpca-auto+refine", "aatm-star", "aatm-star+refine")
+PIPELINE_SOLVES = tuple(spec.name for spec in SOLVES if spec.refine != "joint")
 
 
 def choose(

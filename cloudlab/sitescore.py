@@ -34,7 +34,7 @@ from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
 from cloudlab.realpaste import choose_pairs, paste_clouds
 from cloudlab.sites import Site
 from pipeline.config import SolverConfig
-from pipeline.solve.tile import refine_matrix, resolve_lambda, solve_matrix
+from pipeline.solve.tile import refine_matrix, solve_matrix, solver_lambda
 
 __all__ = [
     "PastedPair",
@@ -115,21 +115,22 @@ def solve_specs(
     frame: tuple[int, int],
     tol: float | None = None,
 ) -> dict[str, Solved]:
-    """:func:`solve_series` of every spec, by name, solving each (method, λ) first decomposition
-    once: ``+refine`` and ``+joint`` start from the same first solve as the plain spec (as the
-    pipeline's refinement does), so three specs of one method cost one first solve."""
+    """:func:`solve_series` of every spec, by name, solving each (method, λ rule, scale) first
+    decomposition once: ``+refine`` and ``+joint`` start from the same first solve as the plain
+    spec (as the pipeline's refinement does), so three specs of one method cost one first
+    solve."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
-    for method, lam_rule in dict.fromkeys((s.method, s.lam) for s in specs):
-        settings = {"method": method, "lam": lam_rule}
+    for method, lam_rule, scale in dict.fromkeys((s.method, s.lam, s.scale) for s in specs):
+        settings = {"method": method, "lam": lam_rule, "lam_scale": scale}
         solver = SolverConfig.model_validate(settings if tol is None else {**settings, "tol": tol})
-        lam = resolve_lambda(lam_rule, d, n)
+        lam = solver_lambda(solver, d, n)
         data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
         L = np.stack([f.L for f in firsts]).astype(np.float64)
         plain = Solved(D, observed, L, frame)
         plain.iterations = [f.iterations for f in firsts]
-        for spec in (s for s in specs if (s.method, s.lam) == (method, lam_rule)):
+        for spec in (s for s in specs if (s.method, s.lam, s.scale) == (method, lam_rule, scale)):
             if spec.refine == "refine":
                 refined = [
                     refine_matrix(x, observed, f, solver, frame, threads=1).L

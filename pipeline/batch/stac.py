@@ -73,7 +73,7 @@ def item_properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "cloudremoval:code_version": manifest["code_version"],
         "cloudremoval:config_hash": manifest["config_hash"],
         "cloudremoval:solver": solver["method"],
-        "cloudremoval:lambda_rule": lam_rule(solver["lam"]),
+        "cloudremoval:lambda_rule": lam_rule(solver["lam"], solver.get("lam_scale", 1.0)),
         "cloudremoval:refined": refined(solver),
         "cloudremoval:dates": len(manifest["dates"]),
         "cloudremoval:products": [pid for pid, _ in manifest["products"]],

@@ -34,7 +34,7 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         "cloudremoval:acquisition": acquisition_id,
         "cloudremoval:code_version": plan.version,
         "cloudremoval:solver": solver.method,
-        "cloudremoval:lambda_rule": stac.lam_rule(solver.lam),
+        "cloudremoval:lambda_rule": stac.lam_rule(solver.lam, solver.lam_scale),
         "cloudremoval:refined": solver.refines,
         "cloudremoval:scope": solver.scope,
         "cloudremoval:mask": mask.model_dump(mode="json"),

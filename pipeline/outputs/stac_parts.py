@@ -83,12 +83,13 @@ def outline_lonlat(
     return ring, [round(float(v), 7) for v in bbox], proj
 
 
-def lam_rule(lam: Any) -> str:
-    """How λ was chosen, in words, from the ``solver.lam`` setting."""
+def lam_rule(lam: Any, scale: float = 1.0) -> str:
+    """How λ was chosen, in words, from the ``solver.lam`` and ``solver.lam_scale`` settings."""
+    times = "" if scale == 1.0 else f"{scale:g} x "
     if lam == "auto":
-        return "1/sqrt(d) per tile"
+        return f"{times}1/sqrt(d) per tile"
     if lam == "star":
-        return "fitted lambda* per tile"
+        return f"{times}fitted lambda* per tile"
     return f"fixed {lam}"
 
 

@@ -47,7 +47,7 @@ from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.solve.rows import cube_arrays
-from pipeline.solve.tile import resolve_lambda
+from pipeline.solve.tile import solver_lambda
 from pipeline.store.cube import chunk_files, chunk_range
 from pipeline.store.durable import OutputError, fsync_paths, storage_error, write_marker
 from pipeline.store.layout import Layout, solved_layers
@@ -290,7 +290,7 @@ def solve_shards(shards: Any, d: int, n: int, solver: SolverConfig) -> SceneOutc
             n=n,
             dtype=solver.dtype,
             method=solver.method,
-            lam=resolve_lambda(solver.lam, d, n),
+            lam=solver_lambda(solver, d, n),
             beta=solver.beta,
             tol=solver.tol,
             max_iter=solver.max_iter,

@@ -44,6 +44,7 @@ __all__ = [
     "resolve_lambda",
     "solve_matrix",
     "solve_tile",
+    "solver_lambda",
     "tile_matrix",
 ]
 
@@ -84,6 +85,13 @@ def resolve_lambda(rule: str | float, d: int, n: int) -> float:
     if rule == "star":
         return float(cloudcore.lambda_star(d, n))
     return float(rule)
+
+
+def solver_lambda(solver: SolverConfig, d: int, n: int) -> float:
+    """λ of ``solver`` for a d × n matrix: ``solver.lam_scale`` × the ``solver.lam`` rule's
+    (:func:`resolve_lambda`), or ``solver.lam`` when it is a number."""
+    rule = resolve_lambda(solver.lam, d, n)
+    return rule if isinstance(solver.lam, float) else solver.lam_scale * rule
 
 
 def dates_kept(mask: np.ndarray) -> np.ndarray:
@@ -221,7 +229,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     d = halo.height * halo.width
     D, mask, kept = tile_matrix(stack, job.solver.dtype)
     left_out = [int(t) for t in np.setdiff1d(np.arange(n), kept)]
-    lam = resolve_lambda(job.solver.lam, d, max(kept.size, 2))
+    lam = solver_lambda(job.solver, d, max(kept.size, 2))
     record: dict[str, Any] = {
         "tile_id": job.tile_id,
         "band": job.band,

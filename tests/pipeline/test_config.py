@@ -77,6 +77,34 @@ def test_lam_rules_and_numbers() -> None:
     assert parse(_with("solver", {"lam": 0.002}), Config).solver.lam == 0.002
 
 
+def test_lam_rule_in_words_names_the_scale() -> None:
+    from pipeline.outputs.stac_parts import lam_rule
+
+    assert lam_rule("star") == "fitted lambda* per tile"
+    assert lam_rule("star", 1.4) == "1.4 x fitted lambda* per tile"
+    assert lam_rule("auto", 2.0) == "2 x 1/sqrt(d) per tile"
+    assert lam_rule(0.002, 1.0) == "fixed 0.002"
+
+
+def test_lam_scale_multiplies_the_rule_not_a_number() -> None:
+    import cloudcore
+    from pipeline.solve.tile import solver_lambda
+
+    d, n = 1280 * 1280, 7
+    for rule, lam in (("star", cloudcore.lambda_star(d, n)), ("auto", cloudcore.lambda_default(d))):
+        solver = parse(_with("solver", {"lam": rule, "lam_scale": 1.4}), Config).solver
+        assert solver_lambda(solver, d, n) == pytest.approx(1.4 * lam, rel=1e-12)
+        plain = parse(_with("solver", {"lam": rule, "lam_scale": 1}), Config).solver
+        assert solver_lambda(plain, d, n) == pytest.approx(lam, rel=1e-12)
+    fixed = parse(_with("solver", {"lam": 0.002}), Config).solver
+    assert solver_lambda(fixed, d, n) == 0.002
+    # A number is λ itself, whatever the scale.
+    scaled = parse(_with("solver", {"lam": 0.002, "lam_scale": 2}), Config).solver
+    assert solver_lambda(scaled, d, n) == 0.002
+    with pytest.raises(ConfigError, match=r"`solver\.lam_scale`"):
+        parse(_with("solver", {"lam_scale": 0}), Config)
+
+
 def test_paths_required_for_real_inputs() -> None:
     with pytest.raises(ConfigError, match=r"inputs\.paths"):
         parse({"inputs": {"kind": "gf4"}, "output": {"path": "o"}}, Config)

@@ -90,7 +90,8 @@ def test_one_item_per_series_with_assets(published: tuple[Path, BatchSummary]) -
         assert props["cloudremoval:config_hash"] == manifest["config_hash"]
         assert props["cloudremoval:code_version"] == manifest["code_version"]
         assert props["cloudremoval:solver"] == "aatm"  # the default method
-        assert props["cloudremoval:lambda_rule"] == "fitted lambda* per tile"
+        # The default: 1.4 × λ̂* (solver.lam_scale); a manifest without lam_scale was 1 ×.
+        assert props["cloudremoval:lambda_rule"] == "1.4 x fitted lambda* per tile"
         assert props["cloudremoval:refined"] is False  # the default: not refined
         assert props["cloudremoval:products"] == [pid for pid, _ in manifest["products"]]
 
