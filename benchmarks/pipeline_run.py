@@ -222,10 +222,10 @@ def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, 
     preemptions) and iterations of the run's solve (:func:`pipeline.solve.tile.solve_matrix`:
     decompose, then refine when the solver refines) of the tile's halo matrix, on one thread,
     without reading or writing."""
-    from pipeline.solve.tile import resolve_lambda, solve_matrix
+    from pipeline.solve.tile import solve_matrix, solver_lambda
 
     D, mask, n = halo_matrix(store, case, solver.dtype)
-    lam = resolve_lambda(solver.lam, case.d, n)
+    lam = solver_lambda(solver, case.d, n)
     shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
     started, usage = time.perf_counter(), CpuUsage.of_thread()
     result = solve_matrix(D, mask, solver, shape, lam, threads=1)
@@ -587,6 +587,9 @@ def main() -> None:
         help="run with these settings, alternated (264e0ee: issue #45's baseline)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each setting, alternated")
+    parser.add_argument(
+        "--keep-outputs", action="store_true", help="keep each run's output (deleted once measured)"
+    )
     args = parser.parse_args()
 
     rows = []
@@ -598,6 +601,9 @@ def main() -> None:
                 out = args.out / f"gf4-{size}-{scope}-{settings}"
                 row = run_fresh(paths, out, scope, args, settings)
                 rows.append((size, f"{scope} {settings}", row))
+                if not args.keep_outputs:
+                    # A full-size run writes about 42 GB: two side by side fill a 64 GB disk.
+                    shutil.rmtree(out, ignore_errors=True)
 
     print(
         f"\n{'scene':>8}{'scope':>7}{'tiles':>7}{'wall s':>8}{'setup':>7}{'stage':>7}"

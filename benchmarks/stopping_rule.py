@@ -1,9 +1,10 @@
 """What a stopping rule tied to the written DN could save (issue #45, item 1).
 
-The default solve (aATM, λ̂*, float32, one thread) of one tile halo is stopped after each
-iteration k (``max_iter=k``: the solver is deterministic, so this is iteration k of the full
-solve) and its written values, DN = round(clip(L, 0, 1) · max_dn), are compared with those of
-the solve run to the default tolerance (relative residual 1e-7, floored at 1e-6 in float32), as a
+The solve (aATM, λ̂*, float32, one thread: the default when this was measured) of one tile halo
+is stopped after each iteration k (``max_iter=k``: the solver is deterministic, so this is
+iteration k of the full solve) and its written values, DN = round(clip(L, 0, 1) · max_dn), are
+compared with those of the solve run to cloudcore's tolerance (relative residual 1e-7, floored
+at 1e-6 in float32), as a
 uint16 COG holds them (:func:`pipeline.outputs.products.encode_clear`):
 the share of DN identical, the largest DN difference, and max |L_k − L_{k−1}| in DN. A rule
 that stops at iteration k saves (final − k) iterations; the issue's bar is ≥ 99.9 % of the DN

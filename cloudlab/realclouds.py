@@ -44,7 +44,7 @@ from cloudlab.realpaste import (
 from cloudlab.realreport import summary_json, write_real_report
 from cloudlab.realscores import agreement_per_date, relative_error
 from pipeline.config import SolverConfig
-from pipeline.solve.tile import resolve_lambda, solve_matrix
+from pipeline.solve.tile import solve_matrix, solver_lambda
 
 __all__ = [
     "MASK_CLASSES",
@@ -109,7 +109,7 @@ def solve(
         {**entry.model_dump(), **settings.model_dump()}  # method, λ, refine; beta, tol, ...
     )
     data = np.where(observed, D, 0.0).astype(settings.dtype)
-    lam = resolve_lambda(entry.lam, *D.shape)
+    lam = solver_lambda(solver, *D.shape)
     return solve_matrix(data, observed, solver, frame, lam, threads=1)
 
 

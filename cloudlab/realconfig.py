@@ -48,11 +48,13 @@ class SeriesWindow(ConfigSection):
 
 class SolverEntry(ConfigSection):
     """A method of :func:`cloudcore.decompose` and its λ rule (as the pipeline's ``solver.lam``:
-    ``star`` λ̂*, ``auto`` 1/√d, or a number; d is the pixels of the series' D), and whether its
-    decomposition is refined (:func:`cloudcore.refine`, as the pipeline's ``solver.refine``)."""
+    ``star`` λ̂*, ``auto`` 1/√d, or a number; d is the pixels of the series' D) and scale (as
+    ``solver.lam_scale``, 1 here: the rule's own λ), and whether its decomposition is refined
+    (:func:`cloudcore.refine`, as the pipeline's ``solver.refine``)."""
 
     method: str
     lam: Literal["star", "auto"] | float = "star"
+    lam_scale: float = Field(default=1.0, gt=0)
     refine: bool = False
 
     @field_validator("method")

@@ -91,7 +91,7 @@ def solver_lambda(solver: SolverConfig, d: int, n: int) -> float:
     """λ of ``solver`` for a d × n matrix: ``solver.lam_scale`` × the ``solver.lam`` rule's
     (:func:`resolve_lambda`), or ``solver.lam`` when it is a number."""
     rule = resolve_lambda(solver.lam, d, n)
-    return rule if isinstance(solver.lam, float) else solver.lam_scale * rule
+    return rule if not isinstance(solver.lam, str) else solver.lam_scale * rule
 
 
 def dates_kept(mask: np.ndarray) -> np.ndarray:

@@ -93,10 +93,48 @@ def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> N
 
 
 def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
+    from cloudlab.candidates import PostStep, SolveSpec
+    from pipeline.config import MaskConfig, SolverConfig
+
+    solver, mask = SolverConfig(), MaskConfig()
+    default_step = PostStep(mask.rule(), mask.keep_clear, "ground")
+    assert default_step.name in {step.name for step in post_steps()}  # the pipeline's default
+    default_solve = SolveSpec(solver.method, str(solver.lam), scale=solver.lam_scale)
+    assert default_solve in SOLVES
     names = {step.name for step in post_steps()}
-    assert "c6 h- s2 r0 g0 keep:ground" in names  # the default
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
-    assert {s.name for s in SOLVES} >= {"rpca-auto+refine", "aatm-star", "rpca-auto+joint"}
+    assert {s.name for s in SOLVES} >= {
+        "rpca-auto+refine",
+        "aatm-star",
+        "aatm-starx1.4",
+        "aatm-starx2",
+        "rpca-auto+joint",
+    }
+
+
+def test_refined_from_the_shared_first_solve_equals_the_pipelines_refined_solve() -> None:
+    """solve_specs derives ``+refine`` from the plain spec's first solve: the same result as
+    the pipeline's solve_matrix with ``refine: true``, bit for bit (the same arithmetic)."""
+    from cloudlab.candidates import SolveSpec
+    from cloudlab.sites import load_site
+    from cloudlab.sitescore import site_arrays, solve_specs
+    from pipeline.config import SolverConfig
+    from pipeline.solve.tile import resolve_lambda, solve_matrix
+
+    site = load_site("s2_nrt_subset")
+    D, _, _ = site_arrays(site)
+    D = D[:, :, :12]
+    observed = np.isfinite(D).all(axis=0)
+    specs = [SolveSpec("rpca", "auto"), SolveSpec("rpca", "auto", "refine")]
+    solved = solve_specs(D, observed, specs, site.series.frame)
+    solver = SolverConfig(method="rpca", lam="auto", refine=True)
+    lam = resolve_lambda("auto", *observed.shape)
+    for b, band in enumerate(D):
+        data = np.where(observed, band, 0.0).astype(np.float32)
+        ref = solve_matrix(data, observed, solver, site.series.frame, lam, threads=1)
+        got = solved["rpca-auto+refine"].ground[b]
+        assert np.array_equal(got, np.clip(ref.L.astype(np.float64), 0.0, 1.0))
+    assert not np.array_equal(solved["rpca-auto"].ground, solved["rpca-auto+refine"].ground)
 
 
 def test_one_site_scores_end_to_end() -> None:

@@ -29,7 +29,6 @@ from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
 from pipeline.solve.scene_scope import partition
-from pipeline.solve.tile import solver_lambda
 from tests.cloudcore.tolerances import scene_bound
 from tests.pipeline.processes import dask_cli_cluster
 from tests.pipeline.runs import (
@@ -125,7 +124,8 @@ def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
     assert len(table) == N_TILES * N_BANDS
     for b in range(bands):
         D = observed[:, b].reshape(n, -1).T
-        lam = solver_lambda(SolverConfig(), h * w, n)  # of the whole band, not of a tile
+        # The default's scale × λ̂* of the whole band, not of a tile.
+        lam = SolverConfig().lam_scale * cloudcore.lambda_star(h * w, n)
         # To the pipeline's tolerance (solver.tol), which differs from cloudcore's default.
         ref = cloudcore.decompose(D, "aatm", lam=lam, mask=np.isfinite(D), tol=SolverConfig().tol)
         rows = table[table.band == f"B{b + 1}"]
