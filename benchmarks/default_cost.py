@@ -18,6 +18,7 @@ import argparse
 import time
 
 import numpy as np
+from pipeline_run import SETTINGS as BASELINE_SETTINGS  # this folder's benchmark
 
 from cloudcore.simulate import paper_case
 from pipeline.config import SolverConfig
@@ -25,7 +26,7 @@ from pipeline.inputs.synthetic import load_demo_truth
 from pipeline.solve.tile import solve_matrix, solver_lambda
 
 SETTINGS = {
-    "264e0ee (rpca auto, refined)": {"method": "rpca", "lam": "auto", "refine": True, "tol": 1e-7},
+    "264e0ee (rpca auto, refined)": BASELINE_SETTINGS["264e0ee"]["solver"],
     "λ̂* (aatm star, tol 1e-7)": {"method": "aatm", "lam": "star", "lam_scale": 1.0, "tol": 1e-7},
     "today's default": {},
 }

@@ -5,7 +5,7 @@ benchmark's (``python -m cloudlab heldout``, docs/REAL-CLOUDS.md).
 
 r = ‖estimate − truth‖/‖truth‖ over every entry (the paper's r), pooled over the bands, each
 date against its own ground. The methods are solved as the pipeline solves a tile
-(:func:`cloudlab.sitescore.solve_series`); ``default`` adds the mask and ``keep_clear`` /
+(:func:`cloudlab.sitescore.solve_specs`); ``default`` adds the mask and ``keep_clear`` /
 ``keep_haze`` (:func:`cloudcore.compose.compose`). About 2 minutes on two cores.
 
 Usage::
@@ -28,12 +28,12 @@ from cloudcore.simulate import paper_case
 from cloudcore.simulate.realistic import realistic_case
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import SolveSpec
-from cloudlab.sitescore import solve_series
+from cloudlab.sitescore import solve_specs
 from pipeline.config import SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
 
 #: Today's default solve (its mask and keep_clear make the "default" row).
-DEFAULT_SOLVE = SolveSpec("aatm", "star", scale=SolverConfig().lam_scale)
+DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
 SOLVES = {
     "aatm λ̂*": SolveSpec("aatm", "star"),
     f"aatm {DEFAULT_SOLVE.scale:g} × λ̂* (today's solve)": DEFAULT_SOLVE,
@@ -49,8 +49,9 @@ def _scores(D: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     matrices = D.reshape(nb, n, h * w).transpose(0, 2, 1)  # (bands, pixels, dates)
     observed = np.ones((h * w, n), bool)
     out: dict[str, float] = {}
+    every = solve_specs(matrices, observed, list(SOLVES.values()), (h, w))
     for label, spec in SOLVES.items():
-        solved = solve_series(matrices, observed, spec, (h, w))
+        solved = every[spec.name]
         ground = solved.ground.transpose(0, 2, 1).reshape(D.shape)
         out[label] = cloudcore.recovery_error(ground, truth)
         if spec == DEFAULT_SOLVE:

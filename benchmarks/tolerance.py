@@ -29,8 +29,6 @@ import numpy as np
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import (
-    kept_dates,
-    pair_rows,
     pasted_pair,
     site_arrays,
     site_pairs,
@@ -39,9 +37,7 @@ from cloudlab.sitescore import (
 from pipeline.config import MaskConfig, SolverConfig
 
 #: The pipeline's default solve and post-step.
-DEFAULT_SOLVE = SolveSpec(
-    SolverConfig().method, str(SolverConfig().lam), scale=SolverConfig().lam_scale
-)
+DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
 DEFAULT_STEP = PostStep(MaskConfig().rule(), True, "observed")
 #: DN of reflectance 1 (the benchmark sites' reflectance as Sentinel-2 and Landsat ship it).
 DN_SCALE = 10000
@@ -55,31 +51,15 @@ def score_site(name: str, tols: list[float], pairs: int = 4) -> list[dict]:
     """Per tolerance: iterations, error sums and DN agreement with the first tolerance."""
     site = load_site(name)
     s = site.series
-    n = s.dates.size
     D_all, reference, days = site_arrays(site)
     keys = ("it", "pn", "pd", "fn", "fd", "same", "count", "worst")
     totals = {tol: dict.fromkeys(keys, 0.0) for tol in tols}
     for t, src in site_pairs(site, pairs, 0):
-        pair = pasted_pair(D_all, reference, t, src)
-        keep = kept_dates(n, src, "drop-source")
-        D = pair.D[:, :, keep]
-        observed = np.isfinite(D).all(axis=0)
-        target = int(np.flatnonzero(keep == t)[0])
+        kept = pasted_pair(D_all, reference, t, src).kept(days, "drop-source")
         base = None
         for tol in tols:
-            solved = solve_series(D, observed, DEFAULT_SOLVE, s.frame, tol=tol)
-            rows = pair_rows(
-                D,
-                pair.reference[:, keep],
-                days[keep],
-                target,
-                pair.truth,
-                pair.scored,
-                pair.clear,
-                s.frame,
-                {"solve": solved},
-                [DEFAULT_STEP],
-            )
+            solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, s.frame, tol=tol)
+            rows = kept.rows(s.frame, {"solve": solved}, [DEFAULT_STEP])
             mine = next(r for r in rows if r["solve"] == "solve")
             dn = _dn(solved.ground)
             base = dn if base is None else base

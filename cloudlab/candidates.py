@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from cloudcore.masks import MaskRule
 
@@ -46,6 +47,12 @@ class SolveSpec:
     lam: str
     refine: str = ""
     scale: float = 1.0
+
+    @classmethod
+    def of(cls, solver: Any) -> SolveSpec:
+        """The unrefined solve of a :class:`pipeline.config.SolverConfig` (the pipeline's
+        default with ``SolverConfig()``)."""
+        return cls(solver.method, str(solver.lam), scale=solver.lam_scale)
 
     @property
     def name(self) -> str:

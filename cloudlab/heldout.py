@@ -36,9 +36,7 @@ from cloudlab.candidates import SOLVES, post_steps
 from cloudlab.heldout_report import write_report
 from cloudlab.sites import Site, load_site, site_names
 from cloudlab.sitescore import (
-    kept_dates,
     mask_rows,
-    pair_rows,
     pasted_pair,
     site_arrays,
     site_pairs,
@@ -76,23 +74,9 @@ def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], li
     for k, (t, s) in enumerate(chosen):
         pair = pasted_pair(D_all, reference, t, s)
         for protocol in PROTOCOLS:
-            keep = kept_dates(n, s, protocol)
-            D = pair.D[:, :, keep]
-            observed = np.isfinite(D).all(axis=0)
-            target = int(np.flatnonzero(keep == t)[0])
-            solved = solve_specs(D, observed, SOLVES, frame)
-            for row in pair_rows(
-                D,
-                pair.reference[:, keep],
-                days[keep],
-                target,
-                pair.truth,
-                pair.scored,
-                pair.clear,
-                frame,
-                solved,
-                steps,
-            ):
+            kept = pair.kept(days, protocol)
+            solved = solve_specs(kept.D, kept.observed, SOLVES, frame)
+            for row in kept.rows(frame, solved, steps):
                 rows.append({"site": name, "protocol": protocol, "pair": k, **row})
     observed = series.observed.reshape(n, -1).T
     solved = solve_specs(D_all, observed, SOLVES, frame)

@@ -18,7 +18,6 @@ FIXED: dict[str, str] = {
     "rpca 1/√d, ground everywhere": "rpca-auto | ground",
     "aatm λ̂*, ground everywhere (the paper)": "aatm-star | ground",
 }
-BASELINES = tuple(MULTIBAND_BASELINES)
 
 
 def _fmt(x: Any) -> str:
@@ -49,7 +48,9 @@ def comparison(scores: pd.DataFrame, sites: list[str], default: str, protocol: s
     """Prediction r per site (and mean) of the default, the fixed candidates and the baselines."""
     rows = []
     named = {"**default (chosen on all sites)**": default, **FIXED}
-    named.update({b + (" (oracle)" if b in ORACLES else ""): f"{b} | " for b in BASELINES})
+    named.update(
+        {b + (" (oracle)" if b in ORACLES else ""): f"{b} | " for b in MULTIBAND_BASELINES}
+    )
     for label, cand in named.items():
         values = [_score(scores, s, cand, protocol, "pred") for s in sites]
         fid = [_score(scores, s, cand, "drop-source", "fid") for s in sites]

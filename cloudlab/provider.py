@@ -38,7 +38,6 @@ from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import (
     PastedPair,
     error_sums,
-    kept_dates,
     pasted_pair,
     site_arrays,
     site_pairs,
@@ -128,18 +127,17 @@ def score_site(name: str, work: Path, address: str, pairs: int = 4, seed: int = 
 
     site = load_site(name)
     s = site.series
-    n = s.dates.size
     D_all, reference, days = site_arrays(site)
     rows = []
     for k, (t, src) in enumerate(site_pairs(site, pairs, seed)):
         pair = pasted_pair(D_all, reference, t, src)
-        keep = kept_dates(n, src, "drop-source")
-        target = int(np.flatnonzero(keep == t)[0])
-        D, ref = pair.D[:, :, keep], pair.reference[:, keep]
+        kept = pair.kept(days, "drop-source")
+        target = kept.target
         folder = work / name / f"pair{k}"
         shutil.rmtree(folder, ignore_errors=True)
-        catalog = _catalog(folder / "catalog", site, D, ref, keep)
-        median = MULTIBAND_BASELINES["temporal-median"](D, ref, days[keep])[:, :, target]
+        catalog = _catalog(folder / "catalog", site, kept.D, kept.reference, kept.keep)
+        median = MULTIBAND_BASELINES["temporal-median"](kept.D, kept.reference, kept.days)
+        median = median[:, :, target]
         row: dict[str, Any] = {"site": name, "pair": k, "target": t, "source": src}
         row.update(_sums("median", median, pair))
         for tag in RUNS:

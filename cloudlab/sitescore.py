@@ -37,6 +37,7 @@ from pipeline.config import SolverConfig
 from pipeline.solve.tile import refine_matrix, solve_matrix, solver_lambda
 
 __all__ = [
+    "KeptSeries",
     "PastedPair",
     "Solved",
     "error_sums",
@@ -64,13 +65,19 @@ class Solved:
         ``(bands, pixels, dates)`` clipped to [0, 1].
     bright, dark
         ``(dates, rows, cols)`` the bands' mean of max(D − L, 0)/σ and max(L − D, 0)/σ.
+    iterations
+        The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
     """
 
-    #: The first solve's iterations per band (filled by :func:`solve_series`).
-    iterations: list[int]
-
-    def __init__(self, D: np.ndarray, observed: np.ndarray, L: np.ndarray, frame: tuple[int, int]):
-        self.iterations = []
+    def __init__(
+        self,
+        D: np.ndarray,
+        observed: np.ndarray,
+        L: np.ndarray,
+        frame: tuple[int, int],
+        iterations: Sequence[int] = (),
+    ):
+        self.iterations = tuple(iterations)
         n = D.shape[2]
         self.ground = np.clip(L, 0.0, 1.0)
         bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
@@ -121,15 +128,14 @@ def solve_specs(
     solve."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
+    data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
     for method, lam_rule, scale in dict.fromkeys((s.method, s.lam, s.scale) for s in specs):
         settings = {"method": method, "lam": lam_rule, "lam_scale": scale}
         solver = SolverConfig.model_validate(settings if tol is None else {**settings, "tol": tol})
         lam = solver_lambda(solver, d, n)
-        data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
         L = np.stack([f.L for f in firsts]).astype(np.float64)
-        plain = Solved(D, observed, L, frame)
-        plain.iterations = [f.iterations for f in firsts]
+        plain = Solved(D, observed, L, frame, [f.iterations for f in firsts])
         for spec in (s for s in specs if (s.method, s.lam, s.scale) == (method, lam_rule, scale)):
             if spec.refine == "refine":
                 refined = [
@@ -200,6 +206,8 @@ class PastedPair:
     scored, clear
         ``(pixels,)``: the pasted pixels where the target was clear (prediction); the target's
         other observed reference-clear pixels (fidelity).
+    target, source
+        The dates' indices in ``D``.
     """
 
     D: np.ndarray
@@ -207,6 +215,56 @@ class PastedPair:
     truth: np.ndarray
     scored: np.ndarray
     clear: np.ndarray
+    target: int
+    source: int
+
+    def kept(self, days: np.ndarray, protocol: str) -> KeptSeries:
+        """The series a protocol solves (:func:`kept_dates`) with ``days`` the dates' day
+        numbers."""
+        keep = kept_dates(self.D.shape[2], self.source, protocol)
+        D = self.D[:, :, keep]
+        return KeptSeries(
+            pair=self,
+            keep=keep,
+            D=D,
+            reference=self.reference[:, keep],
+            days=days[keep],
+            observed=np.isfinite(D).all(axis=0),
+            target=int(np.flatnonzero(keep == self.target)[0]),
+        )
+
+
+@dataclass(frozen=True)
+class KeptSeries:
+    """A pasted pair's series as one protocol keeps it: the dates ``keep`` of ``pair``, their
+    ``D`` ``(bands, pixels, dates)``, reference codes, day numbers, the entries every band
+    observed ``(pixels, dates)``, and the target's index among them."""
+
+    pair: PastedPair
+    keep: np.ndarray
+    D: np.ndarray
+    reference: np.ndarray
+    days: np.ndarray
+    observed: np.ndarray
+    target: int
+
+    def rows(
+        self, frame: tuple[int, int], solved: dict[str, Solved], steps: list[PostStep]
+    ) -> list[dict[str, Any]]:
+        """:func:`pair_rows` of this series."""
+        p = self.pair
+        return pair_rows(
+            self.D,
+            self.reference,
+            self.days,
+            self.target,
+            p.truth,
+            p.scored,
+            p.clear,
+            frame,
+            solved,
+            steps,
+        )
 
 
 def pasted_pair(D: np.ndarray, reference: np.ndarray, target: int, source: int) -> PastedPair:
@@ -221,6 +279,8 @@ def pasted_pair(D: np.ndarray, reference: np.ndarray, target: int, source: int) 
         truth=np.stack([p.truth for p in pasted]),
         scored=first.scored,
         clear=(reference[:, target] == CLEAR) & ~first.pasted & observed,
+        target=target,
+        source=source,
     )
 
 

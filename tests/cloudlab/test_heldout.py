@@ -99,8 +99,7 @@ def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
     solver, mask = SolverConfig(), MaskConfig()
     default_step = PostStep(mask.rule(), mask.keep_clear, "ground")
     assert default_step.name in {step.name for step in post_steps()}  # the pipeline's default
-    default_solve = SolveSpec(solver.method, str(solver.lam), scale=solver.lam_scale)
-    assert default_solve in SOLVES
+    assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
     assert {s.name for s in SOLVES} >= {
