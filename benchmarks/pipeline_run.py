@@ -550,6 +550,8 @@ def run_fresh(
 #: rpca 1/√d refined, the mask thresholds 6/4/3 with a 1 px opening, observations not kept).
 SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "default": {"solver": {}, "mask": {}},
+    # Today's default without the date's offset (mask.offset): what the offset costs.
+    "no-offset": {"solver": {}, "mask": {"offset": 0}},
     "264e0ee": {
         "solver": {"method": "rpca", "lam": "auto", "refine": True, "tol": 1e-7},
         "mask": {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_clear": False},

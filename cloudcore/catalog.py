@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 __all__ = [
+    "ADDITIVE_METHODS",
     "HAZE_METHODS",
     "LAYERS",
     "MASK_CLOUD",
     "MASK_GROW",
     "MASK_HAZE",
+    "MASK_OFFSET",
     "MASK_RADIUS",
     "MASK_SHADOW",
     "METHODS",
@@ -63,6 +65,13 @@ MASK_HAZE = 6.0  # = cloud: no haze class (haze kept as observed scored the same
 MASK_SHADOW = 3.0
 MASK_RADIUS = 0
 MASK_GROW = 0
+#: The scale in pixels over which a date's departure from the ground is spread from the pixels
+#: kept as observed into those filled with the ground (:mod:`cloudcore.offset`); chosen with the
+#: mask by leave-one-site-out.
+MASK_OFFSET = 8.0
+#: The methods whose layers add up to the residual, D − L = C + N − S (:mod:`cloudcore.offset`
+#: reads it from them); ATM's C is an opacity, D − L = C∘(1 − L).
+ADDITIVE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca")
 
 
 def layers(method: str, refine: bool = False) -> tuple[str, ...]:

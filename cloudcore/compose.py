@@ -17,7 +17,10 @@ band; :func:`cloudcore.classify` decides them from all bands together):
 * **cloud** (2) and **shadow** (3): the ground (nothing of the ground was seen);
 * **no data** (255): the ground (the date did not observe the pixel).
 
-Where the observation is missing in a band the ground is written, whatever the code.
+Where the observation is missing in a band the ground is written, whatever the code. With
+``offset`` (a scale in pixels) an entry the date observed but the ground is written for (cloud,
+shadow, haze written as the ground) gets the date's own departure from the ground too, spread
+from the clear entries kept around it (:func:`cloudcore.offset.clear_offset`).
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ def compose(
     *,
     haze: HazeFill = "invert",
     window: int = 5,
+    offset: float | None = None,
 ) -> np.ndarray:
     """The cloud-free values of a series: the observation where the mask says clear, the haze
     inverted (or as ``haze`` says), the ground elsewhere.
@@ -101,6 +105,10 @@ def compose(
         ``"invert"``, ``"ground"`` or ``"observed"`` (module docstring).
     window
         The averaging window of :func:`haze_opacity`.
+    offset
+        None, or the scale in pixels (:func:`cloudcore.offset.clear_offset`) over which the
+        date's departure from the ground is spread from its kept clear entries to those the
+        ground is written for (module docstring).
 
     Returns
     -------
@@ -116,14 +124,41 @@ def compose(
         raise ValueError(
             f"compose: observation {obs.shape}, ground {out.shape} and codes {codes.shape} differ"
         )
+    inverted = np.zeros(obs.shape, dtype=bool)
     if haze == "invert":
         hazy = codes == HAZE
         alpha = haze_opacity(obs, out, hazy, window)
         with np.errstate(invalid="ignore"):
-            inverted = np.clip((obs - alpha) / (1.0 - alpha), 0.0, 1.0)
-        use = np.broadcast_to(hazy, obs.shape) & np.isfinite(obs)
-        out[use] = inverted[use]
+            inverted_values = np.clip((obs - alpha) / (1.0 - alpha), 0.0, 1.0)
+        inverted = np.broadcast_to(hazy, obs.shape) & np.isfinite(obs)
+        out[inverted] = inverted_values[inverted]
     # The observation where the mask says clear (and haze, kept as observed): as the pipeline's
     # mask pass writes it (cloudcore.masks.kept_codes, keep_clear).
-    out, _ = keep_clear(out, obs, kept_codes(codes, keep_haze=haze == "observed"))
+    kept = kept_codes(codes, keep_haze=haze == "observed")
+    out, _ = keep_clear(out, obs, kept)
+    if offset is not None:
+        ground64 = np.asarray(ground, dtype=np.float64)
+        kept_all = np.broadcast_to(kept, obs.shape)
+        out = _with_offset(out, obs, ground64, kept_all, inverted, offset)
     return out
+
+
+def _with_offset(
+    out: np.ndarray,
+    obs: np.ndarray,
+    ground: np.ndarray,
+    kept: np.ndarray,
+    inverted: np.ndarray,
+    scale: float,
+) -> np.ndarray:
+    """``out`` with :func:`cloudcore.offset.clear_offset` of the ``kept`` observed entries
+    added where it is the ground over an observed entry (neither kept nor haze ``inverted``),
+    clipped to [0, 1]; ``scale`` is :func:`~cloudcore.offset.clear_offset`'s."""
+    from cloudcore.offset import clear_offset
+
+    seen = np.isfinite(obs)
+    evidence = kept & seen
+    with np.errstate(invalid="ignore"):
+        shift = clear_offset(obs - ground, evidence, scale=scale)
+    written = seen & ~evidence & ~inverted
+    return np.where(written, np.clip(ground + shift, 0.0, 1.0), out)

@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     _site_arguments(heldout, Path("runs/heldout"))
     heldout.add_argument("--workers", type=int, default=2, help="sites scored at once")
     heldout.add_argument(
+        "--shadow-model",
+        action="store_true",
+        help="also score aATM with a shadow layer (measured, not among the defaults' candidates; "
+        "docs/REAL-CLOUDS.md)",
+    )
+    heldout.add_argument(
         "--summarise-only",
         action="store_true",
         help="choose and report again from the tables already in --out",
@@ -154,7 +160,13 @@ def _heldout(args: argparse.Namespace) -> int:
     if args.summarise_only:
         summary = summarise(args.out)
     else:
-        summary = run_heldout(args.out, args.site, pairs=args.pairs, workers=args.workers)
+        summary = run_heldout(
+            args.out,
+            args.site,
+            pairs=args.pairs,
+            workers=args.workers,
+            shadow_model=args.shadow_model,
+        )
     print(f"default {summary['default']} -> {args.out / 'report.md'}")
     return EXIT_OK
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.baselines import MULTIBAND_BASELINES
-from cloudlab.candidates import SOLVES, post_steps
+from cloudlab.candidates import SHADOW_SOLVES, SOLVES, SolveSpec, post_steps
 from cloudlab.heldout_report import write_report
 from cloudlab.sites import Site, load_site, site_names
 from cloudlab.sitescore import (
@@ -60,8 +60,11 @@ FIDELITY_LIMIT = 0.03
 PROTOCOLS = ("drop-source", "keep-source")
 
 
-def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], list[dict], dict]:
-    """Every candidate and baseline on one site: prediction/fidelity sums, mask counts, facts."""
+def score_site(
+    name: str, pairs: int = 4, seed: int = 0, solves: tuple[SolveSpec, ...] = SOLVES
+) -> tuple[list[dict], list[dict], dict]:
+    """Every candidate (``solves`` × the post-steps) and baseline on one site:
+    prediction/fidelity sums, mask counts, facts."""
     site = load_site(name)
     series = site.series
     n = series.dates.size
@@ -75,11 +78,11 @@ def score_site(name: str, pairs: int = 4, seed: int = 0) -> tuple[list[dict], li
         pair = pasted_pair(D_all, reference, t, s)
         for protocol in PROTOCOLS:
             kept = pair.kept(days, protocol)
-            solved = solve_specs(kept.D, kept.observed, SOLVES, frame)
+            solved = solve_specs(kept.D, kept.observed, solves, frame)
             for row in kept.rows(frame, solved, steps):
                 rows.append({"site": name, "protocol": protocol, "pair": k, **row})
     observed = series.observed.reshape(n, -1).T
-    solved = solve_specs(D_all, observed, SOLVES, frame)
+    solved = solve_specs(D_all, observed, solves, frame)
     masks = [{"site": name, **row} for row in mask_rows(site, solved, steps)]
     facts = _facts(site, chosen, time.perf_counter() - started)
     log.info("site %s: %d pairs in %.0f s", name, len(chosen), facts["seconds"])
@@ -222,7 +225,11 @@ def held_out(
 
 
 def run_heldout(
-    out: Path, sites: list[str] | None = None, pairs: int = 4, workers: int = 2
+    out: Path,
+    sites: list[str] | None = None,
+    pairs: int = 4,
+    workers: int = 2,
+    shadow_model: bool = False,
 ) -> dict[str, Any]:
     """Score every site, choose by leave-one-site-out, write the tables (module docstring).
 
@@ -236,6 +243,9 @@ def run_heldout(
         (target, source) pairs per site.
     workers
         Sites scored at once (processes).
+    shadow_model
+        Also score aATM with a shadow layer (:data:`cloudlab.candidates.SHADOW_SOLVES`), and
+        choose among them too.
 
     Returns
     -------
@@ -246,7 +256,9 @@ def run_heldout(
     names = site_names() if sites is None else list(sites)
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(score_site, names, [pairs] * len(names)))
+        solves = SOLVES + (SHADOW_SOLVES if shadow_model else ())
+        count = len(names)
+        results = list(pool.map(score_site, names, [pairs] * count, [0] * count, [solves] * count))
     rows = pd.DataFrame([r for res in results for r in res[0]])
     pooled(rows).to_csv(out / "scores.csv", index=False)
     pd.DataFrame([r for res in results for r in res[1]]).to_csv(out / "masks.csv", index=False)
@@ -262,12 +274,14 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     masks = pd.read_csv(out / "masks.csv", **read)
     facts = pd.read_csv(out / "sites.csv", **read)
     names = list(facts.site)
-    table = held_out(scores, masks, names)
-    table.to_csv(out / "heldout.csv", index=False)
     every = tuple(sorted(set(scores.solve) - set(MULTIBAND_BASELINES)))
+    # The solves the pipeline can run, among those this run scored.
+    runnable = tuple(s for s in every if not s.endswith("+joint"))
+    table = held_out(scores, masks, names, runnable)
+    table.to_csv(out / "heldout.csv", index=False)
     joint = held_out(scores, masks, names, every)
     joint.to_csv(out / "heldout-joint.csv", index=False)
-    default, info = choose(scores, names, masks=masks)
+    default, info = choose(scores, names, runnable, masks=masks)
     summary: dict[str, Any] = {"default": default, **info}
     if seconds is not None:
         summary["seconds"] = round(seconds, 1)

@@ -122,21 +122,23 @@ def solve_specs(
     frame: tuple[int, int],
     tol: float | None = None,
 ) -> dict[str, Solved]:
-    """:func:`solve_series` of every spec, by name, solving each (method, λ rule, scale) first
-    decomposition once: ``+refine`` and ``+joint`` start from the same first solve as the plain
-    spec (as the pipeline's refinement does), so three specs of one method cost one first
-    solve."""
+    """:func:`solve_series` of every spec, by name, solving each first decomposition once
+    (:attr:`~cloudlab.candidates.SolveSpec.first`: method, λ rule, scale, κ): ``+refine`` and
+    ``+joint`` start from the same first solve as the plain spec (as the pipeline's refinement
+    does), so three specs of one method cost one first solve."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
     data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
-    for method, lam_rule, scale in dict.fromkeys((s.method, s.lam, s.scale) for s in specs):
-        settings = {"method": method, "lam": lam_rule, "lam_scale": scale}
+    for first in dict.fromkeys(s.first for s in specs):
+        method, lam_rule, scale, kappa = first
+        settings: dict[str, Any] = {"method": method, "lam": lam_rule, "lam_scale": scale}
+        settings |= {} if kappa is None else {"shadow_weight": kappa}
         solver = SolverConfig.model_validate(settings if tol is None else {**settings, "tol": tol})
         lam = solver_lambda(solver, d, n)
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
         L = np.stack([f.L for f in firsts]).astype(np.float64)
         plain = Solved(D, observed, L, frame, [f.iterations for f in firsts])
-        for spec in (s for s in specs if (s.method, s.lam, s.scale) == (method, lam_rule, scale)):
+        for spec in (s for s in specs if s.first == first):
             if spec.refine == "refine":
                 refined = [
                     refine_matrix(x, observed, f, solver, frame, threads=1).L
@@ -358,7 +360,8 @@ def pair_rows(
                 continue
             if step.rule not in codes_of:
                 codes_of[step.rule] = classify_scores(bright, dark, seen, step.rule)
-            out = compose(obs, ground, codes_of[step.rule], haze=step.haze_fill)  # type: ignore[arg-type]
+            codes = codes_of[step.rule]
+            out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)  # type: ignore[arg-type]
             sums(name, step.name, out[:, 0].reshape(out.shape[0], -1))
     for base, rule in MULTIBAND_BASELINES.items():
         sums(base, "", rule(D, reference, days)[:, :, target])

@@ -119,9 +119,10 @@ class RunPlan:
         settings with ``mask.keep_clear`` (the mask pass writes the clear layer with them)."""
         # Spelt as before keep_clear moved into the mask section: earlier cubes still resume.
         mask = self.config.mask
-        settings = mask.model_dump_json(exclude={"keep_clear", "grow", "keep_haze"})
+        settings = mask.model_dump_json(exclude={"keep_clear", "grow", "keep_haze", "offset"})
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
+        settings += f"offset={mask.offset:g}" if mask.keep_clear and mask.offset else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])

@@ -20,6 +20,7 @@ from cloudcore.catalog import (
     MASK_CLOUD,
     MASK_GROW,
     MASK_HAZE,
+    MASK_OFFSET,
     MASK_RADIUS,
     MASK_SHADOW,
     METHODS,
@@ -205,6 +206,13 @@ class MaskConfig(ConfigSection):
     # a pixel the mask calls clear comes out as observed in every band.
     keep_clear: bool = True
     keep_haze: bool = True
+    # With keep_clear: where the ground is written over an observed pixel (cloud, shadow), add
+    # the date's own departure from the ground (season, sun, atmosphere), measured on the
+    # pixels kept as observed and spread over this many pixels (cloudcore.offset); 0: the
+    # ground alone (null, as everywhere, means the default). Chosen by leave-one-site-out with
+    # the rest (docs/REAL-CLOUDS.md). Not applied with solver.method atm (its C is an opacity:
+    # its layers do not add up to the residual).
+    offset: float = Field(default=MASK_OFFSET, ge=0, le=256)
 
     def rule(self) -> Any:
         """As a :class:`cloudcore.MaskRule`."""

@@ -21,6 +21,15 @@ COGs are written; each reads the tiles' records from the row markers when it sta
   then reads no ``clear`` (a third of the bytes it read at full size, from a cube that has
   left the page cache by then).
 
+With ``mask.offset`` (and ``keep_clear``) an observed entry that is filled gets the date's
+departure from the ground (:mod:`cloudcore.offset`): the band's residual D − L where the mask
+keeps the observation, spread by normalised convolution. It is read from the solved layers
+(C + N − S), which the pass never writes, not from ``clear``, which it does: a neighbour's task
+may already have kept its observations there, and a rerun would add the offset twice. A core's
+offset depends on the codes and residuals up to :func:`cloudcore.offset.offset_margin` pixels
+beyond it (its *context*), so the core is classified over its context (and the opening's margin
+beyond) and its filled values equal those of the whole scene at once (tested).
+
 The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) and its growth
 (``grow`` pixels) make a core's codes depend on the scores up to ``2·radius + grow`` pixels
 beyond it; a task classifies each core
@@ -60,6 +69,7 @@ from cloudcore.masks import (
 )
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
+from pipeline.outputs.kept import keep_observed, layer_residual
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
 from pipeline.store.layout import (
@@ -72,20 +82,7 @@ from pipeline.store.layout import (
 )
 from pipeline.store.previews import PreviewSpec, keep_mask
 
-__all__ = [
-    "FILLED",
-    "FLAGGED",
-    "OBSERVED",
-    "MaskJob",
-    "band_scales",
-    "mask_row",
-    "provenance_codes",
-    "tile_records",
-]
-
-#: Provenance codes: the output is the observation / is modelled / is modelled where the
-#: provider's quality band (``inputs.quality``) flags cloud or shadow (no data is 255).
-OBSERVED, FILLED, FLAGGED = 1, 0, 2
+__all__ = ["MaskJob", "band_scales", "mask_row", "tile_records"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +112,18 @@ class MaskJob:
     # With a provider's quality band (``inputs.quality.combine``): "provider", its mask is the
     # mask; "union", ours and theirs both fill; None, no quality band.
     provider: str | None = None
+    # With keep_clear: None, or the scale in pixels over which each date's departure from the
+    # ground is spread from the observations kept into the entries filled with the ground
+    # (``mask.offset``, :mod:`cloudcore.offset`).
+    offset: float | None = None
+
+    @property
+    def reach(self) -> int:
+        """Pixels around a core whose codes and residuals its filled values depend on (0
+        without an offset)."""
+        from cloudcore.offset import offset_margin
+
+        return offset_margin(scale=self.offset) if self.keep_clear and self.offset else 0
 
 
 def tile_records(markers: Iterable[Path]) -> list[dict[str, Any]]:
@@ -162,13 +171,18 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         observed = None
         if job.keep_clear:
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
-        for tile, codes, flagged in _core_codes(arrays, seen, job):
+        for tile, context, around, flagged in _core_codes(arrays, seen, job):
             rows, cols = tile.core.slices
+            codes = _crop(around, tile.core, context)
             arrays[MASK][:, rows, cols] = codes
             if observed is not None:
-                kept = kept_codes(codes, job.keep_haze)  # one for every band
+                kept = kept_codes(around, job.keep_haze)  # one for every band
+                core_kept = _crop(kept, tile.core, context)
                 for b in range(len(job.bands)):
-                    provenance = _keep_observed(arrays, observed, tile, b, kept, flagged)
+                    offset = _offset(arrays, seen, job, b, kept, context, tile.core)
+                    provenance = keep_observed(
+                        arrays, observed, tile.core, b, core_kept, flagged, offset
+                    )
                     arrays[PROVENANCE][:, b, rows, cols] = provenance
             _fsync_core(arrays, cube, job, tile)
             if job.preview is not None:
@@ -189,9 +203,11 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
 
 def _core_codes(
     arrays: Mapping[str, Any], seen: Any, job: MaskJob
-) -> Iterator[tuple[Tile, np.ndarray, np.ndarray | None]]:
-    """Each core of the row, left to right, with its codes and, with a provider's quality band
-    (``inputs.quality``), where the provider flagged cloud or shadow (None without one).
+) -> Iterator[tuple[Tile, Window, np.ndarray, np.ndarray | None]]:
+    """Each core of the row, left to right, with its context (the core and :attr:`MaskJob.reach`
+    pixels around it, within the scene), the codes over the context and, with a provider's
+    quality band (``inputs.quality``), where the provider flagged cloud or shadow over the core
+    (None without one).
 
     Ours (:func:`_row_codes`) with the provider's cloud and shadow on top (``combine: union``;
     the flags are the same in every band), or with ``combine: provider`` the provider's alone:
@@ -200,21 +216,37 @@ def _core_codes(
     """
     if job.provider == "provider":
         for tile in job.tiles:
-            rows, cols = tile.core.slices
-            flags = np.asarray(seen[:, 0, rows, cols])
+            context = _context(tile, job)
+            flags = np.asarray(seen[(slice(None), 0, *context.slices)])
             codes = np.where(flags == 0, NODATA, CLEAR).astype(np.uint8)
-            yield tile, _with_flags(codes, flags), flags > 1
+            yield tile, context, _with_flags(codes, flags), _crop(flags, tile.core, context) > 1
         return
     # Read when the task runs, not when it is planned: in tile scope the mask tasks are in the
     # solve batch, behind every row, and those rows write the records.
     scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
-    for tile, codes in _row_codes(arrays, seen, job, scales):
+    for tile, context, codes in _row_codes(arrays, seen, job, scales):
         if job.provider is None:
-            yield tile, codes, None
+            yield tile, context, codes, None
             continue
-        rows, cols = tile.core.slices
-        flags = np.asarray(seen[:, 0, rows, cols])
-        yield tile, _with_flags(codes, flags), flags > 1
+        flags = np.asarray(seen[(slice(None), 0, *context.slices)])
+        yield tile, context, _with_flags(codes, flags), _crop(flags, tile.core, context) > 1
+
+
+def _context(tile: Tile, job: MaskJob) -> Window:
+    """The core and :attr:`MaskJob.reach` pixels around it, within the scene."""
+    core, reach = tile.core, job.reach
+    r0, c0 = max(core.row_off - reach, 0), max(core.col_off - reach, 0)
+    r1, c1 = min(core.row_end + reach, job.height), min(core.col_end + reach, job.width)
+    return Window(r0, c0, r1 - r0, c1 - c0)
+
+
+def _crop(x: np.ndarray, inner: Window, outer: Window) -> np.ndarray:
+    """The (…, rows, cols) ``x`` over ``outer`` cut to ``inner`` (a view; ``x`` itself when they
+    are the same)."""
+    if inner == outer:
+        return x
+    rows, cols = inner.relative_to(outer).slices
+    return x[..., rows, cols]
 
 
 def _with_flags(codes: np.ndarray, flags: np.ndarray) -> np.ndarray:
@@ -246,14 +278,15 @@ class _Scores:
 
 def _row_codes(
     arrays: Mapping[str, Any], seen: Any, job: MaskJob, scales: Sequence[float]
-) -> Iterator[tuple[Tile, np.ndarray]]:
-    """Each core of the row with its codes (time, core rows, core cols), left to right.
+) -> Iterator[tuple[Tile, Window, np.ndarray]]:
+    """Each core of the row, left to right, with its context (:func:`_context`) and the codes
+    over it (time, rows, cols).
 
-    A core is classified over its columns and ``2·radius`` more on each side (as far as the
-    scene goes: what its opening depends on), from the scores of the cores around it, each
-    computed once; only the columns the next core still needs are kept.
+    A context is classified over its columns and ``2·radius + grow`` more on each side (as far
+    as the scene goes: what its opening and growth depend on), from the scores of the cores
+    around it, each computed once; only the columns the next core still needs are kept.
     """
-    pad = 2 * job.rule.radius + job.rule.grow
+    pad = 2 * job.rule.radius + job.rule.grow + job.reach
     core = job.tiles[0].core
     r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
     held: list[_Scores] = []  # consecutive columns, left to right
@@ -270,12 +303,9 @@ def _row_codes(
         held = [s for s in held if s.col_end > c0]
         bright, dark, observed = _columns(held, c0, c1)
         codes = classify_scores(bright, dark, observed, job.rule)
-        inner = (
-            slice(None),
-            slice(tile.core.row_off - r0, tile.core.row_end - r0),
-            slice(tile.core.col_off - c0, tile.core.col_end - c0),
-        )
-        yield tile, np.ascontiguousarray(codes[inner])
+        context = _context(tile, job)
+        inner = _crop(codes, context, Window(r0, c0, r1 - r0, c1 - c0))
+        yield tile, context, np.ascontiguousarray(inner)
 
 
 def _prefetch(
@@ -369,46 +399,27 @@ def _scores(
     return _Scores(window.col_off, bright.mean(), dark.mean(), observed)
 
 
-def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
-    """The provenance of ``clear`` values (any shape): :data:`OBSERVED` where ``kept`` (the
-    observations kept, ``mask.keep_clear``), :data:`FILLED` elsewhere, ``NODATA`` where the
-    value is NaN."""
-    provenance = np.full(clear.shape, FILLED, dtype=np.uint8)
-    if kept is not None:
-        provenance[kept] = OBSERVED
-    provenance[~np.isfinite(clear)] = NODATA
-    return provenance
-
-
-def _keep_observed(
+def _offset(
     arrays: Mapping[str, Any],
-    source: Any,
-    tile: Tile,
+    seen: Any,
+    job: MaskJob,
     band: int,
-    keep: np.ndarray,
-    flagged: np.ndarray | None,
-) -> np.ndarray:
-    """Write the observations kept (where ``keep``, from the mask) into the band's ``clear``
-    over the core, with no data where the band did not observe, and return its provenance
-    (time, rows, cols). Where the provider flagged cloud or shadow (``flagged``) the staged
-    observation is NaN, and the output is filled, not no data."""
-    from cloudcore.masks import keep_clear
+    kept: np.ndarray,
+    context: Window,
+    core: Window,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The band's residual D − L over ``core`` and the date's departure from the ground there
+    (:func:`cloudcore.offset.clear_offset` of the residual where the observation is kept,
+    ``kept`` over ``context``), or None without ``mask.offset``."""
+    if not job.reach:
+        return None
+    from cloudcore.offset import clear_offset
 
-    rows, cols = tile.core.slices
-    clear = np.asarray(arrays["clear"][:, band, rows, cols])
-    # Read again rather than kept from _scores: keeping every band's observations would undo
-    # the one-band-at-a-time memory bound.
-    observation = np.asarray(source[:, band, rows, cols])
-    clear, kept = keep_clear(clear, observation, keep)
-    # A date does not show what it did not observe: where the band has no observation (outside
-    # the date's footprint, a sensor's gap) the output is no data, not the ground of other dates.
-    unseen = ~np.isfinite(observation)
-    clear[unseen if flagged is None else unseen & ~flagged] = np.nan
-    arrays["clear"][:, band, rows, cols] = clear
-    provenance = provenance_codes(clear, kept)
-    if flagged is not None:
-        provenance[flagged & np.isfinite(clear)] = FLAGGED
-    return provenance
+    shadow = "shadow" in job.layers
+    residual = layer_residual(arrays, band, context, haze=job.haze, shadow=shadow)
+    evidence = kept & (np.asarray(seen[(slice(None), band, *context.slices)]) == 1)
+    shift = clear_offset(residual, evidence, scale=job.offset or 0.0)
+    return np.ascontiguousarray(_crop(residual, core, context)), _crop(shift, core, context)
 
 
 def _fsync_core(arrays: Mapping[str, Any], cube: Path, job: MaskJob, tile: Tile) -> None:

@@ -18,7 +18,7 @@ import xarray as xr
 
 from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.grid.tiling import Tile, TileGrid
-from pipeline.outputs.mask_layer import provenance_codes
+from pipeline.outputs.kept import provenance_codes
 from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
 from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error, output_errors
 from pipeline.store.layout import MASK, PROVENANCE
@@ -105,7 +105,7 @@ def write_cogs(
         for ``provenance`` and ``preview``.
     provenance
         Write the band's ``provenance`` layer of the cube from the clear values
-        (:func:`pipeline.outputs.mask_layer.provenance_codes`; without ``mask.keep_clear``,
+        (:func:`pipeline.outputs.kept.provenance_codes`; without ``mask.keep_clear``,
         where the mask pass leaves ``clear`` as it is), durably before returning.
     preview
         Keep the clear values' quicklook samples of each core

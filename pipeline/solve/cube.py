@@ -84,9 +84,11 @@ def open_cube(plan: RunPlan) -> Path:
 
 
 def _mask_attrs(mask: Any) -> dict[str, Any]:
-    """The mask's thresholds as the cube records them: as before ``grow`` and ``keep_haze``
-    came (``grow`` only when set, ``keep_haze`` in an attribute of its own)."""
+    """The mask's thresholds as the cube records them: as before ``grow``, ``keep_haze`` and
+    ``offset`` came (``grow`` and ``offset`` only when set, ``keep_haze`` in an attribute of its
+    own)."""
     exclude = {"keep_clear", "keep_haze"} | (set() if mask.grow else {"grow"})
+    exclude |= set() if mask.keep_clear and mask.offset else {"offset"}
     return dict(mask.model_dump(mode="json", exclude=exclude))
 
 

@@ -78,3 +78,31 @@ def test_reading_the_catalog_and_the_config_loads_no_numba() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_additive_methods_layers_add_up_to_the_residual(method: str) -> None:
+    """The claim :mod:`cloudcore.offset` (through the pipeline's mask pass) relies on: for the
+    methods of ``ADDITIVE_METHODS`` the layers add up to D − L, C + N − S, to the solver's
+    tolerance; ATM's C is an opacity and does not."""
+    rng = np.random.default_rng(1)
+    D = np.clip(rng.random((80, 1)) * rng.uniform(0.8, 1.2, (1, 6)), 0, 1)
+    D[:12, 2] = 0.9  # a cloud
+    D[20:30, 4] *= 0.5  # a shadow
+    tol = 1e-7
+    res = cloudcore.decompose(D, method, tol=tol, max_iter=3000)
+    layers = res.C + res.N - (res.S if res.S is not None else 0.0)
+    gap = float(np.linalg.norm(D - res.L - layers) / np.linalg.norm(D))
+    if method in catalog.ADDITIVE_METHODS:
+        # The solver's own stopping rule (relative primal residual under tol), recomputed here
+        # in float64: 1 % allows for the order of the sums.
+        assert gap < 1.01 * tol
+    else:
+        assert gap > 1e-2
+
+
+def test_the_offset_default_is_the_catalogs() -> None:
+    from cloudcore.offset import OFFSET_SCALE
+    from pipeline.config import MaskConfig
+
+    assert OFFSET_SCALE == catalog.MASK_OFFSET == MaskConfig().offset

@@ -77,3 +77,21 @@ def test_masked_shadow_model_refits_partly_observed_dates(case_64x7: SimulatedSe
     np.testing.assert_allclose(
         (res.L + res.C - res.S + res.N)[seen], D.astype(np.float32)[seen], rtol=0, atol=bound
     )
+
+
+def test_aatm_s_ground_takes_a_shadow_and_a_shadow_layer_of_weight_one_holds_it() -> None:
+    """aATM's C is non-negative: a shadow has no layer there and the ground takes it. With a
+    shadow layer as cheap as the cloud's (κ = 1) the ground stays near the truth; cloudcore's
+    default κ = 4 (chosen on the paper's simulation, which has no shadows) does not take this
+    one (docs/REAL-CLOUDS.md, "aATM with a shadow layer")."""
+    rng = np.random.default_rng(0)
+    truth = np.clip(rng.random((400, 1)) * rng.uniform(0.8, 1.2, (1, 8)), 0, 1)
+    D = truth.copy()
+    D[:60, 3] *= 0.4  # one date darkened to 40 % on 15 % of its pixels
+
+    def kept(result: cloudcore.Decomposition) -> float:
+        return float(np.mean(result.L[:60, 3] / truth[:60, 3]))
+
+    assert kept(cloudcore.decompose(D, "aatm")) < 0.7
+    assert kept(cloudcore.decompose(D, "aatm-shadow")) < 0.7  # κ = 4
+    assert kept(cloudcore.decompose(D, "aatm-shadow", shadow_weight=1.0)) > 0.9

@@ -22,9 +22,10 @@ def test_defaults() -> None:
     assert cfg.tiling.tile_size == 1024 and cfg.tiling.overlap == 128
     # The defaults chosen on held-out real clouds (docs/REAL-CLOUDS.md).
     assert cfg.solver.method == "aatm" and cfg.solver.lam == "star" and cfg.solver.beta == 1.0
+    assert cfg.solver.lam_scale == 1.4
     assert cfg.solver.refine is False and not cfg.solver.refines
-    assert cfg.solver.lam_scale == 1.4 and cfg.mask.shadow == 3.0 and cfg.mask.cloud == 6.0
-    assert cfg.mask.keep_clear and cfg.mask.keep_haze
+    assert cfg.mask.shadow == 3.0 and cfg.mask.cloud == 6.0 and cfg.mask.haze == 6.0
+    assert cfg.mask.keep_clear and cfg.mask.keep_haze and cfg.mask.offset == 8.0
     assert cfg.solver.tol == 3e-5 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
     assert cfg.cluster.kind == "local" and cfg.cluster.solver_threads is None
     assert cfg.output.cog_dtype == "uint16" and cfg.output.quicklooks is True

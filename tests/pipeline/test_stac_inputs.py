@@ -35,7 +35,7 @@ from pipeline.errors import ConfigError, InputError
 from pipeline.grid.target import derive_grid
 from pipeline.inputs.stac import discover_stac
 from pipeline.inputs.stac_source import QUALITY_RULES, provider_codes
-from pipeline.outputs.mask_layer import FILLED, FLAGGED, OBSERVED
+from pipeline.outputs.kept import FILLED, FLAGGED, OBSERVED
 from pipeline.run import run
 from pipeline.stage.stac_read import read_stac_window
 from pipeline.store.layout import PROVIDER_CLOUD, PROVIDER_SHADOW

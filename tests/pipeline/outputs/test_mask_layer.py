@@ -20,7 +20,8 @@ from affine import Affine
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
 from pipeline.grid.target import TargetGrid
 from pipeline.grid.tiling import TileGrid
-from pipeline.outputs.mask_layer import FILLED, OBSERVED, MaskJob, mask_row
+from pipeline.outputs.kept import FILLED, OBSERVED
+from pipeline.outputs.mask_layer import MaskJob, mask_row
 from pipeline.store.cube import chunk_files, create_store
 from pipeline.store.durable import write_marker
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, MASK, PROVENANCE
@@ -101,6 +102,7 @@ def _mask_all_rows(
     *,
     keep_clear: bool,
     haze: bool = True,
+    offset: float | None = None,
 ) -> None:
     """Run the mask task of every tile row, as a run does."""
     for row in range(grid.n_rows):
@@ -118,6 +120,7 @@ def _mask_all_rows(
                 rule=rule,
                 keep_clear=keep_clear,
                 haze=haze,
+                offset=offset,
             )
         )
 
@@ -167,6 +170,46 @@ def test_row_sweep_equals_the_whole_scene_classification(
     provenance = np.where(kept, OBSERVED, FILLED).astype(np.uint8)
     provenance[~np.isfinite(kept_clear)] = NODATA
     assert np.array_equal(np.asarray(group["provenance"][:]), provenance)
+
+
+def test_offset_equals_the_whole_scene_s_and_a_rerun_writes_the_same(tmp_path: Path) -> None:
+    """With ``mask.offset`` an observed entry the mask does not keep is written as D − R plus
+    :func:`cloudcore.offset.clear_offset` of the residual R = C + N − S where kept, computed
+    over the whole scene at once: the cores' margins reach across tile borders (tiles of 32 px,
+    the offset's 24). A second pass over the cube it wrote (a rerun) writes the same bytes."""
+    from cloudcore.offset import clear_offset, offset_margin
+
+    height, width, scale = 70, 150, 4.0
+    assert offset_margin(scale=scale) < TILE  # so neighbours' cores are read, not only halos
+    grid = TileGrid(height, width, TILE, OVERLAP)
+    scene = _scene(height, width, seed=21)
+    # A departure from the ground that varies across the scene, the same in the clear entries
+    # and under the clouds: what the offset is for.
+    ramp = np.linspace(-0.05, 0.05, width, dtype=np.float32)
+    scene["cloud"] += np.where(np.isfinite(scene["observed"]), np.abs(ramp), 0.0).astype(np.float32)
+    source, cube = _stores(tmp_path, scene, grid)
+    marker = tmp_path / "r00.json"
+    write_marker(marker, {"tiles": [{"band": f"B{b + 1}", "anomaly_scale": 0.05} for b in (0, 1)]})
+    rule = MaskRule(cloud=4, haze=4, shadow=3)
+    group = zarr.open_group(store=str(cube), mode="r")
+    written = []
+    for _ in range(2):
+        _mask_all_rows(grid, source, cube, (marker,), rule, keep_clear=True, offset=scale)
+        written.append(np.asarray(group["clear"][:]))
+    assert np.array_equal(written[0], written[1], equal_nan=True)
+
+    codes = np.asarray(group["mask"][:])
+    observed = scene["observed"]
+    seen = np.isfinite(observed)
+    residual = scene["cloud"] + scene["haze"] - scene["shadow"]
+    kept = (codes == CLEAR)[:, None] & seen
+    shift = clear_offset(residual, kept, scale=scale)
+    filled = seen & ~kept
+    expected = np.where(kept, observed, np.nan).astype(np.float32)
+    expected[filled] = np.clip(observed[filled] - residual[filled] + shift[filled], 0.0, 1.0)
+    expected[~seen] = np.nan
+    assert filled.sum() > 100 and np.abs(shift[filled]).max() > 0.01  # the offset is not idle
+    assert np.array_equal(written[0], expected, equal_nan=True)
 
 
 @pytest.mark.parametrize("refine", [False, True])

@@ -174,7 +174,7 @@ def test_a_band_s_cogs_write_its_provenance_and_quicklook_samples(tmp_path: Path
     from cloudcore.masks import NODATA
     from pipeline.grid.target import TargetGrid
     from pipeline.grid.tiling import TileGrid
-    from pipeline.outputs.mask_layer import FILLED
+    from pipeline.outputs.kept import FILLED
     from pipeline.store.cube import chunk_files, create_store
     from pipeline.store.layout import PROVENANCE
     from pipeline.store.previews import PreviewSpec

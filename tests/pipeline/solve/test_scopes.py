@@ -17,7 +17,7 @@ from pipeline.config import Config, parse
 from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import SimulatedProducts
-from pipeline.outputs.mask_layer import FILLED, OBSERVED
+from pipeline.outputs.kept import FILLED, OBSERVED
 from pipeline.plan import make_plan
 from pipeline.run import run
 from pipeline.solve.scopes import SCOPES, SceneScope, TileScope, scope_for
@@ -110,7 +110,14 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
     from pipeline.solve.cube import CUBE_TOKEN_ATTR, open_cube
 
     # The settings of then, written out (the defaults have changed since): the same token.
-    before = {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_haze": False}
+    before = {
+        "cloud": 6.0,
+        "haze": 4.0,
+        "shadow": 3.0,
+        "radius": 1,
+        "keep_haze": False,
+        "offset": 0,
+    }
     for keep in (False, True):
         mask = {**before, "keep_clear": keep}
         cfg = _config(tmp_path / str(keep), geotiff_series.paths, mask=mask)
