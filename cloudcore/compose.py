@@ -133,7 +133,9 @@ def compose(
         inverted = np.broadcast_to(hazy, obs.shape) & np.isfinite(obs)
         out[inverted] = inverted_values[inverted]
     # The observation where the mask says clear (and haze, kept as observed): as the pipeline's
-    # mask pass writes it (cloudcore.masks.kept_codes, keep_clear).
+    # mask pass writes it (cloudcore.masks.kept_codes, keep_clear). Its offset differs slightly:
+    # the pipeline reads the residual from the solved layers (D − L with L unclipped, to the
+    # solver's tolerance) where this takes the observation minus the clipped ground.
     kept = kept_codes(codes, keep_haze=haze == "observed")
     out, _ = keep_clear(out, obs, kept)
     if offset is not None:

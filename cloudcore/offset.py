@@ -81,7 +81,7 @@ def clear_offset(
     # Outside the image there is no evidence: zeros (mode "constant"), for sums and counts alike.
     total = gaussian_filter(total, sigma, mode="constant", truncate=TRUNCATE)
     count = gaussian_filter(count, sigma, mode="constant", truncate=TRUNCATE)
-    # The count in units of a block full of clear pixels.
+    # The prior is a pseudo-count of PRIOR of a block's pixels (0.64 px for 8 × 8 blocks).
     coarse = total / (count + np.float32(PRIOR * block * block))
     # Bilinear between block centres, one axis at a time (the blocks' grid is regular): the
     # rows of the coarse grid first, then its columns at full size.
@@ -102,8 +102,8 @@ def _linear(size: int, block: int, blocks: int) -> tuple[np.ndarray, np.ndarray,
 
 
 def _block_sums(x: np.ndarray, weight: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """float32 sums of ``x`` where ``weight``, and the count of ``weight``, over ``block`` ×
-    ``block`` squares of the last two axes (a partial square at the end sums what there is)."""
+    """float32 sums of ``x`` where ``weight`` and ``x`` is finite, and their count, over ``block``
+    × ``block`` squares of the last two axes (a partial square at the end sums what there is)."""
     rows, cols = x.shape[-2:]
     lead = x.shape[:-2]
     shape = (int(np.prod(lead, dtype=np.int64)), -(-rows // block), -(-cols // block))
@@ -123,6 +123,7 @@ def _sum_blocks(
         for r in range(x.shape[1]):
             br = r // block
             for c in range(x.shape[2]):
-                if weight[k, r, c]:
+                # A NaN residual (a date a tile left out) is no evidence, whatever ``weight``.
+                if weight[k, r, c] and np.isfinite(x[k, r, c]):
                     total[k, br, c // block] += np.float32(x[k, r, c])
                     count[k, br, c // block] += np.float32(1.0)

@@ -212,7 +212,8 @@ class MaskConfig(ConfigSection):
     # ground alone (null, as everywhere, means the default). Chosen by leave-one-site-out with
     # the rest (docs/REAL-CLOUDS.md). Not applied with solver.method atm (its C is an opacity:
     # its layers do not add up to the residual).
-    offset: float = Field(default=MASK_OFFSET, ge=0, le=256)
+    # At most 64 px: each core then reads 208 px around it (cloudcore.offset.offset_margin).
+    offset: float = Field(default=MASK_OFFSET, ge=0, le=64)
 
     def rule(self) -> Any:
         """As a :class:`cloudcore.MaskRule`."""

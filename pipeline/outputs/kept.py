@@ -85,6 +85,8 @@ def keep_observed(
         np.clip(shifted, 0.0, 1.0, out=shifted)
         filled = ~keep
         filled &= np.isfinite(observation)
+        # Where the layers are NaN (a date the tile left out) the solve's value stays.
+        filled &= np.isfinite(shifted)
         np.copyto(clear, shifted, where=filled)
     clear, kept = keep_clear(clear, observation, keep)
     # A date does not show what it did not observe: where the band has no observation (outside

@@ -38,8 +38,9 @@ seam at core borders (tested; the earlier pass read only ``radius`` pixels aroun
 the opening at its window's edge could differ from the whole scene's there). A task sweeps its
 tile row left to right: it computes each core's per-pixel scores (the bands' mean anomalies,
 over the core's columns and the margin above and below) once, and classifies a core once the
-scores of the columns to its right are in, so every cube chunk of the row is decoded once (a
-task per core decoded its neighbours' whole 1024-column chunks for a few columns of them).
+scores of the columns to its right are in, so every cube chunk of the row is decoded once for
+the scores (a task per core decoded its neighbours' whole 1024-column chunks for a few columns
+of them); with ``mask.offset`` each band's layers are read again over each core's context.
 A task writes only its own cores:
 cube chunks are never shared between tasks. The pass keeps no markers: it
 is idempotent (the mask depends only on the solved layers and the input, and the observations
@@ -119,11 +120,14 @@ class MaskJob:
 
     @property
     def reach(self) -> int:
-        """Pixels around a core whose codes and residuals its filled values depend on (0
-        without an offset)."""
-        from cloudcore.offset import offset_margin
+        """Pixels around a core whose codes and residuals its filled values depend on, and a
+        block more for aligning the context with the offset's blocks (:func:`_context`); 0
+        without an offset."""
+        from cloudcore.offset import OFFSET_BLOCK, offset_margin
 
-        return offset_margin(scale=self.offset) if self.keep_clear and self.offset else 0
+        if not (self.keep_clear and self.offset):
+            return 0
+        return offset_margin(scale=self.offset) + OFFSET_BLOCK
 
 
 def tile_records(markers: Iterable[Path]) -> list[dict[str, Any]]:
@@ -233,9 +237,16 @@ def _core_codes(
 
 
 def _context(tile: Tile, job: MaskJob) -> Window:
-    """The core and :attr:`MaskJob.reach` pixels around it, within the scene."""
+    """The core and :attr:`MaskJob.reach` pixels around it, within the scene, starting on a
+    multiple of the offset's block (its blocks are anchored at the scene's origin: a tile size
+    need not be a multiple of the block); the core itself without an offset."""
+    from cloudcore.offset import OFFSET_BLOCK
+
     core, reach = tile.core, job.reach
-    r0, c0 = max(core.row_off - reach, 0), max(core.col_off - reach, 0)
+    if not reach:
+        return core
+    r0 = max((core.row_off - reach + OFFSET_BLOCK - 1) // OFFSET_BLOCK * OFFSET_BLOCK, 0)
+    c0 = max((core.col_off - reach + OFFSET_BLOCK - 1) // OFFSET_BLOCK * OFFSET_BLOCK, 0)
     r1, c1 = min(core.row_end + reach, job.height), min(core.col_end + reach, job.width)
     return Window(r0, c0, r1 - r0, c1 - c0)
 

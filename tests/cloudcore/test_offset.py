@@ -68,3 +68,14 @@ def test_compose_adds_the_offset_where_the_ground_is_written_over_an_observation
     assert np.allclose(out[cloud], ground[cloud] + 0.05, atol=0.002)  # the departure restored
     unseen = np.broadcast_to(codes == NODATA, out.shape)
     assert np.array_equal(out[unseen], ground[unseen])  # not observed: the ground, as before
+
+
+def test_a_nan_residual_is_no_evidence() -> None:
+    """A date a tile left out has NaN layers where it observed: weighted or not, its residual
+    must not spread NaN into the offset of the pixels around."""
+    rng = np.random.default_rng(3)
+    residual = rng.normal(0.01, 0.002, (2, 48, 48)).astype(np.float32)
+    residual[0, 10:14, 10:14] = np.nan
+    out = clear_offset(residual, np.ones(residual.shape, bool), block=8, scale=4.0)
+    assert np.isfinite(out).all()
+    assert np.allclose(out[0], 0.01, atol=0.004)

@@ -172,21 +172,31 @@ def test_row_sweep_equals_the_whole_scene_classification(
     assert np.array_equal(np.asarray(group["provenance"][:]), provenance)
 
 
-def test_offset_equals_the_whole_scene_s_and_a_rerun_writes_the_same(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tile", [TILE, 36])  # 36: cores not on the offset's 8 px blocks
+def test_offset_equals_the_whole_scene_s_and_a_rerun_writes_the_same(
+    tmp_path: Path, tile: int
+) -> None:
     """With ``mask.offset`` an observed entry the mask does not keep is written as D − R plus
     :func:`cloudcore.offset.clear_offset` of the residual R = C + N − S where kept, computed
-    over the whole scene at once: the cores' margins reach across tile borders (tiles of 32 px,
-    the offset's 24). A second pass over the cube it wrote (a rerun) writes the same bytes."""
+    over the whole scene at once: the cores' margins reach across tile borders (tiles of 32 or
+    36 px, the offset's 24). A second pass over the cube it wrote (a rerun) writes the same
+    bytes."""
     from cloudcore.offset import clear_offset, offset_margin
 
     height, width, scale = 70, 150, 4.0
-    assert offset_margin(scale=scale) < TILE  # so neighbours' cores are read, not only halos
-    grid = TileGrid(height, width, TILE, OVERLAP)
+    assert offset_margin(scale=scale) < tile  # so neighbours' cores are read, not only halos
+    grid = TileGrid(height, width, tile, OVERLAP)
     scene = _scene(height, width, seed=21)
     # A departure from the ground that varies across the scene, the same in the clear entries
     # and under the clouds: what the offset is for.
     ramp = np.linspace(-0.05, 0.05, width, dtype=np.float32)
     scene["cloud"] += np.where(np.isfinite(scene["observed"]), np.abs(ramp), 0.0).astype(np.float32)
+    # A band's layers NaN where the date did observe (a date a tile left out, blended over the
+    # neighbour's), under a cloud the other band sees: neither evidence nor written from, the
+    # solve's value stays there.
+    scene["cloud"][1, 0, 30:50, 40:90] += 0.5
+    for layer in ("cloud", "haze", "shadow"):
+        scene[layer][1, 1, 30:50, 40:90] = np.nan
     source, cube = _stores(tmp_path, scene, grid)
     marker = tmp_path / "r00.json"
     write_marker(marker, {"tiles": [{"band": f"B{b + 1}", "anomaly_scale": 0.05} for b in (0, 1)]})
@@ -205,10 +215,14 @@ def test_offset_equals_the_whole_scene_s_and_a_rerun_writes_the_same(tmp_path: P
     kept = (codes == CLEAR)[:, None] & seen
     shift = clear_offset(residual, kept, scale=scale)
     filled = seen & ~kept
-    expected = np.where(kept, observed, np.nan).astype(np.float32)
-    expected[filled] = np.clip(observed[filled] - residual[filled] + shift[filled], 0.0, 1.0)
+    expected = np.where(kept, observed, scene["clear"]).astype(np.float32)
+    shifted = observed - residual + shift
+    moved = filled & np.isfinite(shifted)
+    expected[moved] = np.clip(shifted[moved], 0.0, 1.0)
     expected[~seen] = np.nan
-    assert filled.sum() > 100 and np.abs(shift[filled]).max() > 0.01  # the offset is not idle
+    assert np.isfinite(shift).all()  # the left-out date's NaN residual is no evidence
+    assert (filled & ~moved).sum() > 100  # where the solve's value stays
+    assert moved.sum() > 100 and np.abs(shift[moved]).max() > 0.01  # the offset is not idle
     assert np.array_equal(written[0], expected, equal_nan=True)
 
 
