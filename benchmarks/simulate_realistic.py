@@ -24,17 +24,18 @@ import numpy as np
 
 import cloudcore
 from cloudcore.compose import compose
-from cloudcore.masks import MaskRule, classify_scores
+from cloudcore.masks import classify_scores
 from cloudcore.simulate import paper_case
 from cloudcore.simulate.realistic import realistic_case
 from cloudlab.baselines import MULTIBAND_BASELINES
-from cloudlab.candidates import SolveSpec
+from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sitescore import solve_specs
 from pipeline.config import MaskConfig, SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
 
-#: Today's default solve (its mask and keep_clear make the "default" row).
+#: Today's default solve and post-step (its mask, keep_clear and offset make the "default" row).
 DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
+DEFAULT_STEP = PostStep.of(MaskConfig())
 SOLVES = {
     "aatm λ̂*": SolveSpec("aatm", "star"),
     f"aatm {DEFAULT_SOLVE.scale:g} × λ̂* (today's solve)": DEFAULT_SOLVE,
@@ -62,11 +63,11 @@ def _scores(D: np.ndarray, truth: np.ndarray) -> dict[str, float]:
         out[label] = cloudcore.recovery_error(ground, truth)
         if spec in MASKED:
             codes = classify_scores(
-                solved.bright, solved.dark, observed.T.reshape(n, h, w), MaskRule()
+                solved.bright, solved.dark, observed.T.reshape(n, h, w), DEFAULT_STEP.rule
             )
             name = "default" if spec == DEFAULT_SOLVE else label
-            for tag, offset in (("", MaskConfig().offset or None), (", no offset", None)):
-                kept = compose(D, ground, codes, haze="observed", offset=offset)
+            for tag, offset in (("", DEFAULT_STEP.offset), (", no offset", None)):
+                kept = compose(D, ground, codes, haze=DEFAULT_STEP.haze_fill, offset=offset)
                 out[f"{name} (mask, keep_clear{tag})"] = cloudcore.recovery_error(kept, truth)
     reference = np.zeros((h * w, n), np.uint8)  # the oracles are not run: no reference here
     days = np.arange(n)

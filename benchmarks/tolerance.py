@@ -38,7 +38,7 @@ from pipeline.config import MaskConfig, SolverConfig
 
 #: The pipeline's default solve and post-step.
 DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
-DEFAULT_STEP = PostStep(MaskConfig().rule(), True, "observed", MaskConfig().offset or None)
+DEFAULT_STEP = PostStep.of(MaskConfig())
 #: DN of reflectance 1 (the benchmark sites' reflectance as Sentinel-2 and Landsat ship it).
 DN_SCALE = 10000
 

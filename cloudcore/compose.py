@@ -35,7 +35,7 @@ __all__ = ["HAZE_FILLS", "HazeFill", "compose", "haze_opacity"]
 
 #: How an entry the mask calls haze is written (see the module docstring).
 HazeFill = Literal["invert", "ground", "observed"]
-HAZE_FILLS: tuple[str, ...] = get_args(HazeFill)
+HAZE_FILLS: tuple[HazeFill, ...] = get_args(HazeFill)
 
 #: Largest opacity inverted: (D − α)/(1 − α) divides by 1 − α, and above this the noise of D is
 #: amplified more than 5×; such an entry is cloud, not haze.
@@ -119,7 +119,8 @@ def compose(
     if haze not in HAZE_FILLS:
         raise ValueError(f"compose: haze must be one of {HAZE_FILLS}, got {haze!r}")
     obs = np.asarray(observation, dtype=np.float64)
-    out = np.array(ground, dtype=np.float64)
+    ground64 = np.asarray(ground, dtype=np.float64)
+    out = ground64.copy()
     if obs.shape != out.shape or obs.shape[1:] != codes.shape:
         raise ValueError(
             f"compose: observation {obs.shape}, ground {out.shape} and codes {codes.shape} differ"
@@ -139,7 +140,6 @@ def compose(
     kept = kept_codes(codes, keep_haze=haze == "observed")
     out, _ = keep_clear(out, obs, kept)
     if offset is not None:
-        ground64 = np.asarray(ground, dtype=np.float64)
         kept_all = np.broadcast_to(kept, obs.shape)
         out = _with_offset(out, obs, ground64, kept_all, inverted, offset)
     return out

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudcore.catalog import SHADOW_METHODS
+from cloudcore.compose import HAZE_FILLS, HazeFill
 from cloudcore.masks import MaskRule
 
 __all__ = [
@@ -129,10 +130,21 @@ class PostStep:
 
     rule: MaskRule
     keep_clear: bool
-    haze_fill: str = "ground"
+    haze_fill: HazeFill = "ground"
     #: None, or the scale in pixels over which the date's departure from the ground is added
     #: where the ground is written (:func:`cloudcore.compose.compose`'s ``offset``).
     offset: float | None = None
+
+    @classmethod
+    def of(cls, mask: Any) -> PostStep:
+        """The post-step of a :class:`pipeline.config.MaskConfig` (the pipeline's default with
+        ``MaskConfig()``): its rule, ``keep_clear``, the haze kept as observed with
+        ``keep_haze`` (written as the ground when the rule has no haze class: the same output,
+        spelt as the grid spells it) and its offset (``0``: none)."""
+        rule = mask.rule()
+        fill: HazeFill = "observed" if mask.keep_haze and rule.haze < rule.cloud else "ground"
+        offset = mask.offset if mask.keep_clear and mask.offset > 0 else None
+        return cls(rule, mask.keep_clear, fill, offset)
 
     @property
     def rule_name(self) -> str:
@@ -165,7 +177,7 @@ def post_steps() -> list[PostStep]:
             radius=radius,
             grow=grow,
         )
-        fills = ("ground",) if haze is None else ("invert", "ground", "observed")
+        fills: tuple[HazeFill, ...] = ("ground",) if haze is None else HAZE_FILLS
         steps += [PostStep(rule, True, fill, offset) for fill in fills for offset in OFFSET_SCALES]
     # keep_clear off: the rule does not change the output; one per solve is enough to score it.
     steps.append(PostStep(MaskRule(), False))

@@ -45,10 +45,10 @@ from cloudlab.sitescore import (
 
 __all__ = [
     "FIDELITY_LIMIT",
-    "PIPELINE_SOLVES",
     "choose",
     "loss",
     "run_heldout",
+    "runs_in_pipeline",
     "score_site",
     "summarise",
 ]
@@ -134,24 +134,28 @@ def loss(scores: pd.DataFrame, sites: list[str]) -> pd.Series:
     return cand.pivot(index="candidate", columns="site", values="loss")
 
 
-#: Solves the pipeline runs (``solver.method``, ``lam``, ``lam_scale``, ``refine``): the default
-#: is chosen among these. The ``+joint`` re-solve needs every band's first solve before any
-#: band's second (a phase the pipeline does not have yet); it is scored for the record.
-PIPELINE_SOLVES = tuple(spec.name for spec in SOLVES if spec.refine != "joint")
+def runs_in_pipeline(solve: str) -> bool:
+    """Whether the pipeline runs a scored solve (``solver.method``, ``lam``, ``lam_scale``,
+    ``refine``): the default is chosen among these. The ``+joint`` re-solve needs every band's
+    first solve before any band's second (a phase the pipeline does not have yet); it is scored
+    for the record."""
+    return not solve.endswith("+joint")
 
 
 def choose(
     scores: pd.DataFrame,
     sites: list[str],
-    solves: tuple[str, ...] = PIPELINE_SOLVES,
+    solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate of least mean loss on ``sites`` among ``solves``, the aATM one if within the
-    spread. Candidates whose outputs score the same (e.g. haze kept as observed, or no haze
-    class at all) are told apart by the mean cloud + haze F1 of their mask on ``sites``
-    (``masks``), then by name, so the choice does not depend on the order of the rows."""
+    """The candidate of least mean loss on ``sites`` among ``solves`` (None: every scored solve
+    the pipeline runs, :func:`runs_in_pipeline`), the aATM one if within the spread.
+    Candidates whose outputs score the same (e.g. haze kept as observed, or no haze class at
+    all) are told apart by the mean cloud + haze F1 of their mask on ``sites`` (``masks``), then
+    by name, so the choice does not depend on the order of the rows."""
     table = loss(scores, sites).dropna()
-    table = table[[c.split(" | ")[0] in solves for c in table.index]]
+    solve_of = [c.split(" | ")[0] for c in table.index]
+    table = table[[runs_in_pipeline(s) if solves is None else s in solves for s in solve_of]]
     order = pd.DataFrame({"loss": table.mean(axis=1).round(12)})
     order["f1"] = _mean_f1(masks, sites, order.index) if masks is not None else 0.0
     order["name"] = order.index
@@ -195,10 +199,10 @@ def held_out(
     scores: pd.DataFrame,
     masks: pd.DataFrame,
     sites: list[str],
-    solves: tuple[str, ...] = PIPELINE_SOLVES,
+    solves: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
-    """For each site, the candidate chosen on the others (among ``solves``) and its scores on
-    the site."""
+    """For each site, the candidate chosen on the others (among ``solves``, :func:`choose`'s)
+    and its scores on the site."""
     mask_f1 = _mask_scores(masks)
     rows = []
     for site in sites:
@@ -274,14 +278,12 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     masks = pd.read_csv(out / "masks.csv", **read)
     facts = pd.read_csv(out / "sites.csv", **read)
     names = list(facts.site)
-    every = tuple(sorted(set(scores.solve) - set(MULTIBAND_BASELINES)))
-    # The solves the pipeline can run, among those this run scored.
-    runnable = tuple(s for s in every if not s.endswith("+joint"))
-    table = held_out(scores, masks, names, runnable)
+    table = held_out(scores, masks, names)
     table.to_csv(out / "heldout.csv", index=False)
+    every = tuple(sorted(set(scores.solve) - set(MULTIBAND_BASELINES)))
     joint = held_out(scores, masks, names, every)
     joint.to_csv(out / "heldout-joint.csv", index=False)
-    default, info = choose(scores, names, runnable, masks=masks)
+    default, info = choose(scores, names, masks=masks)
     summary: dict[str, Any] = {"default": default, **info}
     if seconds is not None:
         summary["seconds"] = round(seconds, 1)

@@ -361,7 +361,7 @@ def pair_rows(
             if step.rule not in codes_of:
                 codes_of[step.rule] = classify_scores(bright, dark, seen, step.rule)
             codes = codes_of[step.rule]
-            out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)  # type: ignore[arg-type]
+            out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)
             sums(name, step.name, out[:, 0].reshape(out.shape[0], -1))
     for base, rule in MULTIBAND_BASELINES.items():
         sums(base, "", rule(D, reference, days)[:, :, target])

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cloudcore.catalog import ADDITIVE_METHODS
 from pipeline.config import Config
 from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import InputError
@@ -123,8 +122,8 @@ class RunPlan:
         settings = mask.model_dump_json(exclude={"keep_clear", "grow", "keep_haze", "offset"})
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
-        offset = mask.keep_clear and mask.offset and self.config.solver.method in ADDITIVE_METHODS
-        settings += f"offset={mask.offset:g}" if offset else ""
+        offset = self.config.applied_offset
+        settings += f"offset={offset:g}" if offset is not None else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])

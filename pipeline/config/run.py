@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from cloudcore.catalog import (
+    ADDITIVE_METHODS,
     MASK_CLOUD,
     MASK_GROW,
     MASK_HAZE,
@@ -378,6 +379,15 @@ class Config(ConfigSection):
     def quality(self) -> QualityConfig | None:
         """The provider's mask the run uses (``inputs.quality`` of STAC inputs), or None."""
         return self.inputs.quality if isinstance(self.inputs, StacInputs) else None
+
+    @property
+    def applied_offset(self) -> float | None:
+        """The scale in pixels of the date's offset the mask pass adds (``mask.offset``), or
+        None where it adds none: ``offset: 0``, no ``keep_clear``, or a method whose layers do
+        not add up to the residual (``atm``: :data:`cloudcore.catalog.ADDITIVE_METHODS`)."""
+        mask = self.mask
+        applies = mask.keep_clear and self.solver.method in ADDITIVE_METHODS
+        return mask.offset if applies and mask.offset > 0 else None
 
     @model_validator(mode="before")
     @classmethod

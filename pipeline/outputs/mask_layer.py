@@ -422,14 +422,14 @@ def _offset(
     """The band's residual D − L over ``core`` and the date's departure from the ground there
     (:func:`cloudcore.offset.clear_offset` of the residual where the observation is kept,
     ``kept`` over ``context``), or None without ``mask.offset``."""
-    if not job.reach:
+    if job.offset is None or not job.reach:  # reach: 0 without keep_clear
         return None
     from cloudcore.offset import clear_offset
 
     shadow = "shadow" in job.layers
     residual = layer_residual(arrays, band, context, haze=job.haze, shadow=shadow)
     evidence = kept & (np.asarray(seen[(slice(None), band, *context.slices)]) == 1)
-    shift = clear_offset(residual, evidence, scale=job.offset or 0.0)
+    shift = clear_offset(residual, evidence, scale=job.offset)
     return np.ascontiguousarray(_crop(residual, core, context)), _crop(shift, core, context)
 
 

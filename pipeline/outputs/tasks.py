@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cloudcore.catalog import ADDITIVE_METHODS, layers, writes_haze
+from cloudcore.catalog import layers, writes_haze
 from pipeline.cluster import Task
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.outputs.mask_layer import MaskJob, mask_row, tile_records
@@ -157,7 +157,7 @@ class ProductTasks:
                 haze=writes_haze(method, refines),
                 keep_haze=config.mask.keep_haze,
                 provider=quality.combine if quality is not None else None,
-                offset=(config.mask.offset or None) if method in ADDITIVE_METHODS else None,
+                offset=config.applied_offset,
             )
             for r in range(tiles.n_rows)
         )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cloudcore.catalog import ADDITIVE_METHODS, layers
+from cloudcore.catalog import layers
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan
@@ -73,7 +73,7 @@ def open_cube(plan: RunPlan) -> Path:
             "code_version": plan.version,
             "solver": config.solver.model_dump(mode="json"),
             # As before keep_clear moved into the mask section: the same attributes.
-            "mask": _mask_attrs(config.mask, config.solver.method),
+            "mask": _mask_attrs(config),
             "keep_clear": config.mask.keep_clear,
             "keep_haze": config.mask.keep_clear and config.mask.keep_haze,
             "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
@@ -83,13 +83,13 @@ def open_cube(plan: RunPlan) -> Path:
     return cube_tmp
 
 
-def _mask_attrs(mask: Any, method: str) -> dict[str, Any]:
+def _mask_attrs(config: Any) -> dict[str, Any]:
     """The mask's thresholds as the cube records them: as before ``grow``, ``keep_haze`` and
-    ``offset`` came (``grow`` only when set, ``offset`` only when applied: with ``keep_clear``
-    and an additive method; ``keep_haze`` in an attribute of its own)."""
+    ``offset`` came (``grow`` only when set, ``offset`` only when applied,
+    :attr:`pipeline.config.Config.applied_offset`; ``keep_haze`` in an attribute of its own)."""
+    mask = config.mask
     exclude = {"keep_clear", "keep_haze"} | (set() if mask.grow else {"grow"})
-    applied = mask.keep_clear and mask.offset and method in ADDITIVE_METHODS
-    exclude |= set() if applied else {"offset"}
+    exclude |= set() if config.applied_offset is not None else {"offset"}
     return dict(mask.model_dump(mode="json", exclude=exclude))
 
 

@@ -97,7 +97,7 @@ def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
     from pipeline.config import MaskConfig, SolverConfig
 
     solver, mask = SolverConfig(), MaskConfig()
-    default_step = PostStep(mask.rule(), mask.keep_clear, "ground", mask.offset or None)
+    default_step = PostStep.of(mask)
     assert default_step.name.endswith("+offset8")
     assert default_step.name in {step.name for step in post_steps()}  # the pipeline's default
     assert SolveSpec.of(solver) in SOLVES
