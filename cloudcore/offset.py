@@ -88,7 +88,10 @@ def clear_offset(
     r0, r1, fr = _linear(rows, block, coarse.shape[-2])
     c0, c1, fc = _linear(cols, block, coarse.shape[-1])
     by_rows = coarse[..., r0, :] * (1 - fr)[:, None] + coarse[..., r1, :] * fr[:, None]
-    return by_rows[..., c0] * (1 - fc) + by_rows[..., c1] * fc
+    out = np.empty(res.shape, np.float32)
+    lines = by_rows.reshape(-1, by_rows.shape[-1])
+    _interpolate_columns(lines, c0, c1, fc, 1 - fc, out.reshape(lines.shape[0], cols))
+    return out
 
 
 def _linear(size: int, block: int, blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,6 +102,24 @@ def _linear(size: int, block: int, blocks: int) -> tuple[np.ndarray, np.ndarray,
     low = np.floor(at).astype(np.intp)
     frac = (at - low).astype(np.float32)
     return np.clip(low, 0, blocks - 1), np.clip(low + 1, 0, blocks - 1), frac
+
+
+@njit(cache=True, nogil=True)
+def _interpolate_columns(
+    lines: np.ndarray,
+    c0: np.ndarray,
+    c1: np.ndarray,
+    fc: np.ndarray,
+    gc: np.ndarray,
+    out: np.ndarray,
+) -> None:  # pragma: no cover - compiled; tested through clear_offset
+    # out[k, c] = lines[k, c0[c]] · gc[c] + lines[k, c1[c]] · fc[c] (gc = 1 − fc), in float32
+    # as NumPy's expression computes it, in one pass: NumPy's two gathers and three
+    # temporaries at full size were a third of the mask pass's time with the offset.
+    for k in range(lines.shape[0]):
+        line = lines[k]
+        for c in range(out.shape[1]):
+            out[k, c] = line[c0[c]] * gc[c] + line[c1[c]] * fc[c]
 
 
 def _block_sums(x: np.ndarray, weight: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:

@@ -37,6 +37,7 @@ pipeline's rule (docs/FOOTPRINTS.md).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 __all__ = [
     "FIT_ROWS",
@@ -126,13 +127,29 @@ def ground_quantile(
         q in [0.01, 0.99].
     """
     others = whole if whole.size else np.delete(np.arange(D.shape[1]), j)  # j ∉ whole
-    pick = np.ix_(rows, others)
-    d, low, seen = D[pick], L[pick], obs[pick]
-    if not seen.any():
-        d, low, seen = D[:, others], L[:, others], obs[:, others]
-    above = (low > d) & seen
-    q = float(above.sum() / max(int(seen.sum()), 1))
+    above, seen = _count_above(D, L, obs, rows.astype(np.intp), others.astype(np.intp))
+    if not seen:
+        every = np.arange(D.shape[0], dtype=np.intp)
+        above, seen = _count_above(D, L, obs, every, others.astype(np.intp))
+    q = above / max(seen, 1)
     return min(max(q, 0.01), 0.99)
+
+
+@njit(cache=True, nogil=True)
+def _count_above(
+    D: np.ndarray, L: np.ndarray, obs: np.ndarray, rows: np.ndarray, dates: np.ndarray
+) -> tuple[int, int]:  # pragma: no cover - compiled; tested through ground_quantile
+    # The observed entries of (rows × dates), and those where L lies above D, counted in
+    # place: NumPy's fancy indexing copied the three blocks first (5 ms a date at 16384 rows).
+    above = 0
+    seen = 0
+    for j in dates:
+        for i in rows:
+            if obs[i, j]:
+                seen += 1
+                if L[i, j] > D[i, j]:
+                    above += 1
+    return above, seen
 
 
 def _resplit(

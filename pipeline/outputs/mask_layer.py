@@ -71,7 +71,13 @@ from cloudcore.masks import (
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
 from pipeline.outputs.kept import keep_observed, layer_residual
-from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
+from pipeline.store.cube import (
+    chunk_files,
+    chunk_range,
+    prefetch_files,
+    read_ahead,
+    written_whole,
+)
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
 from pipeline.store.layout import (
     INPUT_OBSERVED,
@@ -169,7 +175,7 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
         names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
-        arrays = {name: group[name] for name in names}
+        arrays = {name: written_whole(group[name]) for name in names}
         seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
         # The observations themselves only where kept: the scores need where they are finite.
         observed = None

@@ -19,7 +19,7 @@ import xarray as xr
 from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.outputs.kept import provenance_codes
-from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead
+from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead, written_whole
 from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error, output_errors
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.store.previews import PreviewSpec, assemble, keep_band
@@ -129,7 +129,8 @@ def write_cogs(
 
     if (provenance or preview is not None) and (tiles is None or tiles.tile_size != block):
         raise ValueError("provenance and preview samples need the run's tiles, block = tile size")
-    target = zarr.open_array(store=str(cube), path=PROVENANCE, mode="r+") if provenance else None
+    opened = zarr.open_array(store=str(cube), path=PROVENANCE, mode="r+") if provenance else None
+    target = None if opened is None else written_whole(opened)
 
     def read(rows: slice, cols: slice) -> np.ndarray:
         values = np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)

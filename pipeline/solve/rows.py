@@ -43,6 +43,7 @@ from pipeline.store.cube import (
     chunk_range,
     compressors,
     prefetch_files,
+    written_whole,
 )
 from pipeline.store.durable import (
     durable_store,
@@ -144,7 +145,7 @@ def cube_arrays(cube: Path, names: Sequence[str]) -> list[Any]:
     import zarr
 
     group = zarr.open_group(store=str(cube), mode="r+")
-    return [group[name] for name in names]
+    return [written_whole(group[name]) for name in names]
 
 
 def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int, count: int) -> Any:
@@ -152,7 +153,7 @@ def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int, count:
     layers, a chunk per component and core (each written whole, once)."""
     import zarr
 
-    return zarr.create_array(
+    strip = zarr.create_array(
         store=str(path),
         shape=(count, n_dates, window.height, grid.width),
         chunks=(1, n_dates, window.height, grid.tile_size),
@@ -160,6 +161,7 @@ def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int, count:
         fill_value=np.nan,
         compressors=compressors(),
     )
+    return written_whole(strip)
 
 
 def write_row(

@@ -25,7 +25,7 @@ from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.ids import ALL_BANDS
 from pipeline.plan import RunPlan
-from pipeline.store.cube import chunk_files, create_store, store_token
+from pipeline.store.cube import chunk_files, create_store, store_token, written_whole
 from pipeline.store.durable import fsync_paths, storage_error, write_marker
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, STAGED, Layout
 from pipeline.store.previews import PreviewSpec, keep_band
@@ -172,7 +172,7 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     try:
         layers: tuple[np.ndarray, ...] = (cube, seen)
         for name, values in zip(STAGED, layers, strict=True):
-            target = zarr.open_array(store=str(store), path=name, mode="r+")
+            target = written_whole(zarr.open_array(store=str(store), path=name, mode="r+"))
             target[:, :, rows, cols] = values
         if job.samples is not None:
             for band in job.samples.bands:

@@ -26,6 +26,7 @@ __all__ = [
     "prefetch_files",
     "read_ahead",
     "store_token",
+    "written_whole",
 ]
 
 
@@ -45,6 +46,19 @@ def compressors() -> tuple[Any, ...]:
     from zarr.codecs import BloscCodec, BloscShuffle
 
     return (BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.shuffle),)
+
+
+def written_whole(array: Any) -> Any:
+    """``array`` (a Zarr array open for writing) that encodes and writes every chunk it is
+    given, without first checking whether the chunk holds only the fill value.
+
+    Zarr's default (``write_empty_chunks=False``) compares each chunk with the fill value before
+    writing it, to leave out chunks that hold nothing: a full pass over a chunk the pipeline has
+    just computed whole, which cost as much as compressing it (2.1 and 2.3 thread-seconds of a
+    2560² run, docs/PERFORMANCE.md). The only chunks that hold nothing here lie beyond every
+    date's footprint: written, they are a few compressed bytes each and read back the same.
+    """
+    return array.with_config({"write_empty_chunks": True})
 
 
 def _naive_utc(times: Sequence[datetime]) -> np.ndarray:
