@@ -28,6 +28,13 @@ bounded here in absolute units of D (observations divided by the maximum DN, so 
    by at most ~4ε: measured 4.1ε (OpenBLAS SkylakeX kernels) and 1.4ε (Haswell, Prescott),
    and 2.9ε over 30 random last-bit perturbations of that fit's basis. The bound is 10ε.
 
+Not covered by 10ε (found 2026-11-27, docs/PERFORMANCE.md "Exact cuts"): where no date is
+observed everywhere, a date's quantile q is counted over the other dates' ground after the
+earlier dates were refitted, so the last bits of one fit can carry one entry of L across D and
+move the next date's q by one count, and its fit by up to ~16ε. On the test series NumPy's
+IRLS does not cross such an entry (measured 4.1ε); a compiled IRLS did (17ε). Counting every q
+from the ALM's ground first removes this (2.1ε); it changes the refit, so it is not in yet.
+
 This is why a bound relative to a layer's own norm failed on some CPUs: the haze N and the
 shadow S are small layers, and the refit's ~ε differences are a large share of their norm
 whichever kernel rounds them.
