@@ -33,7 +33,8 @@ observed everywhere, a date's quantile q is counted over the other dates' ground
 earlier dates were refitted, so the last bits of one fit can carry one entry of L across D and
 move the next date's q by one count, and its fit by up to ~16ε. On the test series NumPy's
 IRLS does not cross such an entry (measured 4.1ε); a compiled IRLS did (17ε). Counting every q
-from the ALM's ground first removes this (2.1ε); it changes the refit, so it is not in yet.
+from the ALM's ground first removes this (2.1ε) but fills worse (r +1.8 % on a 2560² series),
+so it is not in.
 
 This is why a bound relative to a layer's own norm failed on some CPUs: the haze N and the
 shadow S are small layers, and the refit's ~ε differences are a large share of their norm
