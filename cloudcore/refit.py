@@ -126,11 +126,10 @@ def ground_quantile(
     float
         q in [0.01, 0.99].
     """
-    others = whole if whole.size else np.delete(np.arange(D.shape[1]), j)  # j ∉ whole
-    above, seen = _count_above(D, L, obs, rows.astype(np.intp), others.astype(np.intp))
+    others = (whole if whole.size else np.delete(np.arange(D.shape[1]), j)).astype(np.intp)
+    above, seen = _count_above(D, L, obs, rows.astype(np.intp), others)  # j ∉ others
     if not seen:
-        every = np.arange(D.shape[0], dtype=np.intp)
-        above, seen = _count_above(D, L, obs, every, others.astype(np.intp))
+        above, seen = _count_above(D, L, obs, np.arange(D.shape[0], dtype=np.intp), others)
     q = above / max(seen, 1)
     return min(max(q, 0.01), 0.99)
 

@@ -143,8 +143,7 @@ class PostStep:
         spelt as the grid spells it) and its offset (``0``: none)."""
         rule = mask.rule()
         fill: HazeFill = "observed" if mask.keep_haze and rule.haze < rule.cloud else "ground"
-        offset = mask.offset if mask.keep_clear and mask.offset > 0 else None
-        return cls(rule, mask.keep_clear, fill, offset)
+        return cls(rule, mask.keep_clear, fill, mask.kept_offset)
 
     @property
     def rule_name(self) -> str:

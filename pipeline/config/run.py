@@ -216,6 +216,12 @@ class MaskConfig(ConfigSection):
     # At most 64 px: each core then reads 208 px around it (cloudcore.offset.offset_margin).
     offset: float = Field(default=MASK_OFFSET, ge=0, le=64)
 
+    @property
+    def kept_offset(self) -> float | None:
+        """``offset`` where this mask adds one (``keep_clear`` on, ``offset`` > 0), else None;
+        whether the method allows it is :attr:`Config.applied_offset`'s."""
+        return self.offset if self.keep_clear and self.offset > 0 else None
+
     def rule(self) -> Any:
         """As a :class:`cloudcore.MaskRule`."""
         from cloudcore.masks import MaskRule
@@ -385,9 +391,7 @@ class Config(ConfigSection):
         """The scale in pixels of the date's offset the mask pass adds (``mask.offset``), or
         None where it adds none: ``offset: 0``, no ``keep_clear``, or a method whose layers do
         not add up to the residual (``atm``: :data:`cloudcore.catalog.ADDITIVE_METHODS`)."""
-        mask = self.mask
-        applies = mask.keep_clear and self.solver.method in ADDITIVE_METHODS
-        return mask.offset if applies and mask.offset > 0 else None
+        return self.mask.kept_offset if self.solver.method in ADDITIVE_METHODS else None
 
     @model_validator(mode="before")
     @classmethod

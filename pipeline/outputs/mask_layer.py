@@ -72,11 +72,11 @@ from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
 from pipeline.outputs.kept import keep_observed, layer_residual
 from pipeline.store.cube import (
+    arrays_for_writing,
     chunk_files,
     chunk_range,
     prefetch_files,
     read_ahead,
-    written_whole,
 )
 from pipeline.store.durable import fsync_paths, read_markers, storage_error
 from pipeline.store.layout import (
@@ -119,9 +119,9 @@ class MaskJob:
     # With a provider's quality band (``inputs.quality.combine``): "provider", its mask is the
     # mask; "union", ours and theirs both fill; None, no quality band.
     provider: str | None = None
-    # With keep_clear: None, or the scale in pixels over which each date's departure from the
-    # ground is spread from the observations kept into the entries filled with the ground
-    # (``mask.offset``, :mod:`cloudcore.offset`).
+    # None, or the scale in pixels over which each date's departure from the ground is spread
+    # from the observations kept into the entries filled with the ground (``mask.offset``,
+    # :mod:`cloudcore.offset`); set only with keep_clear (Config.applied_offset).
     offset: float | None = None
 
     @property
@@ -131,7 +131,7 @@ class MaskJob:
         without an offset."""
         from cloudcore.offset import OFFSET_BLOCK, offset_margin
 
-        if not (self.keep_clear and self.offset):
+        if self.offset is None:
             return 0
         return offset_margin(scale=self.offset) + OFFSET_BLOCK
 
@@ -172,10 +172,9 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
     counts = np.zeros(256, np.int64)
     tile = job.tiles[0]
     try:
-        group: Any = zarr.open_group(store=str(cube), mode="r+")
         # Opened once for the task: every core and band reads and writes the same arrays.
         names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
-        arrays = {name: written_whole(group[name]) for name in names}
+        arrays = dict(zip(names, arrays_for_writing(cube, names), strict=True))
         seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
         # The observations themselves only where kept: the scores need where they are finite.
         observed = None
@@ -428,7 +427,7 @@ def _offset(
     """The band's residual D − L over ``core`` and the date's departure from the ground there
     (:func:`cloudcore.offset.clear_offset` of the residual where the observation is kept,
     ``kept`` over ``context``), or None without ``mask.offset``."""
-    if job.offset is None or not job.reach:  # reach: 0 without keep_clear
+    if job.offset is None:
         return None
     from cloudcore.offset import clear_offset
 

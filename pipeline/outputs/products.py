@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ import xarray as xr
 from cloudcore.masks import CLOUD, HAZE, SHADOW
 from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.outputs.kept import provenance_codes
-from pipeline.store.cube import chunk_files, chunk_range, prefetch_files, read_ahead, written_whole
+from pipeline.store.cube import (
+    arrays_for_writing,
+    chunk_files,
+    chunk_range,
+    prefetch_files,
+    read_ahead,
+)
 from pipeline.store.durable import atomic_write, fsync_paths, gdal_storage_error, output_errors
 from pipeline.store.layout import MASK, PROVENANCE
 from pipeline.store.previews import PreviewSpec, assemble, keep_band
@@ -126,11 +133,9 @@ def write_cogs(
         meaning = (calibration, units, stored)
 
     chunks = src.shards or src.chunks  # a file each
-
     if (provenance or preview is not None) and (tiles is None or tiles.tile_size != block):
         raise ValueError("provenance and preview samples need the run's tiles, block = tile size")
-    opened = zarr.open_array(store=str(cube), path=PROVENANCE, mode="r+") if provenance else None
-    target = None if opened is None else written_whole(opened)
+    target = arrays_for_writing(cube, [PROVENANCE])[0] if provenance else None
 
     def read(rows: slice, cols: slice) -> np.ndarray:
         values = np.asarray(src[:, band_index, rows, cols])  # (time, rows, cols)
@@ -153,9 +158,7 @@ def write_cogs(
         )
         prefetch_files(files)
 
-    def encode(frame: np.ndarray) -> np.ndarray:
-        return encode_clear(frame, dtype, max_dn)
-
+    encode = partial(encode_clear, dtype=dtype, max_dn=max_dn)
     write_cogs_safely(dsts, profile, read, encode, block, "AVERAGE", meaning, ahead=ahead)
     if target is not None:
         files = chunk_files(

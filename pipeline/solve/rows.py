@@ -39,6 +39,7 @@ from pipeline.grid.tiling import Tile, TileGrid, Window
 from pipeline.solve.rowblend import RowBlock, boundary_window, mix_boundary, row_blocks
 from pipeline.solve.tile import SolveJob, solve_tile
 from pipeline.store.cube import (
+    arrays_for_writing,
     chunk_files,
     chunk_range,
     compressors,
@@ -140,14 +141,6 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     return record
 
 
-def cube_arrays(cube: Path, names: Sequence[str]) -> list[Any]:
-    """The cube's data variables ``names`` (solved layers, in their order), open for writing."""
-    import zarr
-
-    group = zarr.open_group(store=str(cube), mode="r+")
-    return [written_whole(group[name]) for name in names]
-
-
 def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int, count: int) -> Any:
     """An empty (component, time, strip rows, scene width) float32 store of ``count`` solved
     layers, a chunk per component and core (each written whole, once)."""
@@ -194,7 +187,7 @@ def write_row(
             for block in blocks:
                 if not targets:  # the solved layers: 3, or 4 with the shadow model
                     names = solved_layers(len(block.layers))
-                    targets = cube_arrays(cube, names)
+                    targets = arrays_for_writing(cube, names)
                 _write_block(block, grid, band_index, targets, tmp, strips)
                 if block.interior is not None:
                     interior = block.interior
@@ -283,7 +276,7 @@ def blend_seam(job: SeamJob) -> str:
     cube = Path(job.cube)
     names = solved_layers(upper.shape[0])
     try:
-        targets = cube_arrays(cube, names)
+        targets = arrays_for_writing(cube, names)
         rows = boundary_window(job.grid, job.row, 0)  # the same rows for every core column
         for col in range(job.grid.n_cols):
             window = boundary_window(job.grid, job.row, col)

@@ -46,9 +46,8 @@ from pipeline.cluster.heap import return_free_memory
 from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
-from pipeline.solve.rows import cube_arrays
 from pipeline.solve.tile import solver_lambda
-from pipeline.store.cube import chunk_files, chunk_range
+from pipeline.store.cube import arrays_for_writing, chunk_files, chunk_range
 from pipeline.store.durable import OutputError, fsync_paths, storage_error, write_marker
 from pipeline.store.layout import Layout, solved_layers
 
@@ -130,7 +129,7 @@ class SceneShard(BlockGroup):
         records = []
         try:
             names = solved_layers(4 if spec.shadow else 3)
-            targets = cube_arrays(path, names)
+            targets = arrays_for_writing(path, names)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
                 for target, values in zip(targets, block.layers(spec.shadow), strict=True):

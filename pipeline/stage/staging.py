@@ -25,7 +25,7 @@ from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.ids import ALL_BANDS
 from pipeline.plan import RunPlan
-from pipeline.store.cube import chunk_files, create_store, store_token, written_whole
+from pipeline.store.cube import arrays_for_writing, chunk_files, create_store, store_token
 from pipeline.store.durable import fsync_paths, storage_error, write_marker
 from pipeline.store.layout import INPUT_OBSERVED, INPUT_SEEN, STAGED, Layout
 from pipeline.store.previews import PreviewSpec, keep_band
@@ -129,7 +129,6 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     TileError
         Reading or writing failed otherwise; the message names the acquisition.
     """
-    import zarr
 
     from pipeline.stage.stac_read import read_stac_window
     from pipeline.stage.warp import read_window
@@ -171,8 +170,7 @@ def stage_tile(job: StageJob) -> dict[str, Any]:
     store = job.layout.input_store
     try:
         layers: tuple[np.ndarray, ...] = (cube, seen)
-        for name, values in zip(STAGED, layers, strict=True):
-            target = written_whole(zarr.open_array(store=str(store), path=name, mode="r+"))
+        for target, values in zip(arrays_for_writing(store, STAGED), layers, strict=True):
             target[:, :, rows, cols] = values
         if job.samples is not None:
             for band in job.samples.bands:

@@ -19,6 +19,7 @@ import xarray as xr
 
 __all__ = [
     "advise_files",
+    "arrays_for_writing",
     "chunk_files",
     "chunk_range",
     "compressors",
@@ -59,6 +60,16 @@ def written_whole(array: Any) -> Any:
     date's footprint: written, they are a few compressed bytes each and read back the same.
     """
     return array.with_config({"write_empty_chunks": True})
+
+
+def arrays_for_writing(store: Path, names: Sequence[str]) -> list[Any]:
+    """The arrays ``names`` of the Zarr group at ``store`` (a cube's data variables, the staged
+    input's layers), in their order, open for writing every chunk whole
+    (:func:`written_whole`)."""
+    import zarr
+
+    group = zarr.open_group(store=str(store), mode="r+")
+    return [written_whole(group[name]) for name in names]
 
 
 def _naive_utc(times: Sequence[datetime]) -> np.ndarray:
