@@ -552,6 +552,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "default": {"solver": {}, "mask": {}},
     # Today's default without the date's offset (mask.offset): what the offset costs.
     "no-offset": {"solver": {}, "mask": {"offset": 0}},
+    # Today's default without the mask's whiteness test (mask.white): what the test costs.
+    "no-white": {"solver": {}, "mask": {"white": 0}},
     "264e0ee": {
         "solver": {"method": "rpca", "lam": "auto", "refine": True, "tol": 1e-7},
         "mask": {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_clear": False},

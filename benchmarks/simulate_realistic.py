@@ -56,14 +56,17 @@ def _scores(D: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     matrices = D.reshape(nb, n, h * w).transpose(0, 2, 1)  # (bands, pixels, dates)
     observed = np.ones((h * w, n), bool)
     out: dict[str, float] = {}
-    every = solve_specs(matrices, observed, list(SOLVES.values()), (h, w))
+    # The bands are red, green, blue (cloudcore.simulate.realistic): blue is the shortest.
+    every = solve_specs(matrices, observed, list(SOLVES.values()), (h, w), short_band=nb - 1)
     for label, spec in SOLVES.items():
         solved = every[spec.name]
         ground = solved.ground.transpose(0, 2, 1).reshape(D.shape)
         out[label] = cloudcore.recovery_error(ground, truth)
         if spec in MASKED:
+            rule = DEFAULT_STEP.rule
+            seen = observed.T.reshape(n, h, w)
             codes = classify_scores(
-                solved.bright, solved.dark, observed.T.reshape(n, h, w), DEFAULT_STEP.rule
+                solved.bright, solved.dark, seen, rule, solved.white(rule.white)
             )
             name = "default" if spec == DEFAULT_SOLVE else label
             for tag, offset in (("", DEFAULT_STEP.offset), (", no offset", None)):

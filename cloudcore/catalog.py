@@ -22,6 +22,7 @@ __all__ = [
     "MASK_OFFSET",
     "MASK_RADIUS",
     "MASK_SHADOW",
+    "MASK_WHITE",
     "METHODS",
     "SCENE_METHODS",
     "SHADOW_LAYER",
@@ -65,6 +66,11 @@ MASK_HAZE = 6.0  # = cloud: no haze class (haze kept as observed scored the same
 MASK_SHADOW = 3.0
 MASK_RADIUS = 0
 MASK_GROW = 0
+#: The whiteness test (:class:`cloudcore.masks.Whiteness`): brightening counts as cloud or haze
+#: only where the shortest band brightened by at least this fraction of the band that brightened
+#: most; 0: no test. Chosen by leave-one-site-out in a second stage, given the rest
+#: (:func:`cloudlab.heldout.choose`).
+MASK_WHITE = 0.2
 #: The scale in pixels over which a date's departure from the ground is spread from the pixels
 #: kept as observed into those filled with the ground (:mod:`cloudcore.offset`); chosen with the
 #: mask by leave-one-site-out.

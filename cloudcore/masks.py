@@ -21,6 +21,16 @@ the median of all |D − L| was 9x larger there). An entry is
 * **haze** (1) where A ≥ ``haze``·σ (and neither),
 * **clear** (0) otherwise, and **no data** (255) where not observed.
 
+With a *whiteness* ratio w > 0 (``MaskRule.white``), a brightening counts as cloud or haze only
+where it is white or bluish: the shortest band brightened by at least w times the most any band
+brightened, in the data's own units (:class:`Whiteness`). Cloud adds about the same reflectance
+to every solar band and haze adds more at short wavelengths (scattering falls with wavelength),
+whereas the ground's own changes brighten the long bands far more than the blue: a crop or
+forest greening in the near infrared, bare soil, harvest or drying in the red and SWIR. The
+same premise is behind Fmask's whiteness and HOT tests (Zhu & Woodcock 2012; Zhang, Guindon &
+Cihlar 2002). It needs the bands in units that are roughly comparable (DN fractions of one
+sensor, radiance over a common reference, or reflectance).
+
 Several bands are combined by averaging A/σ and S/σ over the bands first, so one noisy band
 does not decide. An opening by a (2·``radius`` + 1)² square then removes cloud and shadow
 specks smaller than the square (they become haze or clear by the rules above). The factors
@@ -36,7 +46,14 @@ import numpy as np
 from numba import njit
 
 from cloudcore._morphology import dilate, opening
-from cloudcore.catalog import MASK_CLOUD, MASK_GROW, MASK_HAZE, MASK_RADIUS, MASK_SHADOW
+from cloudcore.catalog import (
+    MASK_CLOUD,
+    MASK_GROW,
+    MASK_HAZE,
+    MASK_RADIUS,
+    MASK_SHADOW,
+    MASK_WHITE,
+)
 from cloudcore.result import Decomposition
 
 __all__ = [
@@ -47,6 +64,7 @@ __all__ = [
     "SHADOW",
     "BandMean",
     "MaskRule",
+    "Whiteness",
     "anomaly_scale",
     "classify",
     "classify_result",
@@ -79,6 +97,9 @@ class MaskRule:
     #: the entries that are not already cloud or shadow: a cloud's rim is thinner than its core
     #: but is not clear ground (Fmask grows its clouds by 3 px for the same reason).
     grow: int = MASK_GROW
+    #: The whiteness ratio w (:class:`Whiteness`): a brightening is cloud or haze only where the
+    #: shortest band brightened by at least w times the most any band did; 0: every brightening.
+    white: float = MASK_WHITE
 
 
 def sample_entries(
@@ -157,6 +178,7 @@ def classify(
     scales: np.ndarray,
     observed: np.ndarray,
     rule: MaskRule = MaskRule(),
+    short_band: int = 0,
 ) -> np.ndarray:
     """Mask codes per date and pixel from the bands' anomalies.
 
@@ -172,6 +194,9 @@ def classify(
         ``(dates, rows, cols)`` booleans: the date observed the pixel (in some band).
     rule
         Thresholds and opening radius.
+    short_band
+        The index of the band of shortest wavelength (:class:`Whiteness`; read only with
+        ``rule.white`` > 0).
 
     Returns
     -------
@@ -180,7 +205,13 @@ def classify(
     """
     bright = _band_mean(brightening, scales)
     dark = _band_mean(darkening, scales) if darkening is not None else None
-    return classify_scores(bright, dark, observed, rule)
+    white = None
+    if rule.white > 0:
+        whiteness = Whiteness(brightening.shape[1:])
+        for b, band in enumerate(brightening):
+            whiteness.add(band, short=b == short_band)
+        white = whiteness.passes(rule.white)
+    return classify_scores(bright, dark, observed, rule, white)
 
 
 def classify_scores(
@@ -188,10 +219,17 @@ def classify_scores(
     dark: np.ndarray | None,
     observed: np.ndarray,
     rule: MaskRule = MaskRule(),
+    white: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`):
     ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
-    no shadow class); ``observed``, ``rule`` and the codes returned are :func:`classify`'s."""
+    no shadow class); ``observed``, ``rule`` and the codes returned are :func:`classify`'s.
+    ``white`` (:meth:`Whiteness.passes` of ``rule.white``) is where a brightening may be cloud or
+    haze; it is required when ``rule.white`` > 0 and not read otherwise."""
+    if rule.white > 0:
+        if white is None:
+            raise ValueError(f"a rule with white={rule.white:g} needs the bands' whiteness")
+        bright = np.where(white, bright, np.float32(0.0))
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
     codes[bright >= rule.haze] = HAZE
     cloud = bright >= rule.cloud
@@ -259,6 +297,38 @@ def _add_band(
             total[i] += np.float32(0.0)  # as the expression adds its 0 (−0 + 0 is +0)
 
 
+class Whiteness:
+    """Whether each entry's brightening is white or bluish enough to be cloud or haze (module
+    docstring): the shortest band's brightening against the largest of any band's, added one
+    band at a time in the data's units (not in units of σ: the test compares colours, and a
+    band's σ is how noisy it is, not how bright).
+
+    Parameters
+    ----------
+    shape
+        The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.short = np.full(shape, np.nan, np.float32)
+        self.peak = np.full(shape, np.nan, np.float32)
+
+    def add(self, anomaly: np.ndarray, short: bool = False) -> None:
+        """Add one band's brightening (NaN where not observed); ``short``: it is the band of
+        shortest wavelength."""
+        anomaly = np.asarray(anomaly, dtype=np.float32)
+        if anomaly.shape != self.peak.shape:
+            raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
+        np.fmax(self.peak, anomaly, out=self.peak)  # NaN only where no band has a value
+        if short:
+            self.short[...] = anomaly
+
+    def passes(self, ratio: float) -> np.ndarray:
+        """True where the shortest band brightened by at least ``ratio`` times the largest
+        brightening, or where that band has no value (nothing to tell the colour by)."""
+        return ~(self.short < np.float32(ratio) * self.peak)
+
+
 def _band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Mean over bands (the first axis) of the finite x[b] / σ[b] (:class:`BandMean`)."""
     mean = BandMean(x.shape[1:])
@@ -272,6 +342,7 @@ def classify_result(
     frame: tuple[int, int],
     rule: MaskRule = MaskRule(),
     observed: np.ndarray | None = None,
+    short_band: int = 0,
 ) -> np.ndarray:
     """:func:`classify` of the decompositions of one image's bands (or of one band).
 
@@ -289,6 +360,8 @@ def classify_result(
         Thresholds and opening radius.
     observed
         (pixels, dates) booleans, one for all bands (None: where the first band's L is finite).
+    short_band
+        :func:`classify`'s.
 
     Returns
     -------
@@ -306,7 +379,7 @@ def classify_result(
     # Without a shadow layer the residual's negative part, L − D = −(C + N), is the darkening.
     dark = np.stack([frames(r.S) if r.S is not None else -frames(r.C + r.N) for r in bands])
     scales = np.array([result_scale(r, seen) for r in bands])
-    return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule)
+    return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule, short_band)
 
 
 def kept_codes(codes: np.ndarray, keep_haze: bool = False) -> np.ndarray:

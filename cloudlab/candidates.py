@@ -38,6 +38,7 @@ __all__ = [
     "SHADOW_SOLVES",
     "SHADOW_WEIGHTS",
     "SOLVES",
+    "WHITE_RATIOS",
     "PostStep",
     "SolveSpec",
     "post_steps",
@@ -108,12 +109,18 @@ SHADOW_SOLVES: tuple[SolveSpec, ...] = tuple(
 
 #: The mask whose non-clear entries the ``+joint`` re-solve leaves out: generous (a missed cloud
 #: left in would pull the ground up; a clear entry left out costs little).
-JOINT_RULE = MaskRule(cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1)
+JOINT_RULE = MaskRule(cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1, white=0.0)
 
 
 #: The offsets tried (:attr:`PostStep.offset`): none, and the date's departure from the ground
 #: spread over 8 and 24 px.
 OFFSET_SCALES: tuple[float | None, ...] = (None, 8.0, 24.0)
+
+#: The mask's whiteness ratios tried (``mask.white``, :class:`cloudcore.masks.Whiteness`): none,
+#: and a brightening called cloud or haze only where the shortest band brightened by at least
+#: 0.2 or 0.4 of the most any band did. Chosen in a second stage, given the rest of the
+#: candidate (:func:`cloudlab.heldout.choose`).
+WHITE_RATIOS = (0.0, 0.2, 0.4)
 
 #: A shadow threshold that no anomaly reaches: the rule has no shadow class.
 NO_SHADOW = 1e9
@@ -147,11 +154,13 @@ class PostStep:
 
     @property
     def rule_name(self) -> str:
-        """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class)."""
+        """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class), and
+        ``w0.2`` with a whiteness test."""
         r = self.rule
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
         shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
-        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}"
+        white = f" w{r.white:g}" if r.white > 0 else ""
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}"
 
     @property
     def name(self) -> str:
@@ -163,11 +172,12 @@ class PostStep:
         return f"{self.rule_name} keep:{self.haze_fill}{spread}"
 
 
-def post_steps() -> list[PostStep]:
-    """The grid of post-steps scored on every solve (module docstring)."""
+def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
+    """The grid of post-steps scored on every solve (module docstring), with each of the
+    mask's whiteness ratios ``whites`` (0: no test)."""
     steps = []
-    for cloud, haze, shadow, radius, grow in itertools.product(
-        (3.0, 4.0, 6.0), (2.0, 3.0, None), (2.0, 3.0, None), (0, 1), (0, 1, 2)
+    for cloud, haze, shadow, radius, grow, white in itertools.product(
+        (3.0, 4.0, 6.0), (2.0, 3.0, None), (2.0, 3.0, None), (0, 1), (0, 1, 2), whites
     ):
         rule = MaskRule(
             cloud=cloud,
@@ -175,6 +185,7 @@ def post_steps() -> list[PostStep]:
             shadow=NO_SHADOW if shadow is None else shadow,
             radius=radius,
             grow=grow,
+            white=white,
         )
         fills: tuple[HazeFill, ...] = ("ground",) if haze is None else HAZE_FILLS
         steps += [PostStep(rule, True, fill, offset) for fill in fills for offset in OFFSET_SCALES]

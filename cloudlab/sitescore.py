@@ -27,7 +27,7 @@ import numpy as np
 
 import cloudcore
 from cloudcore.compose import compose
-from cloudcore.masks import BandMean, anomaly_scale, classify_scores
+from cloudcore.masks import BandMean, Whiteness, anomaly_scale, classify_scores
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
@@ -65,6 +65,9 @@ class Solved:
         ``(bands, pixels, dates)`` clipped to [0, 1].
     bright, dark
         ``(dates, rows, cols)`` the bands' mean of max(D − L, 0)/σ and max(L − D, 0)/σ.
+    whiteness
+        The bands' D − L for the mask's whiteness test, ``short_band`` the shortest (every
+        site's bands are in the order of their wavelengths: the first).
     iterations
         The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
     """
@@ -76,18 +79,25 @@ class Solved:
         L: np.ndarray,
         frame: tuple[int, int],
         iterations: Sequence[int] = (),
+        short_band: int = 0,
     ):
         self.iterations = tuple(iterations)
         n = D.shape[2]
         self.ground = np.clip(L, 0.0, 1.0)
         bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
-        for band, low in zip(D, L, strict=True):
+        self.whiteness = Whiteness((n, *frame))
+        for b, (band, low) in enumerate(zip(D, L, strict=True)):
             residual = np.where(observed, band - low, np.nan)
             sigma = anomaly_scale(residual, observed)
             frames = residual.T.reshape(n, *frame)
             bright.add(frames, sigma)
             dark.add(-frames, sigma)
+            self.whiteness.add(frames, short=b == short_band)
         self.bright, self.dark = bright.mean(), dark.mean()
+
+    def white(self, ratio: float) -> np.ndarray | None:
+        """:meth:`~cloudcore.masks.Whiteness.passes` of ``ratio`` (None for 0: no test)."""
+        return self.whiteness.passes(ratio) if ratio > 0 else None
 
 
 def solve_series(
@@ -121,11 +131,13 @@ def solve_specs(
     specs: Sequence[SolveSpec],
     frame: tuple[int, int],
     tol: float | None = None,
+    short_band: int = 0,
 ) -> dict[str, Solved]:
     """:func:`solve_series` of every spec, by name, solving each first decomposition once
     (:attr:`~cloudlab.candidates.SolveSpec.first`: method, λ rule, scale, κ): ``+refine`` and
     ``+joint`` start from the same first solve as the plain spec (as the pipeline's refinement
-    does), so three specs of one method cost one first solve."""
+    does), so three specs of one method cost one first solve. ``short_band``: the band of
+    shortest wavelength (the mask's whiteness test, :class:`Solved`)."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
     data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
@@ -137,23 +149,29 @@ def solve_specs(
         lam = solver_lambda(solver, d, n)
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
         L = np.stack([f.L for f in firsts]).astype(np.float64)
-        plain = Solved(D, observed, L, frame, [f.iterations for f in firsts])
+        plain = Solved(D, observed, L, frame, [f.iterations for f in firsts], short_band)
         for spec in (s for s in specs if s.first == first):
             if spec.refine == "refine":
                 refined = [
                     refine_matrix(x, observed, f, solver, frame, threads=1).L
                     for x, f in zip(data, firsts, strict=True)
                 ]
-                out[spec.name] = Solved(D, observed, np.stack(refined).astype(np.float64), frame)
+                refined_L = np.stack(refined).astype(np.float64)
+                out[spec.name] = Solved(D, observed, refined_L, frame, short_band=short_band)
             elif spec.refine == "joint":
-                out[spec.name] = _joint(D, observed, L, plain, frame)
+                out[spec.name] = _joint(D, observed, L, plain, frame, short_band)
             else:
                 out[spec.name] = plain
     return out
 
 
 def _joint(
-    D: np.ndarray, observed: np.ndarray, L: np.ndarray, first: Solved, frame: tuple[int, int]
+    D: np.ndarray,
+    observed: np.ndarray,
+    L: np.ndarray,
+    first: Solved,
+    frame: tuple[int, int],
+    short_band: int = 0,
 ) -> Solved:
     """The ``+joint`` re-solve: RPCA 3/√d of every band on the entries the first solve's
     (``first``, ground ``L``) :data:`JOINT_RULE` mask calls clear, ``L`` kept where it returns
@@ -170,7 +188,7 @@ def _joint(
             res = cloudcore.decompose(data, "rpca", lam=lam2, mask=keep, threads=1)
         new = res.L.astype(np.float64)
         again.append(np.where(np.isfinite(new), new, low))
-    return Solved(D, observed, np.stack(again), frame)
+    return Solved(D, observed, np.stack(again), frame, short_band=short_band)
 
 
 def site_arrays(site: Site) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -359,7 +377,9 @@ def pair_rows(
                 sums(name, step.name, result.ground[:, :, target])
                 continue
             if step.rule not in codes_of:
-                codes_of[step.rule] = classify_scores(bright, dark, seen, step.rule)
+                white = result.white(step.rule.white)
+                white = None if white is None else white[target][None]
+                codes_of[step.rule] = classify_scores(bright, dark, seen, step.rule, white)
             codes = codes_of[step.rule]
             out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)
             sums(name, step.name, out[:, 0].reshape(out.shape[0], -1))
@@ -386,7 +406,8 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
             if step.rule in done:
                 continue
             done.add(step.rule)
-            codes = classify_scores(result.bright, result.dark, seen, step.rule)
+            white = result.white(step.rule.white)
+            codes = classify_scores(result.bright, result.dark, seen, step.rule, white)
             row: dict[str, Any] = {"solve": name, "rule": step.rule_name}
             for cls, (truth, predicted) in classes.items():
                 said = np.isin(codes, predicted) & valid

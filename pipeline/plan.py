@@ -22,10 +22,11 @@ from typing import Any, Literal
 
 from pipeline.config import Config
 from pipeline.config.run import SCOPE_TRAITS
-from pipeline.errors import InputError
+from pipeline.errors import ConfigError, InputError
 from pipeline.grid.tiling import TileGrid
 from pipeline.ids import code_version, digest, file_signature, tile_id, time_label
 from pipeline.inputs.discovery import discover
+from pipeline.inputs.radiometry import PMS_BAND_EDGES_UM
 from pipeline.store.layout import STAGED, Layout
 from pipeline.store.previews import PreviewSpec, samples_spec
 
@@ -38,6 +39,7 @@ __all__ = [
     "TileState",
     "describe_plan",
     "make_plan",
+    "short_band",
     "tile_states",
 ]
 
@@ -99,6 +101,8 @@ class RunPlan:
     row_ids: dict[str, dict[int, str]]
     seam_ids: dict[str, dict[int, str]]
     input_token: str
+    #: The index of the band the mask's whiteness test reads as the shortest (:func:`short_band`).
+    short_band: int = 0
 
     def blended_id(self, band: str) -> str:
         """Marker id saying every tile of ``band`` is blended into the cube and durable.
@@ -119,11 +123,15 @@ class RunPlan:
         settings with ``mask.keep_clear`` (the mask pass writes the clear layer with them)."""
         # Spelt as before keep_clear moved into the mask section: earlier cubes still resume.
         mask = self.config.mask
-        settings = mask.model_dump_json(exclude={"keep_clear", "grow", "keep_haze", "offset"})
+        settings = mask.model_dump_json(
+            exclude={"keep_clear", "grow", "keep_haze", "offset", "white", "white_band"}
+        )
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
         offset = self.config.applied_offset
         settings += f"offset={offset:g}" if offset is not None else ""
+        # The whiteness test named only where it is on: cubes of earlier settings still resume.
+        settings += f"white={mask.white:g}@{self.short_band}" if mask.white > 0 else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])
@@ -217,7 +225,30 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         row_ids=row_ids,
         seam_ids=seam_ids,
         input_token=token,
+        short_band=short_band(bands, config.mask.white_band),
     )
+
+
+def short_band(bands: tuple[str, ...], named: str | None = None) -> int:
+    """The index of the band the mask's whiteness test reads as the shortest
+    (``mask.white_band``): the one ``named``, else the band of shortest centre wavelength among
+    GF-4 PMS's (B2 blue, 0.485 µm, before the pan band B1's 0.675), else the first.
+
+    Raises
+    ------
+    ConfigError
+        ``named`` is not one of ``bands``.
+    """
+    if named is not None:
+        if named not in bands:
+            raise ConfigError(
+                f"mask.white_band: {named!r} is not one of the run's bands ({', '.join(bands)})"
+            )
+        return bands.index(named)
+    known = [b for b in bands if b in PMS_BAND_EDGES_UM]
+    if not known:
+        return 0
+    return bands.index(min(known, key=lambda b: sum(PMS_BAND_EDGES_UM[b])))
 
 
 def _row_ids(band: str, tiles: TileGrid, solve_ids: dict[tuple[int, int], str]) -> dict[int, str]:

@@ -24,6 +24,7 @@ from cloudcore.catalog import (
     MASK_OFFSET,
     MASK_RADIUS,
     MASK_SHADOW,
+    MASK_WHITE,
     METHODS,
     SCENE_METHODS,
     SHADOW_WEIGHT,
@@ -215,6 +216,14 @@ class MaskConfig(ConfigSection):
     # its layers do not add up to the residual).
     # At most 64 px: each core then reads 208 px around it (cloudcore.offset.offset_margin).
     offset: float = Field(default=MASK_OFFSET, ge=0, le=64)
+    # Call a brightening cloud or haze only where the band of shortest wavelength brightened by
+    # at least this fraction of the most any band did (cloudcore.masks.Whiteness): clouds are
+    # white, haze bluish, while the ground's own changes (greening, bare soil, harvest) brighten
+    # the long bands. 0: no test. Chosen by leave-one-site-out (docs/REAL-CLOUDS.md).
+    white: float = Field(default=MASK_WHITE, ge=0, le=1)
+    # The band the test reads as the shortest (null: the run's band of shortest centre
+    # wavelength among GF-4's, B2 blue for PMS; the first band if none is known).
+    white_band: str | None = None
 
     @property
     def kept_offset(self) -> float | None:
@@ -226,7 +235,7 @@ class MaskConfig(ConfigSection):
         """As a :class:`cloudcore.MaskRule`."""
         from cloudcore.masks import MaskRule
 
-        return MaskRule(self.cloud, self.haze, self.shadow, self.radius, self.grow)
+        return MaskRule(self.cloud, self.haze, self.shadow, self.radius, self.grow, self.white)
 
 
 class GridConfig(ConfigSection):

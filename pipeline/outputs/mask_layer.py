@@ -123,6 +123,8 @@ class MaskJob:
     # from the observations kept into the entries filled with the ground (``mask.offset``,
     # :mod:`cloudcore.offset`); set only with keep_clear (Config.applied_offset).
     offset: float | None = None
+    # The band the whiteness test (rule.white > 0) reads as the shortest (RunPlan.short_band).
+    short_band: int = 0
 
     @property
     def reach(self) -> int:
@@ -286,6 +288,7 @@ class _Scores:
     bright: np.ndarray
     dark: np.ndarray | None
     observed: np.ndarray
+    white: np.ndarray | None  # where a brightening may be cloud (rule.white > 0), else None
 
     @property
     def col_end(self) -> int:
@@ -317,8 +320,8 @@ def _row_codes(
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
             held.append(_scores(arrays, seen, job, scales, window))
         held = [s for s in held if s.col_end > c0]
-        bright, dark, observed = _columns(held, c0, c1)
-        codes = classify_scores(bright, dark, observed, job.rule)
+        bright, dark, observed, white = _columns(held, c0, c1)
+        codes = classify_scores(bright, dark, observed, job.rule, white)
         context = _context(tile, job)
         inner = _crop(codes, context, Window(r0, c0, r1 - r0, c1 - c0))
         yield tile, context, np.ascontiguousarray(inner)
@@ -355,7 +358,7 @@ def _scored(job: MaskJob) -> list[str]:
 
 def _columns(
     held: Sequence[_Scores], start: int, stop: int
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None]:
     """The scores over scene columns ``[start, stop)``, from consecutive held ones covering
     them (a copy only where two join)."""
 
@@ -365,14 +368,15 @@ def _columns(
     def joined(parts: list[np.ndarray]) -> np.ndarray:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
+    def joined_or_none(parts: list[np.ndarray | None]) -> np.ndarray | None:
+        return None if parts[0] is None else joined([p for p in parts if p is not None])
+
     used = [s for s in held if s.col_off < stop and s.col_end > start]
-    dark = None
-    if used[0].dark is not None:
-        dark = joined([cut(s, s.dark) for s in used if s.dark is not None])
     return (
         joined([cut(s, s.bright) for s in used]),
-        dark,
+        joined_or_none([None if s.dark is None else cut(s, s.dark) for s in used]),
         joined([cut(s, s.observed) for s in used]),
+        joined_or_none([None if s.white is None else cut(s, s.white) for s in used]),
     )
 
 
@@ -386,8 +390,9 @@ def _scores(
     """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
     band did not observe the pixel (``seen``; the solver's C, N, S are 0 there, not evidence),
     are added to the bands' means in units of the band's σ in ``scales``
-    (:class:`cloudcore.masks.BandMean`), so the task holds one band's layers at once."""
-    from cloudcore.masks import BandMean
+    (:class:`cloudcore.masks.BandMean`), and with a whiteness test to its
+    :class:`cloudcore.masks.Whiteness`, so the task holds one band's layers at once."""
+    from cloudcore.masks import BandMean, Whiteness
 
     rows, cols = window.slices
     shape = (seen.shape[0], window.height, window.width)
@@ -397,6 +402,7 @@ def _scores(
     dark = BandMean(shape)
     has_shadow = "shadow" in job.layers
     observed = np.zeros(shape, dtype=bool)  # in some band
+    whiteness = Whiteness(shape) if job.rule.white > 0 else None
     for b, sigma in enumerate(scales):
         observed_b = np.asarray(seen[:, b, rows, cols]) == 1
         observed |= observed_b
@@ -406,13 +412,16 @@ def _scores(
             anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
+        if whiteness is not None:
+            whiteness.add(anomaly, short=b == job.short_band)
         if has_shadow:
             shadow = np.asarray(arrays["shadow"][:, b, rows, cols])
             shadow[unseen] = np.nan
         else:
             shadow = np.negative(anomaly, out=anomaly)
         dark.add(shadow, sigma)
-    return _Scores(window.col_off, bright.mean(), dark.mean(), observed)
+    white = whiteness.passes(job.rule.white) if whiteness is not None else None
+    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white)
 
 
 def _offset(

@@ -158,6 +158,7 @@ class ProductTasks:
                 keep_haze=config.mask.keep_haze,
                 provider=quality.combine if quality is not None else None,
                 offset=config.applied_offset,
+                short_band=plan.short_band,
             )
             for r in range(tiles.n_rows)
         )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+import pytest
 
 import cloudcore
 from cloudcore.masks import (
@@ -13,6 +16,7 @@ from cloudcore.masks import (
     SHADOW,
     BandMean,
     MaskRule,
+    Whiteness,
     classify,
     classify_scores,
     result_scale,
@@ -71,11 +75,13 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
     rule = MaskRule(cloud=6, haze=4, shadow=3, radius=1)  # every class can occur
     whole = classify(bright, dark, scales, observed, rule)
     sums = [BandMean(bright.shape[1:]), BandMean(bright.shape[1:])]
+    white = Whiteness(bright.shape[1:])  # the default whiteness test, streamed the same way
     for b, sigma in enumerate(scales):
         sums[0].add(bright[b], sigma)
         sums[1].add(dark[b], sigma)
-    streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule)
-    assert np.array_equal(streamed, whole)
+        white.add(bright[b], short=b == 0)
+    streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule, white.passes(0.2))
+    assert rule.white == 0.2 and np.array_equal(streamed, whole)
     assert len(np.unique(whole)) == 5  # every class occurs: the comparison means something
 
 
@@ -137,11 +143,9 @@ def test_grow_widens_cloud_and_shadow_by_its_radius_within_observed_entries() ->
     dark[0, 5:8, 5:8] = 10.0  # a 3 × 3 shadow touching the cloud's corner
     observed = np.ones((1, 9, 9), bool)
     observed[0, 0, :] = False
-    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, grow=0)
+    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, grow=0, white=0.0)
     plain = cloudcore.classify_scores(bright, dark, observed, rule)
-    grown = cloudcore.classify_scores(
-        bright, dark, observed, cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, grow=1)
-    )
+    grown = cloudcore.classify_scores(bright, dark, observed, replace(rule, grow=1))
     assert (plain == CLOUD).sum() == 9 and (plain == SHADOW).sum() == 9
     assert (grown[0, 1:6, 1:6] == CLOUD).all() and (grown == CLOUD).sum() == 25
     # The shadow grew too, but not over the cloud: a pixel is one or the other.
@@ -171,3 +175,37 @@ def test_classify_result_reads_shadows_below_the_ground_without_a_shadow_layer()
     codes = cloudcore.classify_result(result, (8, 8), rule)
     assert (codes[2, :2, :] == SHADOW).all()
     assert (codes[[0, 1, 3, 4, 5]] != SHADOW).all()
+
+
+def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
+    """A cloud brightens every band alike, haze the short band most; the ground's own change
+    (greening, bare soil) brightens the long bands. With ``white`` only the first two are cloud
+    or haze; where the short band has no value the colour cannot be told and the test passes."""
+    rule = MaskRule(cloud=6, haze=3, shadow=6, white=0.3)
+    # Three bands, shortest first; four pixels in one row: white cloud, bluish haze, a change of
+    # the long bands (the short one brightens by 0.25 of the most), and no short-band value.
+    bright = np.array(
+        [
+            [[[0.10, 0.06, 0.03, np.nan]]],
+            [[[0.10, 0.03, 0.06, 0.10]]],
+            [[[0.10, 0.01, 0.12, 0.10]]],
+        ]
+    )
+    sigma = np.full(3, 0.01)
+    observed = np.ones((1, 1, 4), bool)
+    plain = classify(bright, None, sigma, observed, MaskRule(cloud=6, haze=3, shadow=6))
+    assert plain[0, 0].tolist() == [CLOUD, HAZE, CLOUD, CLOUD]
+    tested = classify(bright, None, sigma, observed, rule)
+    assert tested[0, 0].tolist() == [CLOUD, HAZE, CLEAR, CLOUD]
+    # The short band is named by index: with the last band as the shortest, the bluish haze
+    # looks like a change of the long bands.
+    assert classify(bright, None, sigma, observed, rule, short_band=2)[0, 0, 1] == CLEAR
+    # From the bands' means the test needs the whiteness itself.
+    white = Whiteness((1, 1, 4))
+    for b, band in enumerate(bright):
+        white.add(band, short=b == 0)
+    assert white.passes(0.3)[0, 0].tolist() == [True, True, False, True]
+    scores = np.nanmean(bright / 0.01, axis=0)
+    assert np.array_equal(classify_scores(scores, None, observed, rule, white.passes(0.3)), tested)
+    with pytest.raises(ValueError, match=r"white=0\.3"):
+        classify_scores(scores, None, observed, rule)

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.candidates import SOLVES, post_steps
-from cloudlab.heldout import choose, held_out, loss
+from cloudlab.heldout import choose, held_out, loss, white_of, with_white
 
 
 def _scores(pred: dict[tuple[str, str], dict[str, float]], sites: list[str]) -> pd.DataFrame:
@@ -84,6 +84,24 @@ def test_aatm_is_preferred_within_the_spread_only() -> None:
     assert choose(_scores(far, SITES), SITES)[0].startswith("rpca-auto")
 
 
+def test_the_whiteness_test_is_chosen_given_the_rest_of_the_candidate() -> None:
+    """Stage one chooses without the test; stage two only sets the chosen rule's ratio. A rule
+    that wins only with the test (here rpca's) is not taken by the back door."""
+    white = "c6 h3 s2 r0 g0 w0.2 keep:observed"
+    pred = {
+        ("aatm-star", STEP): {s: 0.20 for s in SITES},
+        ("aatm-star", white): {s: 0.18 for s in SITES},
+        ("rpca-auto", STEP): {s: 0.30 for s in SITES},
+        ("rpca-auto", white): {s: 0.10 for s in SITES},
+    }
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {white}" and set(info["white"]) == {"0", "0.2"}
+    pred[("aatm-star", white)] = {s: 0.20 for s in SITES}  # a tie: no test
+    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
+    assert with_white(f"x | {white}", 0.4) == "x | c6 h3 s2 r0 g0 w0.4 keep:observed"
+    assert with_white(f"x | {white}", 0.0) == f"x | {STEP}" and white_of(white) == 0.2
+
+
 def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> None:
     pred = {("rpca-auto", STEP): {s: 0.25 for s in SITES}}
     scores = _scores(pred, SITES)
@@ -103,6 +121,11 @@ def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
     assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
+    # Every rule with each whiteness ratio: once more per ratio.
+    plain = {step.name for step in post_steps((0.0,))}
+    assert not any(" w0" in name for name in plain) and plain < names
+    assert "c6 h- s3 r0 g0 w0.2 keep:ground+offset8" in names
+    assert len(names) == 3 * len(plain) - 2  # "ground" (keep_clear off) is one step either way
     assert {s.name for s in SOLVES} >= {
         "rpca-auto+refine",
         "aatm-star",

@@ -103,6 +103,7 @@ def _mask_all_rows(
     keep_clear: bool,
     haze: bool = True,
     offset: float | None = None,
+    short_band: int = 0,
 ) -> None:
     """Run the mask task of every tile row, as a run does."""
     for row in range(grid.n_rows):
@@ -121,22 +122,30 @@ def _mask_all_rows(
                 keep_clear=keep_clear,
                 haze=haze,
                 offset=offset,
+                short_band=short_band,
             )
         )
 
 
 @pytest.mark.parametrize(
-    ("width", "radius"),
-    [(150, 1), (129, 2)],  # last tile column 22 px wide; 1 px wide, narrower than the opening
+    ("width", "radius", "white"),
+    # last tile column 22 px wide; 1 px wide, narrower than the opening; a whiteness test whose
+    # shortest band is the second
+    [(150, 1, 0.0), (129, 2, 0.0), (150, 1, 0.5)],
 )
 def test_row_sweep_equals_the_whole_scene_classification(
-    tmp_path: Path, width: int, radius: int
+    tmp_path: Path, width: int, radius: int, white: float
 ) -> None:
     height = 70  # tile rows of 32, 32 and 6
     grid = TileGrid(height, width, TILE, OVERLAP)
     scene = _scene(height, width, seed=width)
+    if white:  # brightenings of the first band alone, which the test calls clear
+        scene["cloud"][1, 0, 20:40, 40:60] += 0.2
+        scene["cloud"][2, 0, 60:70, 100:140] += 0.2
+        scene["cloud"][np.isnan(scene["observed"])] = 0.0
     source, cube = _stores(tmp_path, scene, grid)
-    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=radius)  # every class can occur
+    # Every class can occur.
+    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=radius, white=white)
     scales = (0.01, 0.02)
     # Each band's σ is the median of its tiles' records, read from the row markers: here one
     # marker per band with three tiles (one empty, whose σ 0 does not count).
@@ -148,20 +157,23 @@ def test_row_sweep_equals_the_whole_scene_classification(
         markers.append(tmp_path / f"{band}-r00.json")
         write_marker(markers[-1], {"tiles": tiles})
     records = (*markers, tmp_path / "not-written.json")
-    _mask_all_rows(grid, source, cube, records, rule, keep_clear=True)
+    _mask_all_rows(grid, source, cube, records, rule, keep_clear=True, short_band=1)
 
     unseen = ~np.isfinite(scene["observed"])
     bright = np.where(unseen, np.nan, scene["cloud"] + scene["haze"]).transpose(1, 0, 2, 3)
     dark = np.where(unseen, np.nan, scene["shadow"]).transpose(1, 0, 2, 3)
     seen = (~unseen).any(axis=1)
-    expected = classify(bright, dark, np.array(scales), seen, rule)
+    expected = classify(bright, dark, np.array(scales), seen, rule, short_band=1)
     group = zarr.open_group(store=str(cube), mode="r")
     codes = np.asarray(group["mask"][:])
     assert np.array_equal(codes, expected)
     # Every class occurs, and the opening changed codes (it reaches across cores here).
     assert set(np.unique(codes)) >= {0, 1, 2, 3, NODATA}
-    unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0))
+    unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0), 1)
     assert not np.array_equal(codes, unopened)
+    if white:  # the first band's own brightening is not cloud: the test removed it
+        untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1)
+        assert (untested[1, 22:38, 42:58] == 2).all() and (codes[1, 22:38, 42:58] == 0).all()
 
     clear_mask = (codes == CLEAR)[:, None]
     kept_clear, kept = keep_clear(scene["clear"], scene["observed"], clear_mask)

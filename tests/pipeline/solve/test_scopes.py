@@ -18,7 +18,7 @@ from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.outputs.kept import FILLED, OBSERVED
-from pipeline.plan import make_plan
+from pipeline.plan import make_plan, short_band
 from pipeline.run import run
 from pipeline.solve.scopes import SCOPES, SceneScope, TileScope, scope_for
 
@@ -117,6 +117,7 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
         "radius": 1,
         "keep_haze": False,
         "offset": 0,
+        "white": 0,
     }
     for keep in (False, True):
         mask = {**before, "keep_clear": keep}
@@ -129,6 +130,34 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
         assert attrs[CUBE_TOKEN_ATTR] == plan.cube_token
         assert attrs["mask"] == {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1}
         assert attrs["keep_clear"] is keep
+
+
+def test_the_whiteness_test_reads_the_band_of_shortest_wavelength(
+    geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    """GF-4 PMS's blue B2 (not the pan band B1, which spans 0.45–0.90 µm) unless another band
+    is named; a name the run does not have is a configuration error naming the key. The cube
+    records the test only when it is on, so cubes of earlier versions resume."""
+    import zarr
+
+    from pipeline.solve.cube import open_cube
+
+    plan = make_plan(_config(tmp_path / "a", geotiff_series.paths))
+    assert plan.bands[:2] == ("B1", "B2") and plan.bands[plan.short_band] == "B2"
+    off = make_plan(_config(tmp_path / "b", geotiff_series.paths, mask={"white": 0}))
+    b3 = make_plan(_config(tmp_path / "c", geotiff_series.paths, mask={"white_band": "B3"}))
+    assert b3.bands[b3.short_band] == "B3"
+    assert len({plan.cube_token, off.cube_token, b3.cube_token}) == 3
+
+    def mask_attrs(p: Any) -> Any:
+        return zarr.open_group(str(open_cube(p)), mode="r").attrs["mask"]
+
+    assert "white" not in mask_attrs(off) and "white_band" not in mask_attrs(off)
+    assert mask_attrs(plan)["white"] == 0.2 and mask_attrs(plan)["white_band"] == "B2"
+    assert mask_attrs(b3)["white_band"] == "B3"
+    with pytest.raises(ConfigError, match=r"mask.white_band: 'B9' is not one of .*B1, B2"):
+        make_plan(_config(tmp_path / "d", geotiff_series.paths, mask={"white_band": "B9"}))
+    assert short_band(("red", "nir")) == 0 and short_band(("B5", "B4", "B1")) == 1
 
 
 def _solve_batch(cfg: Config, tasks: dict[str, list[Any]]) -> tuple[Any, Any, bool]:
