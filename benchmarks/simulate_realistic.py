@@ -24,7 +24,7 @@ import numpy as np
 
 import cloudcore
 from cloudcore.compose import compose
-from cloudcore.masks import classify_scores
+from cloudcore.masks import SCALE_STATISTICS, classify_scores
 from cloudcore.simulate import paper_case
 from cloudcore.simulate.realistic import realistic_case
 from cloudlab.baselines import MULTIBAND_BASELINES
@@ -50,14 +50,18 @@ MASKED = (DEFAULT_SOLVE, SOLVES["aatm-shadow λ̂*, κ 1"])
 BASELINES = ("temporal-median", "geometric-median", "temporal-min")
 
 
-def _scores(D: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    """r of every method on one series: D and truth ``(bands, n, h, w)``."""
+def _scores(D: np.ndarray, truth: np.ndarray, statistic: str = "median") -> dict[str, float]:
+    """r of every method on one series: D and truth ``(bands, n, h, w)``; ``statistic`` that of
+    the masks' anomaly scale (:func:`cloudcore.masks.anomaly_scale`)."""
     nb, n, h, w = D.shape
     matrices = D.reshape(nb, n, h * w).transpose(0, 2, 1)  # (bands, pixels, dates)
     observed = np.ones((h * w, n), bool)
     out: dict[str, float] = {}
     # The bands are red, green, blue (cloudcore.simulate.realistic): blue is the shortest.
-    every = solve_specs(matrices, observed, list(SOLVES.values()), (h, w), short_band=nb - 1)
+    specs = list(SOLVES.values())
+    every = solve_specs(
+        matrices, observed, specs, (h, w), short_band=nb - 1, scale_statistic=statistic
+    )
     for label, spec in SOLVES.items():
         solved = every[spec.name]
         ground = solved.ground.transpose(0, 2, 1).reshape(D.shape)
@@ -86,6 +90,12 @@ def main() -> None:
     parser.add_argument("--dates", type=int, nargs="+", default=[12, 24])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--max-cover", type=float, default=1.0, help="largest cover of a date")
+    parser.add_argument(
+        "--scale-statistic",
+        choices=SCALE_STATISTICS,
+        default="median",
+        help="the statistic of the masks' anomaly scale (cloudcore.masks.anomaly_scale)",
+    )
     args = parser.parse_args()
     image = load_demo_truth()
     tables: dict[str, dict[str, list[float]]] = {"paper": {}, "realistic": {}}
@@ -94,12 +104,12 @@ def main() -> None:
         for seed in range(args.seeds):
             paper = paper_case(image, n, size=args.size, rng=np.random.default_rng(seed))
             truth = np.broadcast_to(paper.truth, paper.observed.shape)[None]
-            for k, v in _scores(paper.observed[None], truth).items():
+            for k, v in _scores(paper.observed[None], truth, args.scale_statistic).items():
                 tables["paper"].setdefault(k, []).append(v)
             real = realistic_case(
                 image, n, size=args.size, rng=np.random.default_rng(seed), max_cover=args.max_cover
             )
-            for k, v in _scores(real.observed, real.truth).items():
+            for k, v in _scores(real.observed, real.truth, args.scale_statistic).items():
                 tables["realistic"].setdefault(k, []).append(v)
     cases = len(args.dates) * args.seeds
     print(

@@ -99,8 +99,10 @@ SOLVES: tuple[SolveSpec, ...] = tuple(
 #: aATM with a shadow layer (``solver.method: aatm-shadow``), scored with ``python -m cloudlab
 #: heldout --shadow-model``: not among the defaults' candidates. Held out it filled real clouds
 #: best (κ 1, λ̂*), but on the realistic simulation its mask calls nearly every entry clear:
-#: with κ = 1 the shadow layer takes much of what lies below the ground, the anomaly scale σ
-#: (measured there) grows tenfold and no cloud reaches the threshold (docs/REAL-CLOUDS.md).
+#: with κ = 1 the ground sits at the middle of the dates, shadows are most of what lies below
+#: it, the anomaly scale σ grows up to tenfold and no cloud reaches the threshold. With σ from
+#: the lower quartile (``--scale-statistic quartile``) its mask works there, but held out it
+#: changed more clear pixels than the default (docs/REAL-CLOUDS.md).
 SHADOW_SOLVES: tuple[SolveSpec, ...] = tuple(
     SolveSpec("aatm-shadow", "star", "", scale, kappa)
     for scale in LAM_SCALES[:2]

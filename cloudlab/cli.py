@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
         "docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(
+        "--scale-statistic",
+        choices=("median", "quartile"),  # cloudcore.masks.SCALE_STATISTICS, without numba
+        default="median",
+        help="the statistic of the masks' anomaly scale over the entries below the ground "
+        "(quartile: measured, not the default; docs/REAL-CLOUDS.md)",
+    )
+    heldout.add_argument(
         "--summarise-only",
         action="store_true",
         help="choose and report again from the tables already in --out",
@@ -166,6 +173,7 @@ def _heldout(args: argparse.Namespace) -> int:
             pairs=args.pairs,
             workers=args.workers,
             shadow_model=args.shadow_model,
+            scale_statistic=args.scale_statistic,
         )
     print(f"default {summary['default']} -> {args.out / 'report.md'}")
     return EXIT_OK

@@ -64,10 +64,15 @@ PROTOCOLS = ("drop-source", "keep-source")
 
 
 def score_site(
-    name: str, pairs: int = 4, seed: int = 0, solves: tuple[SolveSpec, ...] = SOLVES
+    name: str,
+    pairs: int = 4,
+    seed: int = 0,
+    solves: tuple[SolveSpec, ...] = SOLVES,
+    scale_statistic: str = "median",
 ) -> tuple[list[dict], list[dict], dict]:
     """Every candidate (``solves`` × the post-steps) and baseline on one site:
-    prediction/fidelity sums, mask counts, facts."""
+    prediction/fidelity sums, mask counts, facts; ``scale_statistic`` that of the anomaly scale
+    (:func:`cloudcore.masks.anomaly_scale`)."""
     site = load_site(name)
     series = site.series
     n = series.dates.size
@@ -81,11 +86,13 @@ def score_site(
         pair = pasted_pair(D_all, reference, t, s)
         for protocol in PROTOCOLS:
             kept = pair.kept(days, protocol)
-            solved = solve_specs(kept.D, kept.observed, solves, frame)
+            solved = solve_specs(
+                kept.D, kept.observed, solves, frame, scale_statistic=scale_statistic
+            )
             for row in kept.rows(frame, solved, steps):
                 rows.append({"site": name, "protocol": protocol, "pair": k, **row})
     observed = series.observed.reshape(n, -1).T
-    solved = solve_specs(D_all, observed, solves, frame)
+    solved = solve_specs(D_all, observed, solves, frame, scale_statistic=scale_statistic)
     masks = [{"site": name, **row} for row in mask_rows(site, solved, steps)]
     facts = _facts(site, chosen, time.perf_counter() - started)
     log.info("site %s: %d pairs in %.0f s", name, len(chosen), facts["seconds"])
@@ -280,6 +287,7 @@ def run_heldout(
     pairs: int = 4,
     workers: int = 2,
     shadow_model: bool = False,
+    scale_statistic: str = "median",
 ) -> dict[str, Any]:
     """Score every site, choose by leave-one-site-out, write the tables (module docstring).
 
@@ -296,6 +304,9 @@ def run_heldout(
     shadow_model
         Also score aATM with a shadow layer (:data:`cloudlab.candidates.SHADOW_SOLVES`), and
         choose among them too.
+    scale_statistic
+        The statistic of the masks' anomaly scale (:func:`cloudcore.masks.anomaly_scale`):
+        ``median``, the pipeline's, or ``quartile`` (measured, not the default).
 
     Returns
     -------
@@ -308,7 +319,8 @@ def run_heldout(
     with ProcessPoolExecutor(max_workers=workers) as pool:
         solves = SOLVES + (SHADOW_SOLVES if shadow_model else ())
         count = len(names)
-        results = list(pool.map(score_site, names, [pairs] * count, [0] * count, [solves] * count))
+        args = [pairs] * count, [0] * count, [solves] * count, [scale_statistic] * count
+        results = list(pool.map(score_site, names, *args))
     rows = pd.DataFrame([r for res in results for r in res[0]])
     pooled(rows).to_csv(out / "scores.csv", index=False)
     pd.DataFrame([r for res in results for r in res[1]]).to_csv(out / "masks.csv", index=False)

@@ -68,6 +68,8 @@ class Solved:
     whiteness
         The bands' D − L for the mask's whiteness test, ``short_band`` the shortest (every
         site's bands are in the order of their wavelengths: the first).
+
+    Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``.
     iterations
         The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
     """
@@ -80,6 +82,7 @@ class Solved:
         frame: tuple[int, int],
         iterations: Sequence[int] = (),
         short_band: int = 0,
+        scale_statistic: str = "median",
     ):
         self.iterations = tuple(iterations)
         n = D.shape[2]
@@ -88,7 +91,7 @@ class Solved:
         self.whiteness = Whiteness((n, *frame))
         for b, (band, low) in enumerate(zip(D, L, strict=True)):
             residual = np.where(observed, band - low, np.nan)
-            sigma = anomaly_scale(residual, observed)
+            sigma = anomaly_scale(residual, observed, scale_statistic)
             frames = residual.T.reshape(n, *frame)
             bright.add(frames, sigma)
             dark.add(-frames, sigma)
@@ -132,12 +135,14 @@ def solve_specs(
     frame: tuple[int, int],
     tol: float | None = None,
     short_band: int = 0,
+    scale_statistic: str = "median",
 ) -> dict[str, Solved]:
     """:func:`solve_series` of every spec, by name, solving each first decomposition once
     (:attr:`~cloudlab.candidates.SolveSpec.first`: method, λ rule, scale, κ): ``+refine`` and
     ``+joint`` start from the same first solve as the plain spec (as the pipeline's refinement
     does), so three specs of one method cost one first solve. ``short_band``: the band of
-    shortest wavelength (the mask's whiteness test, :class:`Solved`)."""
+    shortest wavelength (the mask's whiteness test, :class:`Solved`); ``scale_statistic``: that
+    of the bands' anomaly scale (:class:`Solved`)."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
     data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
@@ -149,7 +154,9 @@ def solve_specs(
         lam = solver_lambda(solver, d, n)
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
         L = np.stack([f.L for f in firsts]).astype(np.float64)
-        plain = Solved(D, observed, L, frame, [f.iterations for f in firsts], short_band)
+        plain = Solved(
+            D, observed, L, frame, [f.iterations for f in firsts], short_band, scale_statistic
+        )
         for spec in (s for s in specs if s.first == first):
             if spec.refine == "refine":
                 refined = [
@@ -157,9 +164,11 @@ def solve_specs(
                     for x, f in zip(data, firsts, strict=True)
                 ]
                 refined_L = np.stack(refined).astype(np.float64)
-                out[spec.name] = Solved(D, observed, refined_L, frame, short_band=short_band)
+                out[spec.name] = Solved(
+                    D, observed, refined_L, frame, (), short_band, scale_statistic
+                )
             elif spec.refine == "joint":
-                out[spec.name] = _joint(D, observed, L, plain, frame, short_band)
+                out[spec.name] = _joint(D, observed, L, plain, frame, short_band, scale_statistic)
             else:
                 out[spec.name] = plain
     return out
@@ -172,6 +181,7 @@ def _joint(
     first: Solved,
     frame: tuple[int, int],
     short_band: int = 0,
+    scale_statistic: str = "median",
 ) -> Solved:
     """The ``+joint`` re-solve: RPCA 3/√d of every band on the entries the first solve's
     (``first``, ground ``L``) :data:`JOINT_RULE` mask calls clear, ``L`` kept where it returns
@@ -188,7 +198,7 @@ def _joint(
             res = cloudcore.decompose(data, "rpca", lam=lam2, mask=keep, threads=1)
         new = res.L.astype(np.float64)
         again.append(np.where(np.isfinite(new), new, low))
-    return Solved(D, observed, np.stack(again), frame, short_band=short_band)
+    return Solved(D, observed, np.stack(again), frame, (), short_band, scale_statistic)
 
 
 def site_arrays(site: Site) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -35,6 +35,25 @@ def test_anomaly_scale_is_the_robust_spread_of_observed_entries() -> None:
     assert cloudcore.anomaly_scale(np.full(4, np.nan)) == 0.0
 
 
+def test_the_quartile_scale_holds_where_shadows_are_most_of_what_lies_below() -> None:
+    """With a ground at the middle of the dates (a shadow layer of κ = 1) half the clear entries
+    and every shadow lie below it: with 60 % of those entries shadows the median is read off
+    the shadows, the lower quartile still off the clear entries (the 62.5 % point of their
+    half-normal: Φ⁻¹(0.8125) / Φ⁻¹(0.625) = 2.78 σ); with no shadow both are σ."""
+    rng = np.random.default_rng(1)
+    clear = rng.normal(0, 0.01, 80_000)  # 40 000 below the ground
+    clouds = rng.uniform(0.05, 0.5, 50_000)
+    alone = np.concatenate([clear, clouds])
+    assert abs(cloudcore.anomaly_scale(alone, statistic="quartile") - 0.01) < 0.0015
+    assert abs(cloudcore.anomaly_scale(alone) - 0.01) < 0.0015
+    r = np.concatenate([alone, -rng.uniform(0.05, 0.3, 60_000)])
+    assert abs(cloudcore.anomaly_scale(r, statistic="quartile") - 0.0278) < 0.002
+    assert cloudcore.anomaly_scale(r) > 0.05 * 1.4826  # at least the shallowest shadow
+    assert cloudcore.anomaly_scale(np.full(4, np.nan), statistic="quartile") == 0.0
+    with pytest.raises(ValueError, match="statistic 'mean'"):
+        cloudcore.anomaly_scale(r, statistic="mean")
+
+
 def test_classes_by_threshold_with_bands_averaged_and_specks_opened() -> None:
     rule = MaskRule(cloud=8, haze=4, shadow=8, radius=1)
     bright = np.zeros((2, 1, 9, 9))

@@ -182,3 +182,13 @@ def test_one_site_scores_end_to_end() -> None:
     per_solve = drop.reset_index().groupby("solve").size()
     assert per_solve[[s.name for s in SOLVES]].nunique() == 1
     assert {"cloud+haze_tp", "shadow_fn"} <= set(pd.DataFrame(masks).columns)
+
+
+def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
+    from cloudcore.masks import SCALE_STATISTICS
+    from cloudlab.cli import _parser
+
+    action = next(a for a in _parser()._actions if a.dest == "command")
+    heldout = action.choices["heldout"]  # type: ignore[index]
+    scale = next(a for a in heldout._actions if a.dest == "scale_statistic")
+    assert tuple(scale.choices) == SCALE_STATISTICS and scale.default == "median"
