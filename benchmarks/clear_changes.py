@@ -2,11 +2,12 @@
 
 Per site of the held-out benchmark (``cloudlab.sites``), over its (clear target, cloudy source)
 pairs with the source dropped (``cloudlab.sitescore``), on the target's reference-clear pixels:
-how many the default's mask flags (and so fills), their share of the fidelity error, and their
-colour against the pasted real clouds' — the shortest band's brightening D − L over the largest
-of any band's (clouds are white, haze bluish: near 1; a ground that greened or was laid bare:
-near 0). Run with the default post-step without and with its whiteness test (``mask.white``).
-Where a site keeps its reference's raw classes (Sen2Cor SCL), the classes of the flagged pixels.
+how many the default's mask flags (and so fills), their share of the fidelity error, and the
+colour of those it calls cloud or haze against the pasted real clouds' — the shortest band's
+brightening D − L over the largest of any band's (clouds are white, haze bluish: near 1; a
+ground that greened or was laid bare: near 0). Run with the default post-step without and with
+its whiteness test (``mask.white``). Where a site keeps its reference's raw classes (Sen2Cor
+SCL), the classes of the flagged pixels.
 
 Usage::
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cloudcore.compose import compose
-from cloudcore.masks import CLOUD, classify_scores
+from cloudcore.masks import CLOUD, HAZE, classify_scores
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import error_sums, pasted_pair, site_arrays, site_pairs, solve_specs
@@ -58,7 +59,7 @@ def main() -> None:
     print(f"solve {spec.name}; mask {default.name} with and without its whiteness test\n")
     print(
         "| site | mask | clear px flagged | share | fidelity r | prediction r "
-        "| short/max band, flagged clear (median) | same, pasted clouds flagged |"
+        "| short/max band, clear called cloud (median) | same, pasted clouds called cloud |"
     )
     print("|---|---|---|---|---|---|---|---|")
     raw_lines = []
@@ -87,7 +88,9 @@ def main() -> None:
             tt = kept.target
             seen = np.isfinite(kept.D[:, :, tt]).all(axis=0).reshape(1, *frame)
             residual = kept.D[:, :, tt] - solved.ground[:, :, tt]  # (bands, pixels)
-            colour = residual[0] / np.nanmax(residual, axis=0)
+            peak = np.nanmax(residual, axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                colour = residual[0] / peak
             obs = kept.D[:, :, tt].reshape(-1, 1, *frame)
             ground = solved.ground[:, :, tt].reshape(-1, 1, *frame)
             for label, step in steps.items():
@@ -103,10 +106,12 @@ def main() -> None:
                 for key, value in sums.items():
                     acc["sums"][key] = acc["sums"].get(key, 0.0) + value
                 flagged = pair.clear & (codes.ravel() != 0)
-                cloud = pair.scored & (codes.ravel() == CLOUD)
+                # The colour of brightenings only: cloud or haze, with a band that brightened.
+                bright = np.isin(codes.ravel(), (HAZE, CLOUD)) & (peak > 0)
+                cloud = pair.scored & (codes.ravel() == CLOUD) & (peak > 0)
                 acc["n"] += int(flagged.sum())
                 acc["clear"] += int(pair.clear.sum())
-                acc["fp_q"].append(colour[flagged])
+                acc["fp_q"].append(colour[flagged & bright])
                 acc["tp_q"].append(colour[cloud])
                 if raw is not None:
                     acc["raw"].append(raw[:, t][flagged])

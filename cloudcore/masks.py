@@ -140,8 +140,9 @@ def _row_step(size: int, limit: int = SCALE_SAMPLE) -> int:
 def anomaly_scale(
     residual: np.ndarray, observed: np.ndarray | None = None, statistic: str = "median"
 ) -> float:
-    """σ = 1.4826 × median |D − L| over the observed entries with D < L, of an evenly strided
-    sample of at most about :data:`SCALE_SAMPLE` entries; 0 when there are none.
+    """σ, the scatter of the observed entries below the ground (D < L) about it: 1.4826 ×
+    their median |D − L| (or their lower quartile, ``statistic``), of an evenly strided sample
+    of at most about :data:`SCALE_SAMPLE` entries; 0 when there are none.
 
     Parameters
     ----------
@@ -200,7 +201,7 @@ def classify(
     scales: np.ndarray,
     observed: np.ndarray,
     rule: MaskRule = MaskRule(),
-    short_band: int = 0,
+    short_band: int | None = None,
 ) -> np.ndarray:
     """Mask codes per date and pixel from the bands' anomalies.
 
@@ -217,8 +218,9 @@ def classify(
     rule
         Thresholds and opening radius.
     short_band
-        The index of the band of shortest wavelength (:class:`Whiteness`; read only with
-        ``rule.white`` > 0).
+        The index of the band of shortest wavelength (:class:`Whiteness`): required with
+        ``rule.white`` > 0 and more than one band (the bands' order says nothing of their
+        wavelengths), not read otherwise.
 
     Returns
     -------
@@ -229,9 +231,14 @@ def classify(
     dark = _band_mean(darkening, scales) if darkening is not None else None
     white = None
     if rule.white > 0:
+        if short_band is None and len(brightening) > 1:
+            raise ValueError(
+                f"a rule with white={rule.white:g} needs short_band: which of the "
+                f"{len(brightening)} bands has the shortest wavelength"
+            )
         whiteness = Whiteness(brightening.shape[1:])
         for b, band in enumerate(brightening):
-            whiteness.add(band, short=b == short_band)
+            whiteness.add(band, short=b == (short_band or 0))
         white = whiteness.passes(rule.white)
     return classify_scores(bright, dark, observed, rule, white)
 
@@ -336,8 +343,15 @@ class Whiteness:
         self.peak = np.full(shape, np.nan, np.float32)
 
     def add(self, anomaly: np.ndarray, short: bool = False) -> None:
-        """Add one band's brightening (NaN where not observed); ``short``: it is the band of
-        shortest wavelength."""
+        """Add one band.
+
+        Parameters
+        ----------
+        anomaly
+            The band's D − L (or C + N), of the shape given; NaN where not observed.
+        short
+            This is the band of shortest wavelength.
+        """
         anomaly = np.asarray(anomaly, dtype=np.float32)
         if anomaly.shape != self.peak.shape:
             raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
@@ -346,8 +360,19 @@ class Whiteness:
             self.short[...] = anomaly
 
     def passes(self, ratio: float) -> np.ndarray:
-        """True where the shortest band brightened by at least ``ratio`` times the largest
-        brightening, or where that band has no value (nothing to tell the colour by)."""
+        """Where a brightening may be cloud or haze.
+
+        Parameters
+        ----------
+        ratio
+            The whiteness ratio w (``MaskRule.white``).
+
+        Returns
+        -------
+        numpy.ndarray
+            Booleans: the shortest band brightened by at least ``ratio`` times the largest
+            brightening of any band, or that band has no value (nothing to tell the colour by).
+        """
         return ~(self.short < np.float32(ratio) * self.peak)
 
 
@@ -364,7 +389,7 @@ def classify_result(
     frame: tuple[int, int],
     rule: MaskRule = MaskRule(),
     observed: np.ndarray | None = None,
-    short_band: int = 0,
+    short_band: int | None = None,
 ) -> np.ndarray:
     """:func:`classify` of the decompositions of one image's bands (or of one band).
 

@@ -168,7 +168,9 @@ def choose(
     plain = scores[scores.step.map(white_of) == 0.0]
     best, info = least_loss(plain, sites, solves, masks)
     table = loss(scores, sites).dropna()
-    variants = [c for c in (with_white(best, w) for w in WHITE_RATIOS) if c in table.index]
+    variants = [
+        c for c in dict.fromkeys(with_white(best, w) for w in WHITE_RATIOS) if c in table.index
+    ]
     if len(variants) > 1:
         means = table.loc[variants].mean(axis=1)
         info["white"] = {f"{white_of(c.split(' | ')[1]):g}": float(means[c]) for c in variants}
@@ -177,7 +179,18 @@ def choose(
 
 
 def white_of(step: str) -> float:
-    """The whiteness ratio of a post-step's label (``… w0.2 keep:…``; 0 without the test)."""
+    """The whiteness ratio of a post-step's label.
+
+    Parameters
+    ----------
+    step
+        A :attr:`cloudlab.candidates.PostStep.name`, e.g. ``c6 h- s3 r0 g0 w0.2 keep:ground``.
+
+    Returns
+    -------
+    float
+        The ratio after ``w`` (0 without the test).
+    """
     for part in str(step).split(" "):
         if part.startswith("w") and part[1:].replace(".", "", 1).isdigit():
             return float(part[1:])
@@ -185,8 +198,21 @@ def white_of(step: str) -> float:
 
 
 def with_white(candidate: str, white: float) -> str:
-    """``solve | step`` with its mask rule's whiteness ratio set to ``white``; unchanged for
-    ``ground`` (keep_clear off: the mask does not change the output)."""
+    """A candidate with another whiteness ratio.
+
+    Parameters
+    ----------
+    candidate
+        ``solve | step``, as :func:`loss` indexes them.
+    white
+        The ratio to set (0: no test).
+
+    Returns
+    -------
+    str
+        The candidate with its mask rule's ratio set; unchanged for ``ground`` (keep_clear
+        off: the mask does not change the output).
+    """
     solve, step = candidate.split(" | ")
     if step == "ground":
         return candidate

@@ -163,7 +163,9 @@ def _series_rows(
     fid: list[dict[str, Any]] = []
     masks: list[dict[str, Any]] = []
     clear = reference == 0
-    rule = cloudcore.MaskRule(**cfg.mask.overrides())
+    # Without the whiteness test (mask.white): this experiment's bands are a user's selection in
+    # any order, and its figures (docs/REAL-CLOUDS.md, the first experiment) were made without it.
+    rule = cloudcore.MaskRule(**{"white": 0.0, **cfg.mask.overrides()})
     matrices = [series.matrix(b) for b in bands]  # (D, observed) of each band
     for entry in cfg.solvers:
         results = []

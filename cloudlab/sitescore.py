@@ -66,8 +66,9 @@ class Solved:
     bright, dark
         ``(dates, rows, cols)`` the bands' mean of max(D − L, 0)/σ and max(L − D, 0)/σ.
     whiteness
-        The bands' D − L for the mask's whiteness test, ``short_band`` the shortest (every
-        site's bands are in the order of their wavelengths: the first).
+        A :class:`~cloudcore.masks.Whiteness` of the bands' D − L, for the mask's whiteness
+        test, ``short_band`` the shortest (every site's bands are in the order of their
+        wavelengths: the first, checked in tests/cloudlab/test_sites.py).
 
     Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``.
     iterations

@@ -130,7 +130,8 @@ class RunPlan:
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
         offset = self.config.applied_offset
         settings += f"offset={offset:g}" if offset is not None else ""
-        # The whiteness test named only where it is on: cubes of earlier settings still resume.
+        # The whiteness test named only where it is on: a cube of earlier settings resumes with
+        # `white: 0`; a default run's cube from before the test is solved again (its mask changed).
         settings += f"white={mask.white:g}@{self.short_band}" if mask.white > 0 else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
@@ -176,6 +177,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     bands: tuple[str, ...] = tuple(acqs[0].bands)
     if not bands:
         raise InputError(f"{acqs[0].path}: no bands")
+    _warn_unknown_short_band(config, bands)
     version_tag = code_version()
     input_ids = [_identity(a) for a in acqs]
     scene = {
@@ -230,9 +232,20 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
 
 
 def short_band(bands: tuple[str, ...], named: str | None = None) -> int:
-    """The index of the band the mask's whiteness test reads as the shortest
-    (``mask.white_band``): the one ``named``, else the band of shortest centre wavelength among
-    GF-4 PMS's (B2 blue, 0.485 µm, before the pan band B1's 0.675), else the first.
+    """The band the mask's whiteness test reads as the shortest (``mask.white_band``).
+
+    Parameters
+    ----------
+    bands
+        The run's band names, in the cube's order.
+    named
+        ``mask.white_band``, or None: the band of shortest centre wavelength among GF-4 PMS's
+        (B2 blue, 0.485 µm, before the pan band B1's 0.675), else the first band.
+
+    Returns
+    -------
+    int
+        Its index in ``bands``.
 
     Raises
     ------
@@ -249,6 +262,20 @@ def short_band(bands: tuple[str, ...], named: str | None = None) -> int:
     if not known:
         return 0
     return bands.index(min(known, key=lambda b: sum(PMS_BAND_EDGES_UM[b])))
+
+
+def _warn_unknown_short_band(config: Config, bands: tuple[str, ...]) -> None:
+    """Say which band the whiteness test reads as the shortest when nothing told it: several
+    bands, none of a known wavelength, no ``mask.white_band``."""
+    mask = config.mask
+    unknown = not any(b in PMS_BAND_EDGES_UM for b in bands)
+    if mask.white > 0 and mask.white_band is None and len(bands) > 1 and unknown:
+        log.warning(
+            "mask.white: the bands' wavelengths are unknown, so the whiteness test reads the "
+            "first band, %r, as the shortest; set mask.white_band to the bluest band (or "
+            "mask.white: 0)",
+            bands[0],
+        )
 
 
 def _row_ids(band: str, tiles: TileGrid, solve_ids: dict[tuple[int, int], str]) -> dict[int, str]:

@@ -37,7 +37,9 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         "cloudremoval:lambda_rule": stac.lam_rule(solver.lam, solver.lam_scale),
         "cloudremoval:refined": solver.refines,
         "cloudremoval:scope": solver.scope,
-        "cloudremoval:mask": mask.model_dump(mode="json"),
+        # With the whiteness test, the band it read as the shortest, resolved.
+        "cloudremoval:mask": mask.model_dump(mode="json")
+        | ({"white_band": plan.bands[plan.short_band]} if mask.white > 0 else {}),
     }
     quality = plan.config.quality
     if quality is not None:  # the provider's mask used (inputs.quality)

@@ -55,7 +55,7 @@ def test_the_quartile_scale_holds_where_shadows_are_most_of_what_lies_below() ->
 
 
 def test_classes_by_threshold_with_bands_averaged_and_specks_opened() -> None:
-    rule = MaskRule(cloud=8, haze=4, shadow=8, radius=1)
+    rule = MaskRule(cloud=8, haze=4, shadow=8, radius=1, white=0.0)  # thresholds alone
     bright = np.zeros((2, 1, 9, 9))
     bright[:, 0, 1:5, 1:5] = 10.0  # a 4 × 4 cloud in both bands
     bright[0, 0, 6:9, 6:9] = 10.0  # one band only: mean 5 → haze
@@ -92,7 +92,7 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
     scales = np.array([0.01, 0.03, 0.02])
     observed = ~unseen.all(axis=0)
     rule = MaskRule(cloud=6, haze=4, shadow=3, radius=1)  # every class can occur
-    whole = classify(bright, dark, scales, observed, rule)
+    whole = classify(bright, dark, scales, observed, rule, short_band=0)
     sums = [BandMean(bright.shape[1:]), BandMean(bright.shape[1:])]
     white = Whiteness(bright.shape[1:])  # the default whiteness test, streamed the same way
     for b, sigma in enumerate(scales):
@@ -212,9 +212,12 @@ def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
     )
     sigma = np.full(3, 0.01)
     observed = np.ones((1, 1, 4), bool)
-    plain = classify(bright, None, sigma, observed, MaskRule(cloud=6, haze=3, shadow=6))
+    plain = classify(bright, None, sigma, observed, MaskRule(cloud=6, haze=3, shadow=6, white=0))
     assert plain[0, 0].tolist() == [CLOUD, HAZE, CLOUD, CLOUD]
-    tested = classify(bright, None, sigma, observed, rule)
+    tested = classify(bright, None, sigma, observed, rule, short_band=0)
+    # The bands' order says nothing of their wavelengths: with several bands, name the short one.
+    with pytest.raises(ValueError, match="needs short_band"):
+        classify(bright, None, sigma, observed, rule)
     assert tested[0, 0].tolist() == [CLOUD, HAZE, CLEAR, CLOUD]
     # The short band is named by index: with the last band as the shortest, the bluish haze
     # looks like a change of the long bands.

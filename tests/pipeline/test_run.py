@@ -335,4 +335,6 @@ def test_the_run_writes_one_valid_stac_item_per_acquisition(
             assert Path(asset.get_absolute_href() or "").exists()
         assert item.properties["cloudremoval:solver"] == "aatm"
         assert item.properties["cloudremoval:mask"]["keep_clear"] is True
+        # The whiteness test's band, resolved: the run's bluest (B2), not the first (B1).
+        assert item.properties["cloudremoval:mask"]["white_band"] == "B2"
         assert item.properties["cloudremoval:code_version"].startswith("cloudremoval-")
