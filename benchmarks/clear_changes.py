@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cloudcore.compose import compose
-from cloudcore.masks import CLOUD, HAZE, classify_scores
+from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import error_sums, pasted_pair, site_arrays, site_pairs, solve_specs
@@ -94,10 +94,7 @@ def main() -> None:
             obs = kept.D[:, :, tt].reshape(-1, 1, *frame)
             ground = solved.ground[:, :, tt].reshape(-1, 1, *frame)
             for label, step in steps.items():
-                white = solved.white(step.rule.white)
-                white = None if white is None else white[tt][None]
-                bright, dark = solved.bright[tt][None], solved.dark[tt][None]
-                codes = classify_scores(bright, dark, seen, step.rule, white)
+                codes = solved.codes(step.rule, seen, tt)
                 out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)
                 sums = error_sums(
                     out[:, 0].reshape(len(D), -1), pair.truth, pair.scored, pair.clear

@@ -24,7 +24,7 @@ import numpy as np
 
 import cloudcore
 from cloudcore.compose import compose
-from cloudcore.masks import SCALE_STATISTICS, classify_scores
+from cloudcore.masks import SCALE_STATISTICS
 from cloudcore.simulate import paper_case
 from cloudcore.simulate.realistic import realistic_case
 from cloudlab.baselines import MULTIBAND_BASELINES
@@ -67,11 +67,7 @@ def _scores(D: np.ndarray, truth: np.ndarray, statistic: str = "median") -> dict
         ground = solved.ground.transpose(0, 2, 1).reshape(D.shape)
         out[label] = cloudcore.recovery_error(ground, truth)
         if spec in MASKED:
-            rule = DEFAULT_STEP.rule
-            seen = observed.T.reshape(n, h, w)
-            codes = classify_scores(
-                solved.bright, solved.dark, seen, rule, solved.white(rule.white)
-            )
+            codes = solved.codes(DEFAULT_STEP.rule, observed.T.reshape(n, h, w))
             name = "default" if spec == DEFAULT_SOLVE else label
             for tag, offset in (("", DEFAULT_STEP.offset), (", no offset", None)):
                 kept = compose(D, ground, codes, haze=DEFAULT_STEP.haze_fill, offset=offset)

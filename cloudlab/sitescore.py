@@ -27,7 +27,7 @@ import numpy as np
 
 import cloudcore
 from cloudcore.compose import compose
-from cloudcore.masks import BandMean, Whiteness, anomaly_scale, classify_scores
+from cloudcore.masks import BandMean, MaskRule, Whiteness, anomaly_scale, classify_scores
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
@@ -99,9 +99,33 @@ class Solved:
             self.whiteness.add(frames, short=b == short_band)
         self.bright, self.dark = bright.mean(), dark.mean()
 
-    def white(self, ratio: float) -> np.ndarray | None:
-        """:meth:`~cloudcore.masks.Whiteness.passes` of ``ratio`` (None for 0: no test)."""
-        return self.whiteness.passes(ratio) if ratio > 0 else None
+        self._passes: dict[float, np.ndarray] = {}  # Whiteness.passes of each ratio, once
+
+    def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
+        """The mask of ``rule`` (:func:`~cloudcore.masks.classify_scores`) from this solve's
+        scores, its whiteness test included.
+
+        Parameters
+        ----------
+        rule
+            The mask rule.
+        seen
+            ``(dates, rows, cols)`` observed, or ``(1, rows, cols)`` with ``date``.
+        date
+            None: every date; else this date alone.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(dates, rows, cols)`` or ``(1, rows, cols)`` uint8 codes.
+        """
+        pick = slice(None) if date is None else slice(date, date + 1)
+        white = None
+        if rule.white > 0:
+            if rule.white not in self._passes:  # ~100 rules of the grid share two ratios
+                self._passes[rule.white] = self.whiteness.passes(rule.white)
+            white = self._passes[rule.white][pick]
+        return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white)
 
 
 def solve_series(
@@ -188,7 +212,7 @@ def _joint(
     (``first``, ground ``L``) :data:`JOINT_RULE` mask calls clear, ``L`` kept where it returns
     no value."""
     d, n = observed.shape
-    codes = classify_scores(first.bright, first.dark, observed.T.reshape(n, *frame), JOINT_RULE)
+    codes = first.codes(JOINT_RULE, observed.T.reshape(n, *frame))
     keep = observed & (codes.reshape(n, d).T == CLEAR)
     lam2 = 3.0 / math.sqrt(d)
     again = []
@@ -381,16 +405,13 @@ def pair_rows(
     seen = _frames(observed_t, frame)[None]
     for name, result in solved.items():
         ground = _frames(result.ground[:, :, target], frame)[:, None]
-        bright, dark = result.bright[target][None], result.dark[target][None]
         codes_of: dict[Any, np.ndarray] = {}
         for step in steps:
             if not step.keep_clear:
                 sums(name, step.name, result.ground[:, :, target])
                 continue
             if step.rule not in codes_of:
-                white = result.white(step.rule.white)
-                white = None if white is None else white[target][None]
-                codes_of[step.rule] = classify_scores(bright, dark, seen, step.rule, white)
+                codes_of[step.rule] = result.codes(step.rule, seen, target)
             codes = codes_of[step.rule]
             out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)
             sums(name, step.name, out[:, 0].reshape(out.shape[0], -1))
@@ -417,8 +438,7 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
             if step.rule in done:
                 continue
             done.add(step.rule)
-            white = result.white(step.rule.white)
-            codes = classify_scores(result.bright, result.dark, seen, step.rule, white)
+            codes = result.codes(step.rule, seen)
             row: dict[str, Any] = {"solve": name, "rule": step.rule_name}
             for cls, (truth, predicted) in classes.items():
                 said = np.isin(codes, predicted) & valid

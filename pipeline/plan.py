@@ -104,6 +104,12 @@ class RunPlan:
     #: The index of the band the mask's whiteness test reads as the shortest (:func:`short_band`).
     short_band: int = 0
 
+    @property
+    def white_band(self) -> str | None:
+        """The band the mask's whiteness test reads as the shortest, by name; None when the
+        test is off (``mask.white: 0``). What the cube's attributes and the Items record."""
+        return self.bands[self.short_band] if self.config.mask.white > 0 else None
+
     def blended_id(self, band: str) -> str:
         """Marker id saying every tile of ``band`` is blended into the cube and durable.
 
@@ -177,7 +183,6 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     bands: tuple[str, ...] = tuple(acqs[0].bands)
     if not bands:
         raise InputError(f"{acqs[0].path}: no bands")
-    _warn_unknown_short_band(config, bands)
     version_tag = code_version()
     input_ids = [_identity(a) for a in acqs]
     scene = {
@@ -227,7 +232,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         row_ids=row_ids,
         seam_ids=seam_ids,
         input_token=token,
-        short_band=short_band(bands, config.mask.white_band),
+        short_band=_short_band(config, bands),
     )
 
 
@@ -264,18 +269,21 @@ def short_band(bands: tuple[str, ...], named: str | None = None) -> int:
     return bands.index(min(known, key=lambda b: sum(PMS_BAND_EDGES_UM[b])))
 
 
-def _warn_unknown_short_band(config: Config, bands: tuple[str, ...]) -> None:
-    """Say which band the whiteness test reads as the shortest when nothing told it: several
-    bands, none of a known wavelength, no ``mask.white_band``."""
+def _short_band(config: Config, bands: tuple[str, ...]) -> int:
+    """:func:`short_band` of ``mask.white_band``, saying which band the whiteness test reads as
+    the shortest when nothing told it: the test on, several bands, none of a known wavelength,
+    no ``mask.white_band``."""
     mask = config.mask
-    unknown = not any(b in PMS_BAND_EDGES_UM for b in bands)
-    if mask.white > 0 and mask.white_band is None and len(bands) > 1 and unknown:
+    index = short_band(bands, mask.white_band)
+    guessed = mask.white_band is None and bands[index] not in PMS_BAND_EDGES_UM
+    if mask.white > 0 and guessed and len(bands) > 1:
         log.warning(
             "mask.white: the bands' wavelengths are unknown, so the whiteness test reads the "
             "first band, %r, as the shortest; set mask.white_band to the bluest band (or "
             "mask.white: 0)",
-            bands[0],
+            bands[index],
         )
+    return index
 
 
 def _row_ids(band: str, tiles: TileGrid, solve_ids: dict[tuple[int, int], str]) -> dict[int, str]:

@@ -38,8 +38,7 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         "cloudremoval:refined": solver.refines,
         "cloudremoval:scope": solver.scope,
         # With the whiteness test, the band it read as the shortest, resolved.
-        "cloudremoval:mask": mask.model_dump(mode="json")
-        | ({"white_band": plan.bands[plan.short_band]} if mask.white > 0 else {}),
+        "cloudremoval:mask": mask.model_dump(mode="json") | {"white_band": plan.white_band},
     }
     quality = plan.config.quality
     if quality is not None:  # the provider's mask used (inputs.quality)

@@ -73,7 +73,7 @@ def open_cube(plan: RunPlan) -> Path:
             "code_version": plan.version,
             "solver": config.solver.model_dump(mode="json"),
             # As before keep_clear moved into the mask section: the same attributes.
-            "mask": _mask_attrs(config, plan.bands[plan.short_band]),
+            "mask": _mask_attrs(config, plan.white_band),
             "keep_clear": config.mask.keep_clear,
             "keep_haze": config.mask.keep_clear and config.mask.keep_haze,
             "tiling": {"tile_size": tiles.tile_size, "overlap": tiles.overlap},
@@ -83,17 +83,18 @@ def open_cube(plan: RunPlan) -> Path:
     return cube_tmp
 
 
-def _mask_attrs(config: Any, short_band: str) -> dict[str, Any]:
+def _mask_attrs(config: Any, white_band: str | None) -> dict[str, Any]:
     """The mask's thresholds as the cube records them: as before ``grow``, ``keep_haze``,
     ``offset`` and ``white`` came (``grow`` only when set, ``offset`` only when applied,
     :attr:`pipeline.config.Config.applied_offset`, ``white`` with the band it read as the
-    shortest, ``short_band``, only when on; ``keep_haze`` in an attribute of its own)."""
+    shortest, :attr:`pipeline.plan.RunPlan.white_band`, only when on; ``keep_haze`` in an
+    attribute of its own)."""
     mask = config.mask
     exclude = {"keep_clear", "keep_haze", "white_band"} | (set() if mask.grow else {"grow"})
     exclude |= set() if config.applied_offset is not None else {"offset"}
-    exclude |= set() if mask.white > 0 else {"white"}
+    exclude |= set() if white_band is not None else {"white"}
     attrs = dict(mask.model_dump(mode="json", exclude=exclude))
-    return attrs | ({"white_band": short_band} if mask.white > 0 else {})
+    return attrs | ({"white_band": white_band} if white_band is not None else {})
 
 
 def _value_attrs(acqs: Sequence[Any]) -> dict[str, Any]:

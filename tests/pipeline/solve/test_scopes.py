@@ -163,14 +163,14 @@ def test_the_whiteness_test_reads_the_band_of_shortest_wavelength(
 def test_a_whiteness_test_on_bands_of_unknown_wavelength_says_which_it_reads(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from pipeline.plan import _warn_unknown_short_band
+    from pipeline.plan import _short_band
 
     with caplog.at_level(logging.WARNING, logger="pipeline.plan"):
-        _warn_unknown_short_band(_config(Path("o")), ("B1", "B2"))  # GF-4's: known
-        _warn_unknown_short_band(_config(Path("o"), mask={"white_band": "nir"}), ("nir", "red"))
-        _warn_unknown_short_band(_config(Path("o"), mask={"white": 0}), ("nir", "red"))
+        _short_band(_config(Path("o")), ("B1", "B2"))  # GF-4's: known
+        _short_band(_config(Path("o"), mask={"white_band": "nir"}), ("nir", "red"))
+        _short_band(_config(Path("o"), mask={"white": 0}), ("nir", "red"))
         assert not caplog.records
-        _warn_unknown_short_band(_config(Path("o")), ("nir", "red"))
+        _short_band(_config(Path("o")), ("nir", "red"))
     assert "reads the first band, 'nir', as the shortest; set mask.white_band" in caplog.text
 
 
