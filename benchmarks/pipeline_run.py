@@ -554,8 +554,16 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-offset": {"solver": {}, "mask": {"offset": 0}},
     # Today's default without the mask's whiteness test (mask.white): what the test costs.
     "no-white": {"solver": {}, "mask": {"white": 0}},
+    # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
+    "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
     "264e0ee": {
-        "solver": {"method": "rpca", "lam": "auto", "refine": True, "tol": 1e-7},
+        "solver": {
+            "method": "rpca",
+            "lam": "auto",
+            "refine": True,
+            "tol": 1e-7,
+            "cap_ground": False,
+        },
         "mask": {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_clear": False},
     },
 }

@@ -1,7 +1,8 @@
 """Cloud and haze removal numerics: NumPy (pixels × dates) matrices in, NumPy out.
 
 Public API: :func:`decompose` (aATM, ATM, RPCA, non-negative RPCA), :func:`complete` (the MC
-post-step), :func:`refine` (the masked re-solve), the λ rules, the matrix layout
+post-step), :func:`refine` (the masked re-solve), :func:`cap_ground` (overcast dates out of the
+ground), the λ rules, the matrix layout
 (:func:`stack_frames`), the cloud simulator (:mod:`cloudcore.simulate`) and
 :func:`recovery_error`. :mod:`cloudcore.catalog` says what the package offers (methods, the
 layers each writes, the mask's defaults) without importing numba. :mod:`cloudcore.reference`
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # resolved lazily at run time, see __getattr__
     from cloudcore import simulate
+    from cloudcore.cap import cap_ground
     from cloudcore.catalog import METHODS, SHADOW_METHODS
     from cloudcore.complete import cloud_mask, complete
     from cloudcore.compose import compose
@@ -69,6 +71,7 @@ __all__ = [
     "__version__",
     "anomaly_scale",
     "apply_clouds",
+    "cap_ground",
     "classify",
     "classify_result",
     "classify_scores",
@@ -97,6 +100,7 @@ __all__ = [
 # The module of every public name that is not the simulator's (those live in cloudcore.simulate).
 _HOME = {
     "METHODS": "catalog",
+    "cap_ground": "cap",
     "SHADOW_METHODS": "catalog",
     "cloud_mask": "complete",
     "complete": "complete",

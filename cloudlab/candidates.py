@@ -13,7 +13,10 @@ Solves (:data:`SOLVES`):
   3/√d without them), the pipeline's refinement;
 * ``…+joint``: then one re-solve per band without the entries that the mask, decided from all
   bands together (:data:`JOINT_RULE`), calls anything but clear: the paper's matrix completion
-  with a given mask, one flag per pixel and date shared by the bands.
+  with a given mask, one flag per pixel and date shared by the bands;
+* ``…-cap`` (:data:`CAPPED_SOLVES`, every unrefined solve): each pixel's ground capped at its
+  median date, the excess moved into the cloud layer (:func:`cloudcore.cap_ground`,
+  ``solver.cap_ground``).
 
 Post-steps (:func:`post_steps`): the mask's cloud, haze and shadow thresholds (in units of σ),
 its opening radius and growth, then ``keep_clear`` off (the ground everywhere, as before) or on
@@ -32,6 +35,7 @@ from cloudcore.compose import HAZE_FILLS, HazeFill
 from cloudcore.masks import MaskRule
 
 __all__ = [
+    "CAPPED_SOLVES",
     "JOINT_RULE",
     "LAM_SCALES",
     "OFFSET_SCALES",
@@ -56,20 +60,29 @@ class SolveSpec:
     scale: float = 1.0
     #: κ of ``aatm-shadow`` (``solver.shadow_weight``); None: the configuration's default.
     shadow_weight: float | None = None
+    #: Each pixel's ground capped at its median date (``solver.cap_ground``).
+    cap: bool = False
 
     @classmethod
     def of(cls, solver: Any) -> SolveSpec:
         """The unrefined solve of a :class:`pipeline.config.SolverConfig` (the pipeline's
         default with ``SolverConfig()``)."""
         kappa = solver.shadow_weight if solver.method in SHADOW_METHODS else None
-        return cls(solver.method, str(solver.lam), scale=solver.lam_scale, shadow_weight=kappa)
+        return cls(
+            solver.method,
+            str(solver.lam),
+            scale=solver.lam_scale,
+            shadow_weight=kappa,
+            cap=solver.caps_ground,
+        )
 
     @property
     def name(self) -> str:
-        """``method-lam``, ``x`` and the scale when not 1, ``k`` and κ for the shadow model, and
-        ``+refine``/``+joint`` when refined."""
+        """``method-lam``, ``x`` and the scale when not 1, ``k`` and κ for the shadow model,
+        ``-cap`` with the ground capped, and ``+refine``/``+joint`` when refined."""
         base = f"{self.method}-{self.lam}" + ("" if self.scale == 1.0 else f"x{self.scale:g}")
         base += "" if self.shadow_weight is None else f"k{self.shadow_weight:g}"
+        base += "-cap" if self.cap else ""
         return f"{base}+{self.refine}" if self.refine else base
 
     @property
@@ -95,6 +108,15 @@ SOLVES: tuple[SolveSpec, ...] = tuple(
     for method, lam in (("rpca", "auto"), ("aatm", "star"))
     for scale in LAM_SCALES[1:]
 )
+#: Every unrefined solve again with its ground capped at each pixel's median date
+#: (``solver.cap_ground``, :func:`cloudcore.cap_ground`): added on 2026-11-27 after an in-sample
+#: look at the five sites found their overcast dates taken into the ground and called clear.
+CAPPED_SOLVES: tuple[SolveSpec, ...] = tuple(
+    SolveSpec(method, lam, "", scale, cap=True)
+    for method, lam in (("rpca", "auto"), ("aatm", "star"))
+    for scale in LAM_SCALES
+)
+SOLVES += CAPPED_SOLVES
 
 #: aATM with a shadow layer (``solver.method: aatm-shadow``), scored with ``python -m cloudlab
 #: heldout --shadow-model``: not among the defaults' candidates. Held out it filled real clouds

@@ -175,7 +175,7 @@ def _heldout(args: argparse.Namespace) -> int:
             shadow_model=args.shadow_model,
             scale_statistic=args.scale_statistic,
         )
-    print(f"default {summary['default']} -> {args.out / 'report.md'}")
+    print(f"default {summary['pipeline_default']} -> {args.out / 'report.md'}")
     return EXIT_OK
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import cloudcore
+from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
 from cloudcore.masks import BandMean, MaskRule, Whiteness, anomaly_scale, classify_scores
 from cloudlab.baselines import MULTIBAND_BASELINES
@@ -70,7 +71,9 @@ class Solved:
         test, ``short_band`` the shortest (every site's bands are in the order of their
         wavelengths: the first, checked in tests/cloudlab/test_sites.py).
 
-    Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``.
+    Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``, of the
+    solve's own residual; with ``cap`` the ground is then capped at each pixel's median date
+    (:func:`~cloudcore.cap_ground`) and the anomalies are read off the capped ground.
     iterations
         The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
     """
@@ -84,6 +87,7 @@ class Solved:
         iterations: Sequence[int] = (),
         short_band: int = 0,
         scale_statistic: str = "median",
+        cap: bool = False,
     ):
         self.iterations = tuple(iterations)
         n = D.shape[2]
@@ -93,6 +97,8 @@ class Solved:
         for b, (band, low) in enumerate(zip(D, L, strict=True)):
             residual = np.where(observed, band - low, np.nan)
             sigma = anomaly_scale(residual, observed, scale_statistic)
+            if cap:  # after σ, as a pipeline tile (pipeline.solve.tile.solve_tile)
+                cap_ground(self.ground[b], residual, observed)
             frames = residual.T.reshape(n, *frame)
             bright.add(frames, sigma)
             dark.add(-frames, sigma)
@@ -183,7 +189,12 @@ def solve_specs(
             D, observed, L, frame, [f.iterations for f in firsts], short_band, scale_statistic
         )
         for spec in (s for s in specs if s.first == first):
-            if spec.refine == "refine":
+            if spec.cap:  # the same first solve, its ground capped (unrefined specs only)
+                capped = Solved(
+                    D, observed, L, frame, plain.iterations, short_band, scale_statistic, cap=True
+                )
+                out[spec.name] = capped
+            elif spec.refine == "refine":
                 refined = [
                     refine_matrix(x, observed, f, solver, frame, threads=1).L
                     for x, f in zip(data, firsts, strict=True)

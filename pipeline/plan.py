@@ -198,6 +198,10 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     solver["refine"] = config.solver.refines
     if not SCOPE_TRAITS[config.solver.scope].named_in_ids:
         del solver["scope"]
+    # The cap as it takes effect; off, spelt as before it existed: earlier cubes still resume.
+    solver["cap_ground"] = config.solver.caps_ground
+    if not solver["cap_ground"]:
+        del solver["cap_ground"]
     solve_settings = {**scene, "solver": solver}
 
     def ids(band: str | None, settings: dict[str, Any]) -> dict[tuple[int, int], str]:

@@ -25,6 +25,7 @@ from pipeline.outputs.stac_parts import (
     RASTER_SCHEMA,
     ZARR_MEDIA_TYPE,
     band_of,
+    capped,
     cog_asset,
     cog_band,
     lam_rule,
@@ -75,6 +76,7 @@ def item_properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "cloudremoval:solver": solver["method"],
         "cloudremoval:lambda_rule": lam_rule(solver["lam"], solver.get("lam_scale", 1.0)),
         "cloudremoval:refined": refined(solver),
+        "cloudremoval:ground_capped": capped(solver),
         "cloudremoval:dates": len(manifest["dates"]),
         "cloudremoval:products": [pid for pid, _ in manifest["products"]],
     }

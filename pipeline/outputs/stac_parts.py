@@ -27,6 +27,7 @@ __all__ = [
     "RASTER_SCHEMA",
     "ZARR_MEDIA_TYPE",
     "band_of",
+    "capped",
     "cog_asset",
     "cog_band",
     "lam_rule",
@@ -101,6 +102,14 @@ def refined(solver: Mapping[str, Any]) -> bool:
     if solver["refine"] is None:
         return SCOPE_TRAITS[solver.get("scope", "tile")].refines
     return SolverConfig.model_validate(solver).refines
+
+
+def capped(solver: Mapping[str, Any]) -> bool:
+    """Whether the manifest's run capped the ground at each pixel's median date. A manifest
+    from before ``solver.cap_ground`` existed: that run did not."""
+    if "cap_ground" not in solver:
+        return False
+    return SolverConfig.model_validate(solver).caps_ground
 
 
 def set_projection(item: pystac.Item, proj: Mapping[str, Any]) -> None:

@@ -71,7 +71,9 @@ def open_cube(plan: RunPlan) -> Path:
             CUBE_TOKEN_ATTR: token,
             "acquisitions": [a.id for a in acqs],
             "code_version": plan.version,
-            "solver": config.solver.model_dump(mode="json"),
+            # The cap as it took effect (left out in the configuration: per method).
+            "solver": config.solver.model_dump(mode="json")
+            | {"cap_ground": config.solver.caps_ground},
             # As before keep_clear moved into the mask section: the same attributes.
             "mask": _mask_attrs(config, plan.white_band),
             "keep_clear": config.mask.keep_clear,

@@ -76,6 +76,7 @@ class ShardSpec:
     dtype: str
     threads: int
     shadow: bool = False  # the shadow model: a fourth layer
+    cap_ground: bool = False  # solver.cap_ground: each pixel's ground capped at its median date
 
 
 class SceneShard(BlockGroup):
@@ -132,9 +133,13 @@ class SceneShard(BlockGroup):
             targets = arrays_for_writing(path, names)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
-                for target, values in zip(targets, block.layers(spec.shadow), strict=True):
-                    target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
+                # σ before the cap, as a tile's (pipeline.solve.tile.solve_tile).
                 scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
+                layers = block.layers(spec.shadow)
+                if spec.cap_ground and not block.empty:
+                    _cap_block(layers, block.obs)
+                for target, values in zip(targets, layers, strict=True):
+                    target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
                 block.release()
                 fsync_paths(
                     chunk_files(
@@ -165,6 +170,16 @@ class SceneShard(BlockGroup):
             # whole state (a 2560² worker stayed at 1.80 GiB through them).
             return_free_memory()
         return records
+
+
+def _cap_block(layers: Sequence[np.ndarray], obs: np.ndarray | None) -> None:
+    """:func:`cloudcore.cap_ground` of a block's written layers (ground, cloud, …, each
+    ``(dates, rows, cols)``), in place; ``obs`` the block's (dates, pixels) observed, or None."""
+    from cloudcore.cap import cap_ground
+
+    n = layers[0].shape[0]
+    ground, cloud = (x.reshape(n, -1).T for x in layers[:2])  # (pixels, dates) views
+    cap_ground(ground, cloud, None if obs is None else obs.T)
 
 
 class DaskShards:
@@ -216,6 +231,7 @@ def start_shards(
     dtype: str,
     name: str,
     shadow: bool = False,
+    cap_ground: bool = False,
 ) -> list[Any]:
     """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
     ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
@@ -238,6 +254,7 @@ def start_shards(
                 dtype=dtype,
                 threads=threads,
                 shadow=shadow,
+                cap_ground=cap_ground,
             ),
             actor=True,
             workers=[address],
@@ -312,6 +329,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
         solver.dtype,
         job.band,
         shadow=solver.method in cloudcore.SHADOW_METHODS,
+        cap_ground=solver.caps_ground,
     )
     try:
         shards = DaskShards([f.result() for f in futures])

@@ -214,6 +214,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """
     import zarr
 
+    from cloudcore.cap import cap_ground
     from cloudcore.masks import result_scale
 
     halo = job.tile.halo
@@ -253,6 +254,9 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         result = solve_matrix(D, mask, job.solver, (halo.height, halo.width), lam, job.threads)
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
+    # σ is the scatter of the clear entries about the low-rank fit: read before the cap, which
+    # moves a ground above its median date into C (it would count as brightening otherwise).
+    scale = result_scale(result, mask)
     # ``ground`` is L clipped to [0, 1], always safe for the user (docs/CONVENTIONS.md §2),
     # in L's own memory (L is not used again). The (d, n) results are transposed views of
     # cloudcore's dates × pixels arrays, so .T.reshape is free and nothing is copied (blending
@@ -264,7 +268,8 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     ]  # catalog.LAYERS order: clear, cloud, haze
     if result.S is not None:
         solved.append(result.S)  # the shadow model's fourth layer
-    scale = result_scale(result, mask)
+    if job.solver.caps_ground:  # (d, n) views of the dates × pixels arrays: capped in place
+        cap_ground(solved[0], solved[1], mask)
     if kept.size == n:  # a copy only if not float32/writable
         layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN

@@ -68,7 +68,8 @@ def warm_kernels(solver: SolverConfig) -> float:
 
     The matrix has a partly observed date, so the masked path and the refit are taken; the
     unmasked path calls the same kernels with the same argument types. The row tasks' blend
-    kernel (:mod:`pipeline.solve._feather`) is loaded too.
+    kernel (:mod:`pipeline.solve._feather`) is loaded too, and with the ground capped
+    (``solver.cap_ground``) the cap's (:func:`cloudcore.cap_ground`).
     """
     import numpy as np
 
@@ -81,7 +82,11 @@ def warm_kernels(solver: SolverConfig) -> float:
     mask[:1024, 1] = False
     brief = solver.model_copy(update={"max_iter": 3})  # loading the kernels is all it is for
     with machine_lock(LOCK_PATH):
-        solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
+        result = solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
+        if solver.caps_ground:  # as solve_tile: the clipped ground, in the solver's layout
+            from cloudcore.cap import cap_ground
+
+            cap_ground(result.ground_in_place(), result.C, mask)
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
     return time.perf_counter() - started
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.candidates import SOLVES, post_steps
-from cloudlab.heldout import choose, held_out, loss, white_of, with_white
+from cloudlab.heldout import capped, choose, held_out, loss, white_of, with_white
 
 
 def _scores(pred: dict[tuple[str, str], dict[str, float]], sites: list[str]) -> pd.DataFrame:
@@ -100,6 +100,44 @@ def test_the_whiteness_test_is_chosen_given_the_rest_of_the_candidate() -> None:
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
     assert with_white(f"x | {white}", 0.4) == "x | c6 h3 s2 r0 g0 w0.4 keep:observed"
     assert with_white(f"x | {white}", 0.0) == f"x | {STEP}" and white_of(white) == 0.2
+
+
+def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> None:
+    assert capped(f"aatm-starx1.4 | {STEP}") == f"aatm-starx1.4-cap | {STEP}"
+    assert capped(f"aatm-starx1.4-cap | {STEP}") == f"aatm-starx1.4-cap | {STEP}"
+    assert capped(f"rpca-auto+refine | {STEP}") == f"rpca-auto+refine | {STEP}"  # no variant
+    # The loss prefers the plain solve; the capped table still scores the capped one.
+    pred = {
+        ("aatm-star", STEP): dict.fromkeys(SITES, 0.2),
+        ("aatm-star-cap", STEP): dict.fromkeys(SITES, 0.3),
+    }
+    scores, masks = _scores(pred, SITES), _masks(SITES, ["aatm-star", "aatm-star-cap"])
+    plain = held_out(scores, masks, SITES)
+    assert set(plain.chosen) == {f"aatm-star | {STEP}"} and set(plain.pred_drop) == {0.2}
+    with_cap = held_out(scores, masks, SITES, cap=True)
+    assert set(with_cap.chosen) == {f"aatm-star-cap | {STEP}"} and set(with_cap.pred_drop) == {0.3}
+
+
+def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None:
+    """solve_specs caps a spec's ground as a pipeline tile does (σ first, then
+    cloudcore.cap_ground of the clipped ground), from the plain spec's first solve."""
+    from cloudcore.cap import cap_ground
+    from cloudlab.candidates import SolveSpec
+    from cloudlab.sites import load_site
+    from cloudlab.sitescore import site_arrays, solve_specs
+
+    site = load_site("s2_nrt_subset")
+    D, _, _ = site_arrays(site)
+    observed = np.isfinite(D).all(axis=0)
+    plain, cap = SolveSpec("aatm", "star"), SolveSpec("aatm", "star", cap=True)
+    assert plain.first == cap.first and cap.name == "aatm-star-cap"
+    solved = solve_specs(D, observed, [plain, cap], site.series.frame)
+    for b in range(len(D)):
+        ground = solved[plain.name].ground[b].copy()
+        cap_ground(ground, np.zeros_like(ground), observed)
+        assert np.array_equal(solved[cap.name].ground[b], ground)
+    assert not np.array_equal(solved[plain.name].ground, solved[cap.name].ground)
+    assert np.all(solved[cap.name].ground <= solved[plain.name].ground)
 
 
 def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> None:

@@ -16,7 +16,7 @@ from rasterio.warp import Resampling
 
 import cloudcore
 from cloudcore.masks import NODATA
-from pipeline.config import Config, parse
+from pipeline.config import Config, SolverConfig, parse
 from pipeline.control.status import RunSummary
 from pipeline.grid.target import derive_grid
 from pipeline.inputs.gf4 import discover_gf4
@@ -334,6 +334,8 @@ def test_the_run_writes_one_valid_stac_item_per_acquisition(
             assert not asset.href.startswith("/")
             assert Path(asset.get_absolute_href() or "").exists()
         assert item.properties["cloudremoval:solver"] == "aatm"
+        capped = SolverConfig().caps_ground  # the default
+        assert item.properties["cloudremoval:ground_capped"] is capped
         assert item.properties["cloudremoval:mask"]["keep_clear"] is True
         # The whiteness test's band, resolved: the run's bluest (B2), not the first (B1).
         assert item.properties["cloudremoval:mask"]["white_band"] == "B2"

@@ -26,7 +26,7 @@ from pipeline.batch.stac import (
     ZARR_MEDIA_TYPE,
     publish_catalog,
 )
-from pipeline.config import parse
+from pipeline.config import SolverConfig, parse
 from pipeline.inputs.synthetic import make_gf4_series
 from tests.pipeline.stac_checks import SCHEMAS, stac_validate
 
@@ -93,6 +93,7 @@ def test_one_item_per_series_with_assets(published: tuple[Path, BatchSummary]) -
         # The default: 1.4 × λ̂* (solver.lam_scale); a manifest without lam_scale was 1 ×.
         assert props["cloudremoval:lambda_rule"] == "1.4 x fitted lambda* per tile"
         assert props["cloudremoval:refined"] is False  # the default: not refined
+        assert props["cloudremoval:ground_capped"] is SolverConfig().caps_ground
         assert props["cloudremoval:products"] == [pid for pid, _ in manifest["products"]]
 
 
@@ -229,3 +230,6 @@ def test_refined_property_reads_the_manifest_solver() -> None:
     assert refined({"method": "rpca", "lam": "auto", "refine": None, "scope": "scene"}) is False
     assert refined({"method": "rpca", "lam": "auto", "refine": False}) is False
     assert refined({"method": "aatm", "lam": "star"}) is False  # written before `refine` existed
+    # Written before solver.cap_ground existed: not capped.
+    old = item_properties({**manifest, "run": {"solver": {"method": "aatm", "lam": "star"}}})
+    assert old["cloudremoval:ground_capped"] is False

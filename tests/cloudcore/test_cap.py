@@ -1,0 +1,105 @@
+"""The ground capped at each pixel's median date (:func:`cloudcore.cap_ground`).
+
+A date overcast over a whole matrix is taken into the low-rank ground by every ALM solver here
+(a cloud spread over a column is cheaper in the nuclear norm than in ℓ1); the cap puts it back
+into the cloud layer, where the mask finds it.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import cloudcore
+from cloudcore.cap import cap_ground
+from cloudcore.masks import CLEAR, CLOUD, MaskRule, classify_result
+
+D_PIX, N_DATES, OVERCAST = 4096, 9, 4
+
+
+def _overcast_series(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A rank-2 ground (d × n) that changes between dates, and the series with date
+    :data:`OVERCAST` under a cloud deck on every pixel (reflectance 0.55–0.65)."""
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(0.05, 0.3, (D_PIX, 2))
+    v = np.stack([np.ones(N_DATES), 0.2 * np.sin(np.arange(N_DATES))])
+    ground = np.clip(u @ v + rng.normal(0, 0.004, (D_PIX, N_DATES)), 0.0, 1.0)
+    D = ground.copy()
+    D[:, OVERCAST] = rng.uniform(0.55, 0.65, D_PIX)
+    return ground.astype(np.float32), D.astype(np.float32)
+
+
+def test_an_overcast_date_is_taken_into_the_ground_and_the_cap_gives_it_back() -> None:
+    ground, D = _overcast_series()
+    result = cloudcore.decompose(D, "aatm", lam=1.4 * cloudcore.lambda_star(*D.shape), tol=3e-5)
+    # The failure the cap is for: the fit's ground on the overcast date takes much of the cloud
+    # deck (0.55–0.65 over a ground of about 0.15), and the mask, which reads D − L, calls part
+    # of the date clear.
+    assert np.median(result.L[:, OVERCAST] - ground[:, OVERCAST]) > 0.2
+    rule = MaskRule(white=0.0)
+    before = classify_result([result], (64, 64), rule)
+    assert (before[OVERCAST] == CLEAR).mean() > 0.1
+
+    L, C = result.L.copy(), result.C.copy()
+    cap_ground(L, C)
+    # The ground of the overcast date is now the pixel's median date, near the true ground...
+    assert np.abs(L[:, OVERCAST] - ground[:, OVERCAST]).mean() < 0.1
+    # ...the clear dates' ground is unchanged where it was at or below the median...
+    median = np.median(result.L, axis=1, keepdims=True)
+    below = result.L <= median
+    assert np.array_equal(L[below], result.L[below])
+    # ...and D = L + C + N still holds: the excess went into C.
+    assert np.allclose(L + C + result.N, result.L + result.C + result.N, atol=1e-6)
+    capped = cloudcore.Decomposition(**{**result.__dict__, "L": L, "C": C})
+    after = classify_result([capped], (64, 64), rule)
+    assert (after[OVERCAST] == CLOUD).mean() > 0.99
+    # The other dates' clouds (the noise's few false ones) barely change.
+    others = np.arange(N_DATES) != OVERCAST
+    assert (after[others] == CLOUD).mean() <= (before[others] == CLOUD).mean() + 0.01
+
+
+def _reference(L: np.ndarray, C: np.ndarray, observed: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """The cap in NumPy: ``numpy.nanmedian`` over the dates."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the pixel seen on no date
+        median = np.nanmedian(L, axis=1, keepdims=True)
+    median[np.isfinite(L).sum(axis=1) < 3] = np.nan  # fewer than three dates: left as it is
+    excess = np.nan_to_num(np.maximum(L - median, 0), nan=0.0)
+    added = excess if observed is None else np.where(observed, excess, 0)
+    return np.where(excess > 0, median, L), C + added
+
+
+@pytest.mark.parametrize("n", [6, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernel_is_numpys_median_on_any_layout(n: int, dtype: type) -> None:
+    rng = np.random.default_rng(n)
+    d = 5000
+    L = rng.random((d, n)).astype(dtype)
+    L[10] = np.nan  # a pixel seen on no date
+    L[11, 2:] = np.nan  # one with a ground on two dates: their mean is no cap
+    L[:, 2] = np.where(rng.random(d) < 0.3, np.nan, L[:, 2])  # a date partly without a ground
+    C = rng.random((d, n)).astype(dtype)
+    observed = rng.random((d, n)) < 0.8
+    want_L, want_C = _reference(L, C, observed)
+    # The solvers' layout (a transposed view of dates × pixels, capped where it is) and a
+    # C-contiguous (pixels, dates) array (capped through a copy).
+    for layout in (lambda x: np.ascontiguousarray(x.T).T, np.ascontiguousarray):
+        got_L, got_C, obs = layout(L.copy()), layout(C.copy()), layout(observed)
+        base = got_L.base
+        cap_ground(got_L, got_C, obs)
+        assert got_L.base is base  # in place
+        # The median of an even count is (a + b)/2 in the arrays' precision, as NumPy's.
+        np.testing.assert_array_equal(got_L, want_L)
+        np.testing.assert_array_equal(got_C, want_C)
+        np.testing.assert_array_equal(got_L[11], L[11])
+    # Without a mask every entry takes its excess.
+    got_L, got_C = L.copy(), C.copy()
+    cap_ground(got_L, got_C)
+    np.testing.assert_array_equal(got_C, _reference(L, C, None)[1])
+
+
+def test_shapes_must_agree() -> None:
+    with pytest.raises(ValueError, match="one shape"):
+        cap_ground(np.zeros((4, 3)), np.zeros((4, 2)))
