@@ -60,7 +60,7 @@ def main() -> None:
             started = time.perf_counter()
             result = solve_matrix(D, mask, solver, (args.size, args.size), lam, threads=1)
             if solver.caps_ground:
-                cap_ground(result.ground_in_place(), result.C, mask)
+                cap_ground(result.ground_in_place(), result.C, mask, threads=1)
             seconds[label].append(time.perf_counter() - started)
             iterations[label] = result.iterations
     print(f"tile {args.size}² × {args.dates} dates, float32, 1 thread, {args.runs} runs each")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from cloudcore._problem import numba_threads
+
 __all__ = ["cap_ground"]
 
 #: Pixels per parallel block of the kernel (each block sorts into one scratch array).
@@ -30,7 +32,12 @@ _BLOCK = 1024
 _MIN_DATES = 3
 
 
-def cap_ground(L: np.ndarray, C: np.ndarray, observed: np.ndarray | None = None) -> None:
+def cap_ground(
+    L: np.ndarray,
+    C: np.ndarray,
+    observed: np.ndarray | None = None,
+    threads: int | None = None,
+) -> None:
     """Cap the ground at each pixel's median over the dates, the excess moved into the cloud
     layer where observed; in place.
 
@@ -44,6 +51,9 @@ def cap_ground(L: np.ndarray, C: np.ndarray, observed: np.ndarray | None = None)
         elsewhere (the solvers' C is 0 where not observed).
     observed
         Boolean of the same shape, True where observed; None: every entry.
+    threads
+        numba threads for this call (None: numba's current setting), as
+        :func:`cloudcore.decompose`'s.
 
     Notes
     -----
@@ -58,7 +68,8 @@ def cap_ground(L: np.ndarray, C: np.ndarray, observed: np.ndarray | None = None)
         raise ValueError(f"L {L.shape}, C {C.shape} and observed must have one shape")
     wide = [np.ascontiguousarray(x.T) for x in (L, C)]
     obs = np.ones((1, 1), np.bool_) if observed is None else np.ascontiguousarray(observed.T)
-    _cap(wide[0], wide[1], obs, observed is not None)
+    with numba_threads(threads):
+        _cap(wide[0], wide[1], obs, observed is not None)
     for x, w in zip((L, C), wide, strict=True):
         if not np.shares_memory(x, w):
             x[...] = w.T

@@ -294,21 +294,28 @@ def capped(candidate: str) -> str:
     return f"{solve}-cap | {step}"
 
 
+def uncapped(candidate: str) -> str:
+    """A candidate with its solve's ground not capped (the inverse of :func:`capped`)."""
+    solve, step = candidate.split(" | ")
+    return f"{solve.removesuffix('-cap')} | {step}"
+
+
 def held_out(
     scores: pd.DataFrame,
     masks: pd.DataFrame,
     sites: list[str],
     solves: tuple[str, ...] | None = None,
-    cap: bool = False,
+    cap: bool | None = None,
 ) -> pd.DataFrame:
     """For each site, the candidate chosen on the others (among ``solves``, :func:`choose`'s;
-    with ``cap`` its ground then capped, :func:`capped`) and its scores on the site."""
+    with ``cap`` True its ground then capped, :func:`capped`, False not, :func:`uncapped`;
+    None as chosen) and its scores on the site."""
     mask_f1 = _mask_scores(masks)
     rows = []
     for site in sites:
         others = [s for s in sites if s != site]
         pick, _ = choose(scores, others, solves, masks)
-        pick = capped(pick) if cap else pick
+        pick = pick if cap is None else capped(pick) if cap else uncapped(pick)
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]
@@ -379,7 +386,7 @@ def run_heldout(
 def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     """Choose and report from the tables a run wrote in ``out`` (``scores.csv``, ``masks.csv``,
     ``sites.csv``): ``heldout.csv``, ``heldout-joint.csv``, ``heldout-capped.csv``,
-    ``default.json``, ``report.md``."""
+    ``heldout-uncapped.csv``, ``default.json``, ``report.md``."""
     read = {"keep_default_na": False, "na_values": ["nan", "NaN"]}
     scores = pd.read_csv(out / "scores.csv", **read)
     masks = pd.read_csv(out / "masks.csv", **read)
@@ -395,10 +402,13 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     # overcast date (docs/REAL-CLOUDS.md, "Overcast dates"): each fold's choice, capped.
     with_cap = held_out(scores, masks, names, cap=True)
     with_cap.to_csv(out / "heldout-capped.csv", index=False)
+    without = held_out(scores, masks, names, cap=False)
+    without.to_csv(out / "heldout-uncapped.csv", index=False)
     default, info = choose(scores, names, masks=masks)
     summary: dict[str, Any] = {"default": default, "pipeline_default": capped(default), **info}
     if seconds is not None:
         summary["seconds"] = round(seconds, 1)
     (out / "default.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    write_report(out, facts, scores, {"plain": table, "joint": joint, "capped": with_cap}, summary)
+    tables = {"plain": table, "joint": joint, "capped": with_cap, "uncapped": without}
+    write_report(out, facts, scores, tables, summary)
     return summary

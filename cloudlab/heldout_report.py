@@ -70,9 +70,12 @@ def write_report(
 ) -> Path:
     """Write ``report.md`` into ``out`` and return its path: the held-out scores (``tables``)
     of the pipeline's candidates (``plain``), of every candidate, the joint re-solve's included
-    (``joint``), and of the pipeline's candidates with the ground capped (``capped``)."""
+    (``joint``), and of the pipeline's candidates with the ground capped (``capped``) and not
+    (``uncapped``)."""
     sites = list(facts.site)
-    held, held_joint, held_capped = (_held(tables[k]) for k in ("plain", "joint", "capped"))
+    held, held_joint, held_capped, held_uncapped = (
+        _held(tables[k]) for k in ("plain", "joint", "capped", "uncapped")
+    )
     defaults = {
         "**default (the pipeline's, ground capped)**": summary["pipeline_default"],
         "chosen by the loss on all sites": summary["default"],
@@ -104,6 +107,12 @@ def write_report(
         _table(held_capped),
         "",
         _means(held_capped),
+        "",
+        "The same folds' choices, the ground not capped:",
+        "",
+        _table(held_uncapped),
+        "",
+        _means(held_uncapped),
         "",
         "## Held-out scores with the joint re-solve among the candidates (benchmark only)",
         "",

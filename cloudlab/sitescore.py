@@ -98,7 +98,7 @@ class Solved:
             residual = np.where(observed, band - low, np.nan)
             sigma = anomaly_scale(residual, observed, scale_statistic)
             if cap:  # after σ, as a pipeline tile (pipeline.solve.tile.solve_tile)
-                cap_ground(self.ground[b], residual, observed)
+                cap_ground(self.ground[b], residual, observed, threads=1)
             frames = residual.T.reshape(n, *frame)
             bright.add(frames, sigma)
             dark.add(-frames, sigma)

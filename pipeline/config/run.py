@@ -338,7 +338,7 @@ class SolverConfig(ConfigSection):
     # 2026-11-27: held out, the mask's cloud + haze F1 against Fmask and Sen2Cor rose from
     # 0.55–0.71 to 0.80–0.84 and the mean r on pasted clouds from 0.214 to 0.189
     # (docs/REAL-CLOUDS.md, "Overcast dates"). Left out (null): on for the additive methods, off
-    # for atm; true with atm is an error.
+    # for atm; true with atm is an error. With refine the refined ground is capped (not scored).
     cap_ground: bool | None = None
     # The relative residual ‖D − L − C − N‖_F / ‖D‖_F at which the solve stops. 3e-5 rather than
     # cloudcore's 1e-7 (floored at 1e-6 in float32): about a fifth fewer iterations; on the

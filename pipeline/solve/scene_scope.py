@@ -137,7 +137,7 @@ class SceneShard(BlockGroup):
                 scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
                 layers = block.layers(spec.shadow)
                 if spec.cap_ground and not block.empty:
-                    _cap_block(layers, block.obs)
+                    _cap_block(layers, block.obs, spec.threads)
                 for target, values in zip(targets, layers, strict=True):
                     target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
                 block.release()
@@ -172,14 +172,17 @@ class SceneShard(BlockGroup):
         return records
 
 
-def _cap_block(layers: Sequence[np.ndarray], obs: np.ndarray | None) -> None:
+def _cap_block(layers: Sequence[np.ndarray], obs: np.ndarray | None, threads: int) -> None:
     """:func:`cloudcore.cap_ground` of a block's written layers (ground, cloud, …, each
-    ``(dates, rows, cols)``), in place; ``obs`` the block's (dates, pixels) observed, or None."""
+    ``(dates, rows, cols)``), in place, on ``threads`` numba threads; ``obs`` the block's
+    (dates, pixels) observed, or None. The median is over every date of the band, a date the
+    block never observed included (its extrapolated ground), where a tile's is over the dates it
+    keeps (:func:`pipeline.solve.tile.dates_kept`)."""
     from cloudcore.cap import cap_ground
 
     n = layers[0].shape[0]
     ground, cloud = (x.reshape(n, -1).T for x in layers[:2])  # (pixels, dates) views
-    cap_ground(ground, cloud, None if obs is None else obs.T)
+    cap_ground(ground, cloud, None if obs is None else obs.T, threads=threads)
 
 
 class DaskShards:

@@ -269,7 +269,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     if result.S is not None:
         solved.append(result.S)  # the shadow model's fourth layer
     if job.solver.caps_ground:  # (d, n) views of the dates × pixels arrays: capped in place
-        cap_ground(solved[0], solved[1], mask)
+        cap_ground(solved[0], solved[1], mask, threads=job.threads)
     if kept.size == n:  # a copy only if not float32/writable
         layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN

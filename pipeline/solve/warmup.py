@@ -86,7 +86,7 @@ def warm_kernels(solver: SolverConfig) -> float:
         if solver.caps_ground:  # as solve_tile: the clipped ground, in the solver's layout
             from cloudcore.cap import cap_ground
 
-            cap_ground(result.ground_in_place(), result.C, mask)
+            cap_ground(result.ground_in_place(), result.C, mask, threads=1)
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
     return time.perf_counter() - started
 

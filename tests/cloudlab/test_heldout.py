@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.candidates import SOLVES, post_steps
-from cloudlab.heldout import capped, choose, held_out, loss, white_of, with_white
+from cloudlab.heldout import capped, choose, held_out, loss, uncapped, white_of, with_white
 
 
 def _scores(pred: dict[tuple[str, str], dict[str, float]], sites: list[str]) -> pd.DataFrame:
@@ -106,6 +106,7 @@ def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> N
     assert capped(f"aatm-starx1.4 | {STEP}") == f"aatm-starx1.4-cap | {STEP}"
     assert capped(f"aatm-starx1.4-cap | {STEP}") == f"aatm-starx1.4-cap | {STEP}"
     assert capped(f"rpca-auto+refine | {STEP}") == f"rpca-auto+refine | {STEP}"  # no variant
+    assert uncapped(f"aatm-starx1.4-cap | {STEP}") == f"aatm-starx1.4 | {STEP}"
     # The loss prefers the plain solve; the capped table still scores the capped one.
     pred = {
         ("aatm-star", STEP): dict.fromkeys(SITES, 0.2),
@@ -116,6 +117,7 @@ def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> N
     assert set(plain.chosen) == {f"aatm-star | {STEP}"} and set(plain.pred_drop) == {0.2}
     with_cap = held_out(scores, masks, SITES, cap=True)
     assert set(with_cap.chosen) == {f"aatm-star-cap | {STEP}"} and set(with_cap.pred_drop) == {0.3}
+    assert held_out(scores, masks, SITES, cap=False).equals(plain)
 
 
 def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None:
