@@ -1,9 +1,9 @@
 """What the default costs per tile: 264e0ee's default solve (rpca 1/√d, refined, tol 1e-7), the
 next one (aATM with λ̂*, not refined, tol 1e-7) and today's (aATM 1.4 × λ̂*, tol 3e-5, the ground
 capped at each pixel's median date), and today's without the cap, on one tile halo as the
-pipeline solves it (:func:`pipeline.solve.tile.solve_matrix`, then with ``solver.cap_ground``
-:func:`cloudcore.cap_ground` of the clipped ground, as ``solve_tile``; float32, one thread),
-alternated, best of the runs.
+pipeline solves it (:func:`pipeline.solve.tile.solve_matrix`, then
+:func:`~pipeline.solve.tile.tile_layers`: the ground clipped and, with ``solver.cap_ground``,
+capped; float32, one thread), alternated, best of the runs.
 
 The matrix is a tile of the paper's simulation of the demo image (7 dates), so the numbers are
 comparable with docs/PERFORMANCE.md; the mask pass (keep_clear) is not in it (it reads the
@@ -22,11 +22,10 @@ import time
 import numpy as np
 from pipeline_run import SETTINGS as BASELINE_SETTINGS  # this folder's benchmark
 
-from cloudcore.cap import cap_ground
 from cloudcore.simulate import paper_case
 from pipeline.config import SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
-from pipeline.solve.tile import solve_matrix, solver_lambda
+from pipeline.solve.tile import solve_matrix, solver_lambda, tile_layers
 
 SETTINGS = {
     "264e0ee (rpca auto, refined)": BASELINE_SETTINGS["264e0ee"]["solver"],
@@ -59,8 +58,7 @@ def main() -> None:
             lam = solver_lambda(solver, *D.shape)
             started = time.perf_counter()
             result = solve_matrix(D, mask, solver, (args.size, args.size), lam, threads=1)
-            if solver.caps_ground:
-                cap_ground(result.ground_in_place(), result.C, mask, threads=1)
+            tile_layers(result, mask, solver, threads=1)
             seconds[label].append(time.perf_counter() - started)
             iterations[label] = result.iterations
     print(f"tile {args.size}² × {args.dates} dates, float32, 1 thread, {args.runs} runs each")

@@ -19,9 +19,10 @@ import dataclasses
 
 import numpy as np
 
-from cloudcore.masks import CLOUD, HAZE, kept_codes
+from cloudcore.masks import CLOUD, HAZE, NODATA, kept_codes
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.realdata import SNOW
+from cloudlab.realscores import agreement
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import site_arrays, solve_specs
 from pipeline.config import MaskConfig, SolverConfig
@@ -52,6 +53,7 @@ def main() -> None:
         cloud = (reference == CLOUD) & observed
         share = cloud.sum(axis=0) / np.maximum(observed.sum(axis=0), 1)
         overcast = share >= OVERCAST
+        scored_reference = np.where(reference == SNOW, NODATA, reference)
         solved = solve_specs(D, observed, list(specs.values()), frame)
         for label, spec in specs.items():
             codes = solved[spec.name].codes(step.rule, observed.T.reshape(n, *frame))
@@ -59,9 +61,8 @@ def main() -> None:
             flagged = np.isin(codes, (CLOUD, HAZE))
             keep_haze = step.haze_fill == "observed"
             kept = kept_codes(codes, keep_haze) if step.keep_clear else np.zeros_like(flagged)
-            valid = observed & (reference != SNOW)  # as the benchmark's mask scores
-            tp = (flagged & cloud & valid).sum()
-            f1 = 2 * tp / max((flagged & valid).sum() + (cloud & valid).sum(), 1)
+            # As the benchmark's mask scores (cloudlab.sitescore.mask_rows): snow is neither.
+            f1 = agreement(scored_reference, codes, (CLOUD,), (HAZE, CLOUD)).f1
             cells = []
             for dates in (overcast, ~overcast):
                 ref = cloud[:, dates]

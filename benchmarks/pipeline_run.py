@@ -220,15 +220,17 @@ def halo_matrix(store: str, case: TileCase, dtype: str) -> tuple[np.ndarray, np.
 def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, CpuUsage, int]:
     """Seconds, the solving thread's usage (CPU seconds, kernel seconds, page faults,
     preemptions) and iterations of the run's solve (:func:`pipeline.solve.tile.solve_matrix`:
-    decompose, then refine when the solver refines) of the tile's halo matrix, on one thread,
-    without reading or writing."""
-    from pipeline.solve.tile import solve_matrix, solver_lambda
+    decompose, then refine when the solver refines; then
+    :func:`~pipeline.solve.tile.tile_layers`: the ground clipped and, with the cap, capped) of
+    the tile's halo matrix, on one thread, without reading or writing."""
+    from pipeline.solve.tile import solve_matrix, solver_lambda, tile_layers
 
     D, mask, n = halo_matrix(store, case, solver.dtype)
     lam = solver_lambda(solver, case.d, n)
     shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
     started, usage = time.perf_counter(), CpuUsage.of_thread()
     result = solve_matrix(D, mask, solver, shape, lam, threads=1)
+    tile_layers(result, mask, solver, threads=1)
     return time.perf_counter() - started, CpuUsage.of_thread() - usage, int(result.iterations)
 
 

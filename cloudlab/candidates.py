@@ -60,8 +60,13 @@ class SolveSpec:
     scale: float = 1.0
     #: κ of ``aatm-shadow`` (``solver.shadow_weight``); None: the configuration's default.
     shadow_weight: float | None = None
-    #: Each pixel's ground capped at its median date (``solver.cap_ground``).
+    #: Each pixel's ground capped at its median date (``solver.cap_ground``); unrefined solves
+    #: only (:func:`cloudlab.sitescore.solve_specs` caps the first solve's ground).
     cap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.cap and self.refine:
+            raise ValueError(f"a capped solve is unrefined, not {self.refine!r}")
 
     @classmethod
     def of(cls, solver: Any) -> SolveSpec:

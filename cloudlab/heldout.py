@@ -300,21 +300,34 @@ def uncapped(candidate: str) -> str:
     return f"{solve.removesuffix('-cap')} | {step}"
 
 
+def fold_choices(
+    scores: pd.DataFrame,
+    masks: pd.DataFrame,
+    sites: list[str],
+    solves: tuple[str, ...] | None = None,
+) -> dict[str, str]:
+    """Each site's candidate chosen on the other sites (:func:`choose`, among ``solves``)."""
+    return {
+        site: choose(scores, [s for s in sites if s != site], solves, masks)[0] for site in sites
+    }
+
+
 def held_out(
     scores: pd.DataFrame,
     masks: pd.DataFrame,
     sites: list[str],
     solves: tuple[str, ...] | None = None,
     cap: bool | None = None,
+    picks: dict[str, str] | None = None,
 ) -> pd.DataFrame:
-    """For each site, the candidate chosen on the others (among ``solves``, :func:`choose`'s;
-    with ``cap`` True its ground then capped, :func:`capped`, False not, :func:`uncapped`;
-    None as chosen) and its scores on the site."""
+    """For each site, the candidate chosen on the others (``picks``, else
+    :func:`fold_choices` among ``solves``; with ``cap`` True its ground then capped,
+    :func:`capped`, False not, :func:`uncapped`; None as chosen) and its scores on the site."""
     mask_f1 = _mask_scores(masks)
+    picks = fold_choices(scores, masks, sites, solves) if picks is None else picks
     rows = []
     for site in sites:
-        others = [s for s in sites if s != site]
-        pick, _ = choose(scores, others, solves, masks)
+        pick = picks[site]
         pick = pick if cap is None else capped(pick) if cap else uncapped(pick)
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
@@ -392,7 +405,8 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     masks = pd.read_csv(out / "masks.csv", **read)
     facts = pd.read_csv(out / "sites.csv", **read)
     names = list(facts.site)
-    table = held_out(scores, masks, names)
+    picks = fold_choices(scores, masks, names)  # the capped tables change only the solve
+    table = held_out(scores, masks, names, picks=picks)
     table.to_csv(out / "heldout.csv", index=False)
     every = tuple(sorted(set(scores.solve) - set(MULTIBAND_BASELINES)))
     joint = held_out(scores, masks, names, every)
@@ -400,9 +414,9 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     # The pipeline's default caps the ground (solver.cap_ground), adopted by conditions on the
     # held-out scores written before they were run, not by the loss, which never sees an
     # overcast date (docs/REAL-CLOUDS.md, "Overcast dates"): each fold's choice, capped.
-    with_cap = held_out(scores, masks, names, cap=True)
+    with_cap = held_out(scores, masks, names, cap=True, picks=picks)
     with_cap.to_csv(out / "heldout-capped.csv", index=False)
-    without = held_out(scores, masks, names, cap=False)
+    without = held_out(scores, masks, names, cap=False, picks=picks)
     without.to_csv(out / "heldout-uncapped.csv", index=False)
     default, info = choose(scores, names, masks=masks)
     summary: dict[str, Any] = {"default": default, "pipeline_default": capped(default), **info}

@@ -189,7 +189,7 @@ def solve_specs(
             D, observed, L, frame, [f.iterations for f in firsts], short_band, scale_statistic
         )
         for spec in (s for s in specs if s.first == first):
-            if spec.cap:  # the same first solve, its ground capped (unrefined specs only)
+            if spec.cap:  # the same first solve, its ground capped (SolveSpec: never refined)
                 capped = Solved(
                     D, observed, L, frame, plain.iterations, short_band, scale_statistic, cap=True
                 )

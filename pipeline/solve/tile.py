@@ -193,6 +193,28 @@ def _ground_only(result: Decomposition) -> Decomposition:
     return dataclasses.replace(result, C=empty, N=empty, S=None)
 
 
+def tile_layers(
+    result: Decomposition, mask: np.ndarray, solver: SolverConfig, threads: int
+) -> list[np.ndarray]:
+    """The layers a tile writes from its decomposition, in ``catalog.LAYERS`` order: the ground
+    (L clipped to [0, 1], docs/CONVENTIONS.md §2, in L's own memory), C, N and the shadow
+    model's S; with ``solver.caps_ground`` the ground capped at each pixel's median date and the
+    excess added to C where ``mask`` (:func:`cloudcore.cap_ground`, on ``threads``), in place.
+
+    Read the anomaly scale (:func:`cloudcore.masks.result_scale`) before: the cap moves a
+    ground above its median date into C. Used by :func:`solve_tile`, the workers' warm-up and
+    the benchmarks' bare solves, so that all of them do what a tile does.
+    """
+    from cloudcore.cap import cap_ground
+
+    layers = [result.ground_in_place(), result.C, result.N]
+    if result.S is not None:
+        layers.append(result.S)
+    if solver.caps_ground:  # (d, n) views of the dates × pixels arrays: capped where they are
+        cap_ground(layers[0], layers[1], mask, threads=threads)
+    return layers
+
+
 def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Solve one (band, tile) on its halo.
 
@@ -214,7 +236,6 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """
     import zarr
 
-    from cloudcore.cap import cap_ground
     from cloudcore.masks import result_scale
 
     halo = job.tile.halo
@@ -257,19 +278,10 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # σ is the scatter of the clear entries about the low-rank fit: read before the cap, which
     # moves a ground above its median date into C (it would count as brightening otherwise).
     scale = result_scale(result, mask)
-    # ``ground`` is L clipped to [0, 1], always safe for the user (docs/CONVENTIONS.md §2),
-    # in L's own memory (L is not used again). The (d, n) results are transposed views of
-    # cloudcore's dates × pixels arrays, so .T.reshape is free and nothing is copied (blending
-    # works on them in place). A tile outside every footprint is all NaN.
-    solved = [
-        result.ground_in_place(),
-        result.C,
-        result.N,
-    ]  # catalog.LAYERS order: clear, cloud, haze
-    if result.S is not None:
-        solved.append(result.S)  # the shadow model's fourth layer
-    if job.solver.caps_ground:  # (d, n) views of the dates × pixels arrays: capped in place
-        cap_ground(solved[0], solved[1], mask, threads=job.threads)
+    # The (d, n) results are transposed views of cloudcore's dates × pixels arrays, so
+    # .T.reshape is free and nothing is copied (blending works on them in place). A tile outside
+    # every footprint is all NaN.
+    solved = tile_layers(result, mask, job.solver, job.threads)
     if kept.size == n:  # a copy only if not float32/writable
         layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN

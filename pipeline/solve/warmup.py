@@ -73,7 +73,7 @@ def warm_kernels(solver: SolverConfig) -> float:
     """
     import numpy as np
 
-    from pipeline.solve.tile import resolve_lambda, solve_matrix
+    from pipeline.solve.tile import resolve_lambda, solve_matrix, tile_layers
 
     started = time.perf_counter()
     rng = np.random.default_rng(0)
@@ -83,10 +83,7 @@ def warm_kernels(solver: SolverConfig) -> float:
     brief = solver.model_copy(update={"max_iter": 3})  # loading the kernels is all it is for
     with machine_lock(LOCK_PATH):
         result = solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
-        if solver.caps_ground:  # as solve_tile: the clipped ground, in the solver's layout
-            from cloudcore.cap import cap_ground
-
-            cap_ground(result.ground_in_place(), result.C, mask, threads=1)
+        tile_layers(result, mask, brief, threads=1)  # the cap's kernel, if the solver caps
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
     return time.perf_counter() - started
 

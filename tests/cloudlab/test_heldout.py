@@ -3,6 +3,7 @@ aATM candidate is preferred only within the spread."""
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from cloudlab.candidates import SOLVES, post_steps
 from cloudlab.heldout import capped, choose, held_out, loss, uncapped, white_of, with_white
@@ -133,6 +134,8 @@ def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None
     observed = np.isfinite(D).all(axis=0)
     plain, cap = SolveSpec("aatm", "star"), SolveSpec("aatm", "star", cap=True)
     assert plain.first == cap.first and cap.name == "aatm-star-cap"
+    with pytest.raises(ValueError, match="unrefined"):
+        SolveSpec("aatm", "star", "refine", cap=True)
     solved = solve_specs(D, observed, [plain, cap], site.series.frame)
     for b in range(len(D)):
         ground = solved[plain.name].ground[b].copy()
