@@ -38,6 +38,7 @@ SETTINGS = {
     },
     "today's default": {},
     "today's default without the cap": {"cap_ground": False},
+    "today's default with the floor at 0.25 (an option)": {"floor_ground": 0.25},
 }
 
 

@@ -23,8 +23,8 @@ from cloudcore.masks import CLOUD, HAZE, NODATA, kept_codes
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.realdata import SNOW
 from cloudlab.realscores import agreement
-from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import site_arrays, solve_specs
+from cloudlab.sites import site_names
+from cloudlab.sitescore import solve_specs, whole_series
 from pipeline.config import MaskConfig, SolverConfig
 
 #: A date is overcast where the reference calls at least this share of its observed pixels cloud.
@@ -34,7 +34,7 @@ OVERCAST = 0.9
 def main() -> None:
     default = SolveSpec.of(SolverConfig())
     specs = {
-        "no cap": dataclasses.replace(default, cap=False),
+        "no cap": dataclasses.replace(default, cap=False, floor=None),
         "cap": dataclasses.replace(default, cap=True),
     }
     step = PostStep.of(MaskConfig())
@@ -45,10 +45,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name in site_names():
-        site = load_site(name)
-        frame = site.series.frame
-        D, reference, _ = site_arrays(site)
-        observed = np.isfinite(D).all(axis=0)
+        frame, D, reference, observed = whole_series(name)
         n = D.shape[2]
         cloud = (reference == CLOUD) & observed
         share = cloud.sum(axis=0) / np.maximum(observed.sum(axis=0), 1)

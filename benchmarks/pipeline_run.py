@@ -558,6 +558,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-white": {"solver": {}, "mask": {"white": 0}},
     # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
     "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
+    # Today's default with the ground floored (solver.floor_ground, an option): what it costs.
+    "floor": {"solver": {"floor_ground": 0.25}, "mask": {}},
     "264e0ee": {
         "solver": {
             "method": "rpca",

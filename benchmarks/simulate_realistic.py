@@ -29,7 +29,7 @@ from cloudcore.masks import SCALE_STATISTICS
 from cloudcore.simulate import paper_case
 from cloudcore.simulate.realistic import realistic_case
 from cloudlab.baselines import MULTIBAND_BASELINES
-from cloudlab.candidates import PostStep, SolveSpec
+from cloudlab.candidates import FLOOR_QUANTILES, PostStep, SolveSpec
 from cloudlab.sitescore import solve_specs
 from pipeline.config import MaskConfig, SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
@@ -41,17 +41,29 @@ DEFAULT_STEP = PostStep.of(MaskConfig())
 SOLVES = {
     "aatm λ̂*": SolveSpec("aatm", "star"),
     f"aatm {DEFAULT_SOLVE.scale:g} × λ̂* (today's solve, not capped)": dataclasses.replace(
-        DEFAULT_SOLVE, cap=False
+        DEFAULT_SOLVE, cap=False, floor=None
     ),
-    "today's solve, ground capped": DEFAULT_SOLVE,
+    "today's solve, ground capped": dataclasses.replace(DEFAULT_SOLVE, cap=True, floor=None),
+    # The floor's candidates (solver.floor_ground, cloudlab.candidates.FLOOR_QUANTILES).
+    **{
+        f"today's solve, ground capped and floored at {q:g}": dataclasses.replace(
+            DEFAULT_SOLVE, cap=True, floor=q
+        )
+        for q in FLOOR_QUANTILES
+    },
     "rpca 1/√d": SolveSpec("rpca", "auto"),
     "rpca 1/√d refined (previous default)": SolveSpec("rpca", "auto", "refine"),
     # Held out on real clouds the best fill (python -m cloudlab heldout --shadow-model), not a
     # default: its mask is scored here too.
     "aatm-shadow λ̂*, κ 1": SolveSpec("aatm-shadow", "star", shadow_weight=1.0),
 }
-#: The solves scored with the default mask, keep_clear and offset as well as alone.
-MASKED = (DEFAULT_SOLVE, SOLVES["aatm-shadow λ̂*, κ 1"])
+#: The solves scored with the default mask, keep_clear and offset as well as alone: the
+#: default's and its variants' of the ground's bounds, and the shadow model.
+MASKED = (
+    DEFAULT_SOLVE,
+    *(s for s in SOLVES.values() if s.cap and s != DEFAULT_SOLVE),
+    SOLVES["aatm-shadow λ̂*, κ 1"],
+)
 BASELINES = ("temporal-median", "geometric-median", "temporal-min")
 
 

@@ -13,6 +13,12 @@ there. A ground brighter than the pixel's median is what a cloud absorbed into t
 like; a ground that truly brightened (a dry season, bare soil) is capped too, and its
 departure is then in the residual, where the mask's whiteness test tells it from a cloud and
 the date's offset (:mod:`cloudcore.offset`) carries it into the entries that are filled.
+
+With ``floor`` q it also raises each pixel's ground to its q-quantile over the dates and takes
+the deficit out of the residual (the layer ``below``) where observed: a shadow darkens the
+observation, aATM's cloud layer is non-negative, so a cloud shadow has nowhere to go but the
+ground, and a mask that reads the residual does not find it (docs/REAL-CLOUDS.md, "Shadows: the
+ground floored"). A ground below the pixel's lower dates is what an absorbed shadow looks like.
 """
 
 from __future__ import annotations
@@ -37,9 +43,11 @@ def cap_ground(
     C: np.ndarray,
     observed: np.ndarray | None = None,
     threads: int | None = None,
+    floor: float | None = None,
+    below: np.ndarray | None = None,
 ) -> None:
     """Cap the ground at each pixel's median over the dates, the excess moved into the cloud
-    layer where observed; in place.
+    layer where observed; with ``floor``, also raise it to a lower quantile; in place.
 
     Parameters
     ----------
@@ -54,6 +62,13 @@ def cap_ground(
     threads
         numba threads for this call (None: numba's current setting), as
         :func:`cloudcore.decompose`'s.
+    floor
+        None: no floor. Else q in (0, 0.5]: each pixel's ground is raised to its q-quantile over
+        the dates (:func:`numpy.nanquantile`'s linear interpolation, in float64, stored in the
+        arrays' precision) and the deficit subtracted from ``below`` where observed.
+    below
+        The layer that takes the floor's deficit, same shape as ``L``: the signed residual
+        layer (aATM's N, RPCA's C; it may be ``C`` itself). None: ``C``.
 
     Notes
     -----
@@ -64,20 +79,27 @@ def cap_ground(
     layout, so ``(pixels, dates)`` arrays that are transposed views of C-contiguous ones (what
     :func:`cloudcore.decompose` returns) are capped where they are; others through a copy.
     """
-    if L.shape != C.shape or (observed is not None and observed.shape != L.shape):
-        raise ValueError(f"L {L.shape}, C {C.shape} and observed must have one shape")
-    wide = [np.ascontiguousarray(x.T) for x in (L, C)]
+    below = C if below is None else below
+    if L.shape != C.shape or below.shape != L.shape:
+        raise ValueError(f"L {L.shape}, C {C.shape} and below {below.shape} must have one shape")
+    if observed is not None and observed.shape != L.shape:
+        raise ValueError(f"observed {observed.shape} must have L's shape {L.shape}")
+    if floor is not None and not 0.0 < floor <= 0.5:
+        raise ValueError(f"floor is a quantile in (0, 0.5], got {floor}")
+    arrays = (L, C) if below is C else (L, C, below)
+    wide = [np.ascontiguousarray(x.T) for x in arrays]
     obs = np.ones((1, 1), np.bool_) if observed is None else np.ascontiguousarray(observed.T)
+    q = -1.0 if floor is None else float(floor)  # < 0: no floor (one compiled signature)
     with numba_threads(threads):
-        _cap(wide[0], wide[1], obs, observed is not None)
-    for x, w in zip((L, C), wide, strict=True):
+        _cap(wide[0], wide[1], wide[-1], obs, observed is not None, q)
+    for x, w in zip(arrays, wide, strict=True):
         if not np.shares_memory(x, w):
             x[...] = w.T
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def _cap(L, C, obs, masked):  # pragma: no cover - compiled
-    """:func:`cap_ground` on dates × pixels arrays, in place.
+def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
+    """:func:`cap_ground` on dates × pixels arrays, in place (``q`` < 0: no floor).
 
     Each block of pixels is sorted over the dates by an odd-even transposition network (n
     rounds of element-wise min and max across the block: no branch on the data, so it
@@ -98,18 +120,28 @@ def _cap(L, C, obs, masked):  # pragma: no cover - compiled
                 counts[i] += finite
         _sort_columns(rows)
         medians = np.empty(m, L.dtype)
+        floors = np.full(m, np.nan, L.dtype)  # nothing is below NaN: nothing raised
         for i in range(m):
             k = counts[i]
             half = k // 2
             if k < _MIN_DATES:
                 medians[i] = np.nan  # nothing is above NaN: nothing capped
-            elif k % 2:
+                continue
+            if k % 2:
                 medians[i] = rows[half, i]
             else:  # stored, so that it is in the arrays' precision, as NumPy's
                 medians[i] = (rows[half - 1, i] + rows[half, i]) / 2
+            if q > 0:  # NumPy's linear quantile: position (k − 1)·q between sorted values
+                h = (k - 1) * q
+                low = int(h)
+                step = h - low
+                a = float(rows[low, i])
+                floors[i] = a if step == 0 else a + step * (float(rows[low + 1, i]) - a)
         for j in range(n):
             seen = obs[j, p0 : p0 + m] if masked else obs[0, :0]  # unread without a mask
             _cap_row(L[j, p0 : p0 + m], C[j, p0 : p0 + m], medians, seen, masked)
+            if q > 0:
+                _floor_row(L[j, p0 : p0 + m], below[j, p0 : p0 + m], floors, seen, masked)
 
 
 # No NaN reaches the network (they are +inf there): the min and max compile to vector
@@ -137,3 +169,15 @@ def _cap_row(ground, cloud, medians, observed, masked):  # pragma: no cover - co
         ground[i] = median if over else value
         excess = value - median if over else 0.0  # float64: the sum rounds as the dtype's
         cloud[i] += excess * observed[i] if masked else excess
+
+
+@njit(cache=True, nogil=True)
+def _floor_row(ground, below, floors, observed, masked):  # pragma: no cover - compiled
+    """One date's pixels of a block: the ground raised to the floors, the deficit taken from
+    ``below`` where observed (everywhere if not ``masked``), as :func:`_cap_row`."""
+    for i in range(ground.size):
+        value, floor = ground[i], floors[i]
+        under = value < floor  # False where either is NaN
+        ground[i] = floor if under else value
+        deficit = floor - value if under else 0.0
+        below[i] -= deficit * observed[i] if masked else deficit

@@ -14,6 +14,7 @@ from typing import Literal, get_args
 
 __all__ = [
     "ADDITIVE_METHODS",
+    "GROUND_FLOOR",
     "HAZE_METHODS",
     "LAYERS",
     "MASK_CLOUD",
@@ -71,6 +72,12 @@ MASK_GROW = 0
 #: most; 0: no test. Chosen by leave-one-site-out in a second stage, given the rest
 #: (:func:`cloudlab.heldout.choose`).
 MASK_WHITE = 0.2
+
+#: The quantile of its dates each pixel's capped ground is raised to by default (the pipeline's
+#: ``solver.floor_ground`` left out, for the methods that cap and have no shadow layer;
+#: :func:`cloudcore.cap_ground`'s ``floor``); None: no floor (docs/REAL-CLOUDS.md, "Shadows:
+#: the ground floored").
+GROUND_FLOOR: float | None = None
 #: The scale in pixels over which a date's departure from the ground is spread from the pixels
 #: kept as observed into those filled with the ground (:mod:`cloudcore.offset`); chosen with the
 #: mask by leave-one-site-out.

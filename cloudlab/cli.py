@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         "docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(
+        "--floor",
+        action="store_true",
+        help="also score every capped solve with its ground floored (solver.floor_ground; "
+        "measured, not among the defaults' candidates; docs/REAL-CLOUDS.md)",
+    )
+    heldout.add_argument(
         "--scale-statistic",
         choices=("median", "quartile"),  # cloudcore.masks.SCALE_STATISTICS, without numba
         default="median",
@@ -173,6 +179,7 @@ def _heldout(args: argparse.Namespace) -> int:
             pairs=args.pairs,
             workers=args.workers,
             shadow_model=args.shadow_model,
+            floor=args.floor,
             scale_statistic=args.scale_statistic,
         )
     print(f"default {summary['pipeline_default']} -> {args.out / 'report.md'}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -31,8 +32,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudcore.catalog import GROUND_FLOOR
 from cloudlab.baselines import MULTIBAND_BASELINES
-from cloudlab.candidates import SHADOW_SOLVES, SOLVES, WHITE_RATIOS, SolveSpec, post_steps
+from cloudlab.candidates import (
+    FLOOR_QUANTILES,
+    FLOORED_SOLVES,
+    SHADOW_SOLVES,
+    SOLVES,
+    WHITE_RATIOS,
+    SolveSpec,
+    post_steps,
+)
 from cloudlab.heldout_report import write_report
 from cloudlab.sites import Site, load_site, site_names
 from cloudlab.sitescore import (
@@ -274,14 +284,18 @@ def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def capped(candidate: str) -> str:
+def capped(candidate: str, floor: float | None = None) -> str:
     """A candidate with its solve's ground capped (``…-cap``, :data:`cloudlab.candidates.
-    CAPPED_SOLVES`); unchanged if it is capped already or refined (no capped variant).
+    CAPPED_SOLVES`) and with ``floor`` floored at that quantile (``…-cap-floor0.25``,
+    :data:`cloudlab.candidates.FLOORED_SOLVES`), whatever its own ground was; unchanged if
+    refined (no capped variant).
 
     Parameters
     ----------
     candidate
         ``solve | step``, as :func:`loss` indexes them.
+    floor
+        The floor's quantile; None: capped only.
 
     Returns
     -------
@@ -289,15 +303,22 @@ def capped(candidate: str) -> str:
         The capped candidate.
     """
     solve, step = candidate.split(" | ")
-    if solve.endswith("-cap") or "+" in solve:
+    if "+" in solve:
         return candidate
-    return f"{solve}-cap | {step}"
+    bounds = "-cap" + ("" if floor is None else f"-floor{floor:g}")
+    return f"{_unbounded(solve)}{bounds} | {step}"
 
 
 def uncapped(candidate: str) -> str:
-    """A candidate with its solve's ground not capped (the inverse of :func:`capped`)."""
+    """A candidate with its solve's ground neither capped nor floored (the inverse of
+    :func:`capped`)."""
     solve, step = candidate.split(" | ")
-    return f"{solve.removesuffix('-cap')} | {step}"
+    return f"{_unbounded(solve)} | {step}"
+
+
+def _unbounded(solve: str) -> str:
+    """A solve's name without its ground's ``-cap`` and ``-floor…`` (:class:`SolveSpec`)."""
+    return re.sub(r"-cap(-floor[0-9.]+)?$", "", solve)
 
 
 def fold_choices(
@@ -319,16 +340,18 @@ def held_out(
     solves: tuple[str, ...] | None = None,
     cap: bool | None = None,
     picks: dict[str, str] | None = None,
+    floor: float | None = None,
 ) -> pd.DataFrame:
     """For each site, the candidate chosen on the others (``picks``, else
-    :func:`fold_choices` among ``solves``; with ``cap`` True its ground then capped,
-    :func:`capped`, False not, :func:`uncapped`; None as chosen) and its scores on the site."""
+    :func:`fold_choices` among ``solves``; with ``cap`` True its ground then capped and with
+    ``floor`` floored, :func:`capped`, False neither, :func:`uncapped`; None as chosen) and its
+    scores on the site."""
     mask_f1 = _mask_scores(masks)
     picks = fold_choices(scores, masks, sites, solves) if picks is None else picks
     rows = []
     for site in sites:
         pick = picks[site]
-        pick = pick if cap is None else capped(pick) if cap else uncapped(pick)
+        pick = pick if cap is None else capped(pick, floor) if cap else uncapped(pick)
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]
@@ -356,6 +379,7 @@ def run_heldout(
     workers: int = 2,
     shadow_model: bool = False,
     scale_statistic: str = "median",
+    floor: bool = False,
 ) -> dict[str, Any]:
     """Score every site, choose by leave-one-site-out, write the tables (module docstring).
 
@@ -372,6 +396,9 @@ def run_heldout(
     shadow_model
         Also score aATM with a shadow layer (:data:`cloudlab.candidates.SHADOW_SOLVES`), and
         choose among them too.
+    floor
+        Also score every capped solve floored (:data:`cloudlab.candidates.FLOORED_SOLVES`),
+        and report the floored tables.
     scale_statistic
         The statistic of the masks' anomaly scale (:func:`cloudcore.masks.anomaly_scale`):
         ``median``, the pipeline's, or ``quartile`` (measured, not the default).
@@ -385,7 +412,9 @@ def run_heldout(
     names = site_names() if sites is None else list(sites)
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        solves = SOLVES + (SHADOW_SOLVES if shadow_model else ())
+        solves = (
+            SOLVES + (SHADOW_SOLVES if shadow_model else ()) + (FLOORED_SOLVES if floor else ())
+        )
         count = len(names)
         args = [pairs] * count, [0] * count, [solves] * count, [scale_statistic] * count
         results = list(pool.map(score_site, names, *args))
@@ -399,7 +428,8 @@ def run_heldout(
 def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     """Choose and report from the tables a run wrote in ``out`` (``scores.csv``, ``masks.csv``,
     ``sites.csv``): ``heldout.csv``, ``heldout-joint.csv``, ``heldout-capped.csv``,
-    ``heldout-uncapped.csv``, ``default.json``, ``report.md``."""
+    ``heldout-uncapped.csv``, with floored solves scored ``heldout-floor<q>.csv`` and
+    ``heldout-floor<q>-chosen.csv`` for each floor quantile, ``default.json``, ``report.md``."""
     read = {"keep_default_na": False, "na_values": ["nan", "NaN"]}
     scores = pd.read_csv(out / "scores.csv", **read)
     masks = pd.read_csv(out / "masks.csv", **read)
@@ -418,11 +448,24 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     with_cap.to_csv(out / "heldout-capped.csv", index=False)
     without = held_out(scores, masks, names, cap=False, picks=picks)
     without.to_csv(out / "heldout-uncapped.csv", index=False)
+    # With --floor (solver.floor_ground), judged two ways (docs/REAL-CLOUDS.md, "Shadows: the
+    # ground floored"): each fold's choice capped and floored at q, and each fold's choice
+    # among the floored candidates at q alone (its mask thresholds chosen given the floor).
+    floored = {}
+    for q in FLOOR_QUANTILES if any("-floor" in s for s in scores.solve) else ():
+        floored[f"floor{q:g}"] = held_out(scores, masks, names, cap=True, picks=picks, floor=q)
+        at_q = tuple(sorted({s for s in scores.solve if s.endswith(f"-floor{q:g}")}))
+        floored[f"floor{q:g}-chosen"] = held_out(scores, masks, names, at_q)
+    for key, t in floored.items():
+        t.to_csv(out / f"heldout-{key}.csv", index=False)
     default, info = choose(scores, names, masks=masks)
-    summary: dict[str, Any] = {"default": default, "pipeline_default": capped(default), **info}
+    # The pipeline's ground as it bounds it by default (solver.cap_ground, solver.floor_ground).
+    pipeline_default = capped(default, GROUND_FLOOR)
+    summary: dict[str, Any] = {"default": default, "pipeline_default": pipeline_default, **info}
     if seconds is not None:
         summary["seconds"] = round(seconds, 1)
     (out / "default.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     tables = {"plain": table, "joint": joint, "capped": with_cap, "uncapped": without}
+    tables |= floored
     write_report(out, facts, scores, tables, summary)
     return summary

@@ -71,13 +71,13 @@ def write_report(
     """Write ``report.md`` into ``out`` and return its path: the held-out scores (``tables``)
     of the pipeline's candidates (``plain``), of every candidate, the joint re-solve's included
     (``joint``), and of the pipeline's candidates with the ground capped (``capped``) and not
-    (``uncapped``)."""
+    (``uncapped``), and capped and floored at each quantile q (``floor<q>``, where scored)."""
     sites = list(facts.site)
     held, held_joint, held_capped, held_uncapped = (
         _held(tables[k]) for k in ("plain", "joint", "capped", "uncapped")
     )
     defaults = {
-        "**default (the pipeline's, ground capped)**": summary["pipeline_default"],
+        "**default (the pipeline's, its ground bounded)**": summary["pipeline_default"],
         "chosen by the loss on all sites": summary["default"],
     }
     parts = [
@@ -97,9 +97,10 @@ def write_report(
         "",
         f"**Chosen on all sites:** `{summary['default']}` (least loss without the "
         f"whiteness test: `{summary['best']}`; {_white_losses(summary)}). **The pipeline's "
-        f"default** is that with its ground capped: `{summary['pipeline_default']}`.",
+        f"default** is that with its ground capped (and floored where the solve name says "
+        f"so): `{summary['pipeline_default']}`.",
         "",
-        "## Held-out scores with the ground capped (the pipeline's default)",
+        "## Held-out scores with the ground capped",
         "",
         "Each site scored with the candidate chosen on the others, its ground capped at each "
         "pixel's median date (`solver.cap_ground`).",
@@ -114,6 +115,7 @@ def write_report(
         "",
         _means(held_uncapped),
         "",
+        *_floored(tables),
         "## Held-out scores with the joint re-solve among the candidates (benchmark only)",
         "",
         _table(held_joint),
@@ -132,6 +134,32 @@ def write_report(
     path = out / "report.md"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def _floored(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The report's lines for the tables of each fold's choice capped and floored."""
+    parts = []
+    for key in (k for k in tables if k.startswith("floor")):
+        held, q = _held(tables[key]), key[5:].removesuffix("-chosen")
+        how = (
+            f"chosen on the others among the candidates floored at {q} alone (the mask's "
+            "thresholds chosen given the floor)"
+            if key.endswith("-chosen")
+            else f"chosen on the others, its ground capped at each pixel's median date and "
+            f"raised to its {q} quantile"
+        )
+        parts += [
+            f"## Held-out scores with the ground floored at quantile {q}"
+            + (", chosen given the floor" if key.endswith("-chosen") else ""),
+            "",
+            f"Each site scored with the candidate {how} (`solver.floor_ground`).",
+            "",
+            _table(held),
+            "",
+            _means(held),
+            "",
+        ]
+    return parts
 
 
 def _means(held: pd.DataFrame) -> str:

@@ -21,7 +21,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
 from cloudlab.realpaste import choose_pairs, paste_clouds
-from cloudlab.sites import Site
+from cloudlab.sites import Site, load_site
 from pipeline.config import SolverConfig
 from pipeline.solve.tile import refine_matrix, solve_matrix, solver_lambda
 
@@ -73,7 +73,8 @@ class Solved:
 
     Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``, of the
     solve's own residual; with ``cap`` the ground is then capped at each pixel's median date
-    (:func:`~cloudcore.cap_ground`) and the anomalies are read off the capped ground.
+    (:func:`~cloudcore.cap_ground`), with ``floor`` also raised to that quantile of its dates,
+    and the anomalies are read off the capped ground.
     iterations
         The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
     """
@@ -88,6 +89,7 @@ class Solved:
         short_band: int = 0,
         scale_statistic: str = "median",
         cap: bool = False,
+        floor: float | None = None,
     ):
         self.iterations = tuple(iterations)
         n = D.shape[2]
@@ -98,7 +100,7 @@ class Solved:
             residual = np.where(observed, band - low, np.nan)
             sigma = anomaly_scale(residual, observed, scale_statistic)
             if cap:  # after σ, as a pipeline tile (pipeline.solve.tile.solve_tile)
-                cap_ground(self.ground[b], residual, observed, threads=1)
+                cap_ground(self.ground[b], residual, observed, threads=1, floor=floor)
             frames = residual.T.reshape(n, *frame)
             bright.add(frames, sigma)
             dark.add(-frames, sigma)
@@ -190,10 +192,17 @@ def solve_specs(
         )
         for spec in (s for s in specs if s.first == first):
             if spec.cap:  # the same first solve, its ground capped (SolveSpec: never refined)
-                capped = Solved(
-                    D, observed, L, frame, plain.iterations, short_band, scale_statistic, cap=True
+                out[spec.name] = Solved(
+                    D,
+                    observed,
+                    L,
+                    frame,
+                    plain.iterations,
+                    short_band,
+                    scale_statistic,
+                    cap=True,
+                    floor=spec.floor,
                 )
-                out[spec.name] = capped
             elif spec.refine == "refine":
                 refined = [
                     refine_matrix(x, observed, f, solver, frame, threads=1).L
@@ -244,6 +253,22 @@ def site_arrays(site: Site) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = s.dates.size
     D = np.stack([s.matrix(b)[0] for b in range(len(s.bands))])
     return D, s.reference.reshape(n, -1).T, s.dates.astype(np.int64)
+
+
+class WholeSeries(NamedTuple):
+    """A site's whole series, nothing pasted (:func:`whole_series`)."""
+
+    frame: tuple[int, int]
+    D: np.ndarray  # (bands, pixels, dates), NaN where not observed
+    reference: np.ndarray  # (pixels, dates) codes
+    observed: np.ndarray  # (pixels, dates), observed in every band
+
+
+def whole_series(name: str) -> WholeSeries:
+    """The whole series of the site ``name``, as the in-sample benchmarks solve it."""
+    site = load_site(name)
+    D, reference, _ = site_arrays(site)
+    return WholeSeries(site.series.frame, D, reference, np.isfinite(D).all(axis=0))
 
 
 def site_pairs(site: Site, count: int, seed: int) -> list[tuple[int, int]]:

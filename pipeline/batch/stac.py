@@ -28,6 +28,7 @@ from pipeline.outputs.stac_parts import (
     capped,
     cog_asset,
     cog_band,
+    floored,
     lam_rule,
     make_asset,
     outline_lonlat,
@@ -77,6 +78,7 @@ def item_properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "cloudremoval:lambda_rule": lam_rule(solver["lam"], solver.get("lam_scale", 1.0)),
         "cloudremoval:refined": refined(solver),
         "cloudremoval:ground_capped": capped(solver),
+        "cloudremoval:ground_floor": floored(solver),
         "cloudremoval:dates": len(manifest["dates"]),
         "cloudremoval:products": [pid for pid, _ in manifest["products"]],
     }

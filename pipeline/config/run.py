@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from cloudcore.catalog import (
     ADDITIVE_METHODS,
+    GROUND_FLOOR,
     MASK_CLOUD,
     MASK_GROW,
     MASK_HAZE,
@@ -27,6 +28,7 @@ from cloudcore.catalog import (
     MASK_WHITE,
     METHODS,
     SCENE_METHODS,
+    SHADOW_METHODS,
     SHADOW_WEIGHT,
     Method,
 )
@@ -340,6 +342,14 @@ class SolverConfig(ConfigSection):
     # (docs/REAL-CLOUDS.md, "Overcast dates"). Left out (null): on for the additive methods, off
     # for atm; true with atm is an error. With refine the refined ground is capped (not scored).
     cap_ground: bool | None = None
+    # With the cap, each pixel's ground also raised to this quantile of its dates, the deficit
+    # taken out of the residual (aATM's haze layer, RPCA's cloud layer), where the mask reads
+    # shadows (cloudcore.cap_ground's floor): aATM's cloud layer is non-negative, so a cloud's
+    # shadow is otherwise taken into the ground and never flagged. A quantile in (0, 0.5]; 0:
+    # no floor. Left out (null): cloudcore.catalog.GROUND_FLOOR where the ground is capped and
+    # there is no shadow layer, else none. Not with a shadow layer (aatm-shadow, refine), whose
+    # S holds the shadows.
+    floor_ground: float | None = Field(default=None, ge=0, le=0.5)
     # The relative residual ‖D − L − C − N‖_F / ‖D‖_F at which the solve stops. 3e-5 rather than
     # cloudcore's 1e-7 (floored at 1e-6 in float32): about a fifth fewer iterations; on the
     # real-cloud benchmark nine of ten scores within 0.2 % of a solve to 1e-7, and 3 pixels of
@@ -367,6 +377,17 @@ class SolverConfig(ConfigSection):
                 f"{self.method}'s is an opacity: set solver.cap_ground false or choose one of "
                 f"{', '.join(ADDITIVE_METHODS)}"
             )
+        if self.floor_ground and not self.caps_ground:
+            raise ValueError(
+                "solver.floor_ground raises the ground capped by solver.cap_ground: set "
+                "solver.cap_ground true (or leave it out), or solver.floor_ground 0"
+            )
+        if self.floor_ground and (self.refine or self.method in SHADOW_METHODS):
+            raise ValueError(
+                "solver.floor_ground takes a shadow out of the ground into the residual; with "
+                f"{'solver.refine' if self.refine else self.method} the shadow layer S holds "
+                "it: set solver.floor_ground 0 (or leave it out)"
+            )
         if self.refine and not traits.refines:
             raise ValueError(
                 f"solver.refine is done per tile: set solver.scope 'tile', or solver.refine false "
@@ -386,6 +407,17 @@ class SolverConfig(ConfigSection):
         if self.cap_ground is None:
             return self.method in ADDITIVE_METHODS
         return self.cap_ground
+
+    @property
+    def ground_floor(self) -> float | None:
+        """The quantile of its dates each pixel's ground is raised to
+        (:func:`cloudcore.cap_ground`'s ``floor``), or None: ``floor_ground``, 0 for none, or
+        left out :data:`cloudcore.catalog.GROUND_FLOOR` where the ground is capped and the solve
+        has no shadow layer."""
+        if self.floor_ground is None:
+            shadow_layer = self.refine or self.method in SHADOW_METHODS
+            return GROUND_FLOOR if self.caps_ground and not shadow_layer else None
+        return self.floor_ground or None
 
     @field_validator("lam", mode="before")
     @classmethod

@@ -37,6 +37,7 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         "cloudremoval:lambda_rule": stac.lam_rule(solver.lam, solver.lam_scale),
         "cloudremoval:refined": solver.refines,
         "cloudremoval:ground_capped": solver.caps_ground,
+        "cloudremoval:ground_floor": solver.ground_floor,
         "cloudremoval:scope": solver.scope,
         # With the whiteness test, the band it read as the shortest, resolved.
         "cloudremoval:mask": mask.model_dump(mode="json") | {"white_band": plan.white_band},

@@ -30,6 +30,7 @@ __all__ = [
     "capped",
     "cog_asset",
     "cog_band",
+    "floored",
     "lam_rule",
     "make_asset",
     "outline_lonlat",
@@ -110,6 +111,14 @@ def capped(solver: Mapping[str, Any]) -> bool:
     if "cap_ground" not in solver:
         return False
     return SolverConfig.model_validate(solver).caps_ground
+
+
+def floored(solver: Mapping[str, Any]) -> float | None:
+    """The quantile the manifest's run floored the ground at, or None. A manifest from before
+    ``solver.floor_ground`` existed: that run did not."""
+    if "floor_ground" not in solver:
+        return None
+    return SolverConfig.model_validate(solver).ground_floor
 
 
 def set_projection(item: pystac.Item, proj: Mapping[str, Any]) -> None:

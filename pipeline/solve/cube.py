@@ -71,9 +71,10 @@ def open_cube(plan: RunPlan) -> Path:
             CUBE_TOKEN_ATTR: token,
             "acquisitions": [a.id for a in acqs],
             "code_version": plan.version,
-            # The cap as it took effect (left out in the configuration: per method).
+            # The cap and the floor as they took effect (left out in the configuration: per
+            # method).
             "solver": config.solver.model_dump(mode="json")
-            | {"cap_ground": config.solver.caps_ground},
+            | {"cap_ground": config.solver.caps_ground, "floor_ground": config.solver.ground_floor},
             # As before keep_clear moved into the mask section: the same attributes.
             "mask": _mask_attrs(config, plan.white_band),
             "keep_clear": config.mask.keep_clear,

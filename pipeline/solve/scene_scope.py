@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from cloudcore.catalog import writes_haze
 from cloudcore.masks import anomaly_scale
 from cloudcore.scene import Block, BlockGroup, SceneOutcome
 from cloudcore.solvers import SparseRule
@@ -77,6 +78,8 @@ class ShardSpec:
     threads: int
     shadow: bool = False  # the shadow model: a fourth layer
     cap_ground: bool = False  # solver.cap_ground: each pixel's ground capped at its median date
+    floor_ground: float | None = None  # solver.ground_floor: and raised to this quantile
+    haze: bool = False  # whether the floor's deficit leaves N (aATM's haze) rather than C
 
 
 class SceneShard(BlockGroup):
@@ -137,7 +140,7 @@ class SceneShard(BlockGroup):
                 scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
                 layers = block.layers(spec.shadow)
                 if spec.cap_ground and not block.empty:
-                    _cap_block(layers, block.obs, spec.threads)
+                    _cap_block(layers, block.obs, spec)
                 for target, values in zip(targets, layers, strict=True):
                     target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
                 block.release()
@@ -172,17 +175,24 @@ class SceneShard(BlockGroup):
         return records
 
 
-def _cap_block(layers: Sequence[np.ndarray], obs: np.ndarray | None, threads: int) -> None:
-    """:func:`cloudcore.cap_ground` of a block's written layers (ground, cloud, …, each
-    ``(dates, rows, cols)``), in place, on ``threads`` numba threads; ``obs`` the block's
-    (dates, pixels) observed, or None. The median is over every date of the band, a date the
-    block never observed included (its extrapolated ground), where a tile's is over the dates it
-    keeps (:func:`pipeline.solve.tile.dates_kept`)."""
+def _cap_block(layers: Sequence[np.ndarray], obs: np.ndarray | None, spec: ShardSpec) -> None:
+    """:func:`cloudcore.cap_ground` of a block's written layers (ground, cloud, haze, …, each
+    ``(dates, rows, cols)``), in place, on the shard's threads, with its floor; ``obs`` the
+    block's (dates, pixels) observed, or None. The median (and the floor's quantile) is over
+    every date of the band, a date the block never observed included (its extrapolated ground),
+    where a tile's is over the dates it keeps (:func:`pipeline.solve.tile.dates_kept`)."""
     from cloudcore.cap import cap_ground
 
     n = layers[0].shape[0]
-    ground, cloud = (x.reshape(n, -1).T for x in layers[:2])  # (pixels, dates) views
-    cap_ground(ground, cloud, None if obs is None else obs.T, threads=threads)
+    ground, cloud, haze = (x.reshape(n, -1).T for x in layers[:3])  # (pixels, dates) views
+    cap_ground(
+        ground,
+        cloud,
+        None if obs is None else obs.T,
+        threads=spec.threads,
+        floor=spec.floor_ground,
+        below=haze if spec.haze else cloud,
+    )
 
 
 class DaskShards:
@@ -235,6 +245,8 @@ def start_shards(
     name: str,
     shadow: bool = False,
     cap_ground: bool = False,
+    floor_ground: float | None = None,
+    haze: bool = False,
 ) -> list[Any]:
     """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
     ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
@@ -258,6 +270,8 @@ def start_shards(
                 threads=threads,
                 shadow=shadow,
                 cap_ground=cap_ground,
+                floor_ground=floor_ground,
+                haze=haze,
             ),
             actor=True,
             workers=[address],
@@ -333,6 +347,8 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
         job.band,
         shadow=solver.method in cloudcore.SHADOW_METHODS,
         cap_ground=solver.caps_ground,
+        floor_ground=solver.ground_floor,
+        haze=writes_haze(solver.method),
     )
     try:
         shards = DaskShards([f.result() for f in futures])

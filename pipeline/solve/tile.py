@@ -199,7 +199,9 @@ def tile_layers(
     """The layers a tile writes from its decomposition, in ``catalog.LAYERS`` order: the ground
     (L clipped to [0, 1], docs/CONVENTIONS.md §2, in L's own memory), C, N and the shadow
     model's S; with ``solver.caps_ground`` the ground capped at each pixel's median date and the
-    excess added to C where ``mask`` (:func:`cloudcore.cap_ground`, on ``threads``), in place.
+    excess added to C where ``mask`` (:func:`cloudcore.cap_ground`, on ``threads``), and with
+    ``solver.ground_floor`` raised to that quantile of its dates, the deficit taken from N
+    (aATM's haze, which the mask adds to C) or else from C; in place.
 
     Read the anomaly scale (:func:`cloudcore.masks.result_scale`) before: the cap moves a
     ground above its median date into C. Used by :func:`solve_tile`, the workers' warm-up and
@@ -211,7 +213,9 @@ def tile_layers(
     if result.S is not None:
         layers.append(result.S)
     if solver.caps_ground:  # (d, n) views of the dates × pixels arrays: capped where they are
-        cap_ground(layers[0], layers[1], mask, threads=threads)
+        below = layers[2] if catalog.writes_haze(solver.method) else layers[1]
+        floor = solver.ground_floor
+        cap_ground(layers[0], layers[1], mask, threads=threads, floor=floor, below=below)
     return layers
 
 

@@ -103,3 +103,80 @@ def test_the_kernel_is_numpys_median_on_any_layout(n: int, dtype: type) -> None:
 def test_shapes_must_agree() -> None:
     with pytest.raises(ValueError, match="one shape"):
         cap_ground(np.zeros((4, 3)), np.zeros((4, 2)))
+
+
+def _floored(L: np.ndarray, below: np.ndarray, observed: np.ndarray, q: float) -> tuple:
+    """The floor in NumPy: ``numpy.nanquantile`` (linear) over the dates, in float64."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the pixel seen on no date
+        floor = np.nanquantile(L.astype(np.float64), q, axis=1, keepdims=True)
+    floor[np.isfinite(L).sum(axis=1) < 3] = np.nan
+    floor = floor.astype(L.dtype)
+    deficit = np.nan_to_num(np.maximum(floor - L, 0), nan=0.0)
+    return np.where(deficit > 0, floor, L), below - np.where(observed, deficit, 0)
+
+
+@pytest.mark.parametrize("q", [0.25, 0.5])
+@pytest.mark.parametrize("n", [6, 7])
+def test_the_floor_is_numpys_quantile_and_its_deficit_leaves_the_residual(q: float, n: int) -> None:
+    rng = np.random.default_rng(n)
+    d = 5000
+    L = rng.random((d, n)).astype(np.float32)
+    L[10] = np.nan
+    L[11, 2:] = np.nan  # a ground on two dates: no floor either
+    C, N = rng.random((d, n)).astype(np.float32), rng.normal(0, 0.01, (d, n)).astype(np.float32)
+    observed = rng.random((d, n)) < 0.8
+    capped_L, capped_C = _reference(L, C, observed)
+    # The floor is the quantile of the solve's ground, before the cap.
+    floor_L, want_N = _floored(L, N, observed, q)
+    want_L = np.where(floor_L > L, np.maximum(capped_L, floor_L), capped_L)
+    for layout in (lambda x: np.ascontiguousarray(x.T).T, np.ascontiguousarray):
+        got = [layout(x.copy()) for x in (L, C, N)]
+        cap_ground(got[0], got[1], layout(observed), floor=q, below=got[2])
+        # The floor is the quantile in float64 stored in float32: one rounding at most.
+        np.testing.assert_allclose(got[0], want_L, rtol=np.finfo(np.float32).eps, atol=0)
+        np.testing.assert_array_equal(got[1], capped_C)  # the cap's excess as without a floor
+        np.testing.assert_allclose(got[2], want_N, rtol=0, atol=2 * np.finfo(np.float32).eps)
+        np.testing.assert_array_equal(got[0][11], L[11])
+    # The whole residual in one layer (below is C): D = L + C still holds.
+    got_L, got_C = L.copy(), C.copy()
+    cap_ground(got_L, got_C, observed, floor=q)
+    sums = np.where(observed & np.isfinite(L), got_L + got_C, np.nan)
+    want = np.where(observed & np.isfinite(L), L + C, np.nan)
+    np.testing.assert_allclose(sums, want, rtol=0, atol=4 * np.finfo(np.float32).eps)
+    # With q = 0.5 the ground is each pixel's median on every date it has one.
+    if q == 0.5:
+        rows = np.isfinite(L).sum(axis=1) >= 3
+        spread = np.nanmax(got_L[rows], axis=1) - np.nanmin(got_L[rows], axis=1)
+        assert spread.max() <= 2 * np.finfo(np.float32).eps
+
+
+def test_a_shadowed_date_leaves_the_ground_with_the_floor() -> None:
+    """A shadow (one date darkened to 40 % on half the pixels) is taken into aATM's ground, whose
+    cloud layer is non-negative; the floor gives it back to the residual, where the mask finds
+    it."""
+    ground, D = _overcast_series(seed=3)
+    D = ground.copy()
+    patch = np.zeros(D_PIX, bool)
+    patch[: D_PIX // 2] = True
+    D[patch, OVERCAST] *= 0.4
+    result = cloudcore.decompose(D, "aatm", lam=1.4 * cloudcore.lambda_star(*D.shape), tol=3e-5)
+    rule = MaskRule(white=0.0)
+    shadow_code = 3
+    before = classify_result([result], (64, 64), rule)[OVERCAST].reshape(-1)
+    L, C, N = result.L.copy(), result.C.copy(), result.N.copy()
+    cap_ground(L, C, floor=0.25, below=N)
+    floored = cloudcore.Decomposition(**{**result.__dict__, "L": L, "C": C, "N": N})
+    after = classify_result([floored], (64, 64), rule)[OVERCAST].reshape(-1)
+    # Without the floor the ground took it: almost none of it is called shadow (0.05 %);
+    # with it 70 % is (the rest of the patch is left with a ground between the dates).
+    assert (before[patch] == shadow_code).mean() < 0.05
+    assert (after[patch] == shadow_code).mean() > 0.5
+    # The shadow's ground is back near the truth, and the clear pixels stay clear.
+    assert np.abs(L[patch, OVERCAST] - ground[patch, OVERCAST]).mean() < 0.02
+    assert (after[~patch] == CLEAR).mean() > 0.95
+
+
+def test_the_floor_is_a_lower_quantile() -> None:
+    with pytest.raises(ValueError, match="quantile"):
+        cap_ground(np.zeros((4, 3)), np.zeros((4, 3)), floor=0.75)

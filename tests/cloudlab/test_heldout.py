@@ -121,6 +121,39 @@ def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> N
     assert held_out(scores, masks, SITES, cap=False).equals(plain)
 
 
+def test_the_floored_tables_score_the_folds_choice_floored_and_the_choice_given_the_floor() -> None:
+    floored = f"aatm-starx1.4-cap-floor0.25 | {STEP}"
+    assert capped(f"aatm-starx1.4 | {STEP}", 0.25) == floored
+    assert capped(f"aatm-starx1.4-cap-floor0.5 | {STEP}", 0.25) == floored
+    assert capped(floored) == f"aatm-starx1.4-cap | {STEP}"
+    assert uncapped(floored) == f"aatm-starx1.4 | {STEP}"
+    pred = {
+        ("aatm-star", STEP): dict.fromkeys(SITES, 0.2),
+        ("aatm-star-cap", STEP): dict.fromkeys(SITES, 0.3),
+        ("aatm-star-cap-floor0.25", STEP): dict.fromkeys(SITES, 0.4),
+        ("rpca-auto-cap-floor0.25", STEP): dict.fromkeys(SITES, 0.35),
+    }
+    scores = _scores(pred, SITES)
+    masks = _masks(SITES, [solve for solve, _ in pred])
+    # Each fold's choice (the plain aATM) floored, though the loss never chose the floor...
+    table = held_out(scores, masks, SITES, cap=True, floor=0.25)
+    assert set(table.chosen) == {f"aatm-star-cap-floor0.25 | {STEP}"}
+    assert set(table.pred_drop) == {0.4}
+    # ...and the choice among the floored candidates alone.
+    given = held_out(scores, masks, SITES, ("aatm-star-cap-floor0.25", "rpca-auto-cap-floor0.25"))
+    assert set(given.chosen) == {f"rpca-auto-cap-floor0.25 | {STEP}"}
+
+
+def test_a_floored_spec_is_capped_and_named_so() -> None:
+    from cloudlab.candidates import FLOORED_SOLVES, SolveSpec
+
+    spec = SolveSpec("aatm", "star", "", 1.4, cap=True, floor=0.25)
+    assert spec.name == "aatm-starx1.4-cap-floor0.25" and spec in FLOORED_SOLVES
+    assert not set(FLOORED_SOLVES) & set(SOLVES)  # scored with --floor only
+    with pytest.raises(ValueError, match="capped"):
+        SolveSpec("aatm", "star", floor=0.25)
+
+
 def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None:
     """solve_specs caps a spec's ground as a pipeline tile does (σ first, then
     cloudcore.cap_ground of the clipped ground), from the plain spec's first solve."""

@@ -40,6 +40,23 @@ def config_dict(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
     }
 
 
+def address_config(out: Path, paths: list[Path], scheduler: str, **solver: Any) -> Any:
+    """A small geotiff run (48 px tiles, 8 px overlap, no quicklooks) on the scheduler at
+    ``scheduler``, with ``solver`` settings: a validated :class:`pipeline.config.Config`."""
+    from pipeline.config import Config, parse
+
+    return parse(
+        {
+            "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths]},
+            "output": {"path": str(out), "quicklooks": False},
+            "tiling": {"tile_size": 48, "overlap": 8},
+            "solver": solver,
+            "cluster": {"kind": "address", "address": scheduler, "dashboard": False},
+        },
+        Config,
+    )
+
+
 def write_config(path: Path, data: dict[str, Any]) -> Path:
     """``data`` written as YAML to ``path``; returns ``path``."""
     path.write_text(yaml.safe_dump(data))

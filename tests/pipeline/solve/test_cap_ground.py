@@ -7,7 +7,6 @@ white cloud deck everywhere, solved with the cap and without it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
 from pipeline.plan import make_plan
 from pipeline.run import run
+from tests.pipeline.runs import address_config
 
 OVERCAST, DECK = 3, 0.8  # the overcast date, and the deck's mean reflectance
 
@@ -40,26 +40,13 @@ def overcast_series(tmp_path_factory: pytest.TempPathFactory) -> SimulatedProduc
     return products
 
 
-def _config(out: Path, paths: list[Path], scheduler: str, **solver: Any) -> Config:
-    return parse(
-        {
-            "inputs": {"kind": "geotiff", "paths": [str(p) for p in paths]},
-            "output": {"path": str(out), "quicklooks": False},
-            "tiling": {"tile_size": 48, "overlap": 8},
-            "solver": solver,
-            "cluster": {"kind": "address", "address": scheduler, "dashboard": False},
-        },
-        Config,
-    )
-
-
 def test_an_overcast_date_is_cloud_and_filled_with_the_cap(
     overcast_series: SimulatedProducts, scheduler: str, tmp_path: Path
 ) -> None:
     shares, outputs = {}, {}
     for cap in (False, True):
         out = tmp_path / f"cap-{cap}"
-        summary = run(_config(out, overcast_series.paths, scheduler, cap_ground=cap))
+        summary = run(address_config(out, overcast_series.paths, scheduler, cap_ground=cap))
         assert summary.ok, summary.describe()
         cube = xr.open_zarr(out / "cube.zarr", consolidated=False)
         shares[cap] = float((cube.mask.values[OVERCAST] == CLOUD).mean())
