@@ -72,12 +72,18 @@ class SolveSpec:
     #: With ``cap``, each pixel's ground raised to this quantile of its dates
     #: (``solver.floor_ground``); None: no floor.
     floor: float | None = None
+    #: With ``floor``, each date's own level below the ground (its median residual, where
+    #: negative) taken out of the darkening before the mask reads shadows: a date darker
+    #: everywhere (a lower sun, a wet season) is not a shadow.
+    level: bool = False
 
     def __post_init__(self) -> None:
         if self.cap and self.refine:
             raise ValueError(f"a capped solve is unrefined, not {self.refine!r}")
         if self.floor is not None and not self.cap:
             raise ValueError("a floored solve is capped (SolveSpec.cap)")
+        if self.level and self.floor is None:
+            raise ValueError("the date's level is taken out of a floored solve's darkening only")
 
     @classmethod
     def of(cls, solver: Any) -> SolveSpec:
@@ -102,6 +108,7 @@ class SolveSpec:
         base += "" if self.shadow_weight is None else f"k{self.shadow_weight:g}"
         base += "-cap" if self.cap else ""
         base += "" if self.floor is None else f"-floor{self.floor:g}"
+        base += "-level" if self.level else ""
         return f"{base}+{self.refine}" if self.refine else base
 
     @property
@@ -151,6 +158,11 @@ FLOORED_SOLVES: tuple[SolveSpec, ...] = tuple(
     SolveSpec(s.method, s.lam, "", s.scale, cap=True, floor=q)
     for s in CAPPED_SOLVES
     for q in FLOOR_QUANTILES
+) + tuple(
+    # Tried on 2026-11-27 after the floor's held-out run, each date's level out of the
+    # darkening: not adopted either (a dark date under clouds, docs/REAL-CLOUDS.md).
+    SolveSpec(s.method, s.lam, "", s.scale, cap=True, floor=FLOOR_QUANTILES[0], level=True)
+    for s in CAPPED_SOLVES
 )
 
 #: aATM with a shadow layer (``solver.method: aatm-shadow``), scored with ``python -m cloudlab

@@ -284,7 +284,7 @@ def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def capped(candidate: str, floor: float | None = None) -> str:
+def capped(candidate: str, floor: float | None = None, level: bool = False) -> str:
     """A candidate with its solve's ground capped (``…-cap``, :data:`cloudlab.candidates.
     CAPPED_SOLVES`) and with ``floor`` floored at that quantile (``…-cap-floor0.25``,
     :data:`cloudlab.candidates.FLOORED_SOLVES`), whatever its own ground was; unchanged if
@@ -296,6 +296,8 @@ def capped(candidate: str, floor: float | None = None) -> str:
         ``solve | step``, as :func:`loss` indexes them.
     floor
         The floor's quantile; None: capped only.
+    level
+        With ``floor``, each date's own level taken out of the darkening (``…-level``).
 
     Returns
     -------
@@ -305,7 +307,7 @@ def capped(candidate: str, floor: float | None = None) -> str:
     solve, step = candidate.split(" | ")
     if "+" in solve:
         return candidate
-    bounds = "-cap" + ("" if floor is None else f"-floor{floor:g}")
+    bounds = "-cap" + ("" if floor is None else f"-floor{floor:g}" + ("-level" if level else ""))
     return f"{_unbounded(solve)}{bounds} | {step}"
 
 
@@ -318,7 +320,7 @@ def uncapped(candidate: str) -> str:
 
 def _unbounded(solve: str) -> str:
     """A solve's name without its ground's ``-cap`` and ``-floor…`` (:class:`SolveSpec`)."""
-    return re.sub(r"-cap(-floor[0-9.]+)?$", "", solve)
+    return re.sub(r"-cap(-floor[0-9.]+(-level)?)?$", "", solve)
 
 
 def fold_choices(
@@ -341,6 +343,7 @@ def held_out(
     cap: bool | None = None,
     picks: dict[str, str] | None = None,
     floor: float | None = None,
+    level: bool = False,
 ) -> pd.DataFrame:
     """For each site, the candidate chosen on the others (``picks``, else
     :func:`fold_choices` among ``solves``; with ``cap`` True its ground then capped and with
@@ -351,7 +354,7 @@ def held_out(
     rows = []
     for site in sites:
         pick = picks[site]
-        pick = pick if cap is None else capped(pick, floor) if cap else uncapped(pick)
+        pick = pick if cap is None else capped(pick, floor, level) if cap else uncapped(pick)
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]
@@ -456,6 +459,13 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
         floored[f"floor{q:g}"] = held_out(scores, masks, names, cap=True, picks=picks, floor=q)
         at_q = tuple(sorted({s for s in scores.solve if s.endswith(f"-floor{q:g}")}))
         floored[f"floor{q:g}-chosen"] = held_out(scores, masks, names, at_q)
+    if any(s.endswith("-level") for s in scores.solve):  # the same, the date's level out
+        q = FLOOR_QUANTILES[0]
+        floored[f"floor{q:g}-level"] = held_out(
+            scores, masks, names, cap=True, picks=picks, floor=q, level=True
+        )
+        at_q = tuple(sorted({s for s in scores.solve if s.endswith(f"-floor{q:g}-level")}))
+        floored[f"floor{q:g}-level-chosen"] = held_out(scores, masks, names, at_q)
     for key, t in floored.items():
         t.to_csv(out / f"heldout-{key}.csv", index=False)
     default, info = choose(scores, names, masks=masks)

@@ -141,6 +141,8 @@ def _floored(tables: dict[str, pd.DataFrame]) -> list[str]:
     parts = []
     for key in (k for k in tables if k.startswith("floor")):
         held, q = _held(tables[key]), key[5:].removesuffix("-chosen")
+        level = q.endswith("-level")
+        q = q.removesuffix("-level")
         how = (
             f"chosen on the others among the candidates floored at {q} alone (the mask's "
             "thresholds chosen given the floor)"
@@ -150,9 +152,12 @@ def _floored(tables: dict[str, pd.DataFrame]) -> list[str]:
         )
         parts += [
             f"## Held-out scores with the ground floored at quantile {q}"
+            + (", each date's level out of the darkening" if level else "")
             + (", chosen given the floor" if key.endswith("-chosen") else ""),
             "",
-            f"Each site scored with the candidate {how} (`solver.floor_ground`).",
+            f"Each site scored with the candidate {how} (`solver.floor_ground`)"
+            + ("; each date's median residual, where negative, out of its darkening." * level)
+            + ".",
             "",
             _table(held),
             "",

@@ -74,7 +74,8 @@ class Solved:
     Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``, of the
     solve's own residual; with ``cap`` the ground is then capped at each pixel's median date
     (:func:`~cloudcore.cap_ground`), with ``floor`` also raised to that quantile of its dates,
-    and the anomalies are read off the capped ground.
+    and the anomalies are read off the capped ground; with ``level`` each date's median residual,
+    where negative, is taken out of its darkening.
     iterations
         The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
     """
@@ -90,6 +91,7 @@ class Solved:
         scale_statistic: str = "median",
         cap: bool = False,
         floor: float | None = None,
+        level: bool = False,
     ):
         self.iterations = tuple(iterations)
         n = D.shape[2]
@@ -103,7 +105,13 @@ class Solved:
                 cap_ground(self.ground[b], residual, observed, threads=1, floor=floor)
             frames = residual.T.reshape(n, *frame)
             bright.add(frames, sigma)
-            dark.add(-frames, sigma)
+            if level:  # each date's own level below the ground is not a shadow
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # a date seen nowhere
+                    own = np.minimum(np.nan_to_num(np.nanmedian(residual, axis=0)), 0.0)
+                dark.add(own[:, None, None] - frames, sigma)
+            else:
+                dark.add(-frames, sigma)
             self.whiteness.add(frames, short=b == short_band)
         self.bright, self.dark = bright.mean(), dark.mean()
 
@@ -202,6 +210,7 @@ def solve_specs(
                     scale_statistic,
                     cap=True,
                     floor=spec.floor,
+                    level=spec.level,
                 )
             elif spec.refine == "refine":
                 refined = [

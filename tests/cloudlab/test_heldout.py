@@ -152,6 +152,32 @@ def test_a_floored_spec_is_capped_and_named_so() -> None:
     assert not set(FLOORED_SOLVES) & set(SOLVES)  # scored with --floor only
     with pytest.raises(ValueError, match="capped"):
         SolveSpec("aatm", "star", floor=0.25)
+    levelled = SolveSpec("aatm", "star", "", 1.4, cap=True, floor=0.25, level=True)
+    assert levelled.name == "aatm-starx1.4-cap-floor0.25-level" and levelled in FLOORED_SOLVES
+    assert capped(f"aatm-starx1.4 | {STEP}", 0.25, level=True) == f"{levelled.name} | {STEP}"
+    assert uncapped(f"{levelled.name} | {STEP}") == f"aatm-starx1.4 | {STEP}"
+    with pytest.raises(ValueError, match="floored"):
+        SolveSpec("aatm", "star", cap=True, level=True)
+
+
+def test_the_dates_level_is_taken_out_of_the_darkening() -> None:
+    """With ``level`` a date darker on every pixel (its median residual below 0) is not dark."""
+    from cloudlab.sitescore import Solved
+
+    rng = np.random.default_rng(0)
+    d, n = 400, 6
+    L = rng.uniform(0.2, 0.4, (1, d, 1)) * np.ones((1, d, n))
+    D = L + rng.normal(0, 0.002, (1, d, n))
+    D[0, :, 2] -= 0.05  # date 2 darker everywhere, a lower sun
+    D[0, :40, 4] -= 0.1  # a shadow on a tenth of date 4
+    observed = np.ones((d, n), bool)
+    plain = Solved(D, observed, L, (20, 20), cap=True, floor=0.25)
+    level = Solved(D, observed, L, (20, 20), cap=True, floor=0.25, level=True)
+    assert plain.dark[2].min() > 3 and level.dark[2].max() < 3  # the date's level, in σ
+    shadow = level.dark[4].reshape(-1)
+    # The shadow's date keeps its level (its median is the clear pixels', within the noise).
+    assert shadow[:40].min() > 3
+    assert np.abs(shadow[:40] - plain.dark[4].reshape(-1)[:40]).max() < 0.5
 
 
 def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None:
