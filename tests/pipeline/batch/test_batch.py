@@ -301,3 +301,20 @@ def test_example_config_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     root = Path(__file__).resolve().parents[3]
     cfg = load_archive_config(root / "configs" / "archive-example.yaml")
     assert cfg.archive.sensors and cfg.grouping.min_dates >= 2
+
+
+def test_the_config_hash_names_the_floor_only_where_it_takes_effect(tmp_path: Path) -> None:
+    """A batch from before ``solver.floor_ground`` existed keeps its hash (its series are not
+    re-run for nothing), and one with a floor gets another."""
+    from pipeline.ids import json_digest
+
+    base = {"archive": {"roots": [str(tmp_path)]}, "output": {"path": "x"}}
+    plain = parse(base, ArchiveConfig)
+    before = plain.run.model_dump(mode="json")
+    del before["solver"]["floor_ground"]  # the template as it was dumped before the key
+    assert plain.config_hash() == json_digest(before, 16)
+    assert parse({**base, "run": {"solver": {"floor_ground": 0}}}, ArchiveConfig).config_hash() == (
+        plain.config_hash()
+    )
+    floored = parse({**base, "run": {"solver": {"floor_ground": 0.25}}}, ArchiveConfig)
+    assert floored.config_hash() != plain.config_hash()
