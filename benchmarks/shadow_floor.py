@@ -11,7 +11,7 @@ held-out benchmark (``python -m cloudlab heldout``) is what chooses.
 
 Usage::
 
-    python benchmarks/shadow_floor.py     # about 10 s
+    python benchmarks/shadow_floor.py     # a few seconds
 """
 
 from __future__ import annotations

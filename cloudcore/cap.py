@@ -80,6 +80,8 @@ def cap_ground(
     :func:`cloudcore.decompose` returns) are capped where they are; others through a copy.
     """
     below = C if below is None else below
+    if below is not C and np.shares_memory(below, C):
+        raise ValueError("below must be C itself or an array that does not overlap it")
     if L.shape != C.shape or below.shape != L.shape:
         raise ValueError(f"L {L.shape}, C {C.shape} and below {below.shape} must have one shape")
     if observed is not None and observed.shape != L.shape:
@@ -131,12 +133,18 @@ def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
                 medians[i] = rows[half, i]
             else:  # stored, so that it is in the arrays' precision, as NumPy's
                 medians[i] = (rows[half - 1, i] + rows[half, i]) / 2
-            if q > 0:  # NumPy's linear quantile: position (k − 1)·q between sorted values
+            if q > 0:  # NumPy's linear quantile: position (k − 1)·q between sorted values,
+                # interpolated in float64 as numpy's _lerp (from the upper value for t ≥ 0.5)
                 h = (k - 1) * q
-                low = int(h)
-                step = h - low
-                a = float(rows[low, i])
-                floors[i] = a if step == 0 else a + step * (float(rows[low + 1, i]) - a)
+                low = int(np.floor(h))
+                t = h - low
+                below_q = np.float64(rows[low, i])
+                if t == 0:
+                    floors[i] = below_q
+                else:
+                    above_q = np.float64(rows[low + 1, i])
+                    gap = above_q - below_q
+                    floors[i] = below_q + gap * t if t < 0.5 else above_q - gap * (1 - t)
         for j in range(n):
             seen = obs[j, p0 : p0 + m] if masked else obs[0, :0]  # unread without a mask
             _cap_row(L[j, p0 : p0 + m], C[j, p0 : p0 + m], medians, seen, masked)

@@ -158,8 +158,9 @@ def runs_in_pipeline(solve: str) -> bool:
     """Whether the pipeline runs a scored solve (``solver.method``, ``lam``, ``lam_scale``,
     ``refine``): the default is chosen among these. The ``+joint`` re-solve needs every band's
     first solve before any band's second (a phase the pipeline does not have yet); it is scored
-    for the record."""
-    return not solve.endswith("+joint")
+    for the record; so is each date's level taken out of the darkening (``…-level``, a benchmark
+    variant of the floor)."""
+    return not solve.endswith(("+joint", "-level"))
 
 
 def choose(

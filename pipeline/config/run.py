@@ -377,16 +377,22 @@ class SolverConfig(ConfigSection):
                 f"{self.method}'s is an opacity: set solver.cap_ground false or choose one of "
                 f"{', '.join(ADDITIVE_METHODS)}"
             )
-        if self.floor_ground and not self.caps_ground:
+        if self.floor_ground and self.method not in ADDITIVE_METHODS:
             raise ValueError(
-                "solver.floor_ground raises the ground capped by solver.cap_ground: set "
-                "solver.cap_ground true (or leave it out), or solver.floor_ground 0"
+                f"solver.floor_ground moves the ground's deficit into an additive residual; "
+                f"{self.method}'s cloud layer is an opacity: set solver.floor_ground 0 (or leave "
+                f"it out) or choose one of {', '.join(ADDITIVE_METHODS)}"
             )
         if self.floor_ground and (self.refine or self.method in SHADOW_METHODS):
             raise ValueError(
                 "solver.floor_ground takes a shadow out of the ground into the residual; with "
                 f"{'solver.refine' if self.refine else self.method} the shadow layer S holds "
                 "it: set solver.floor_ground 0 (or leave it out)"
+            )
+        if self.floor_ground and not self.caps_ground:
+            raise ValueError(
+                "solver.floor_ground raises the ground capped by solver.cap_ground: set "
+                "solver.cap_ground true (or leave it out), or solver.floor_ground 0"
             )
         if self.refine and not traits.refines:
             raise ValueError(

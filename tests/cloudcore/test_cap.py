@@ -133,8 +133,8 @@ def test_the_floor_is_numpys_quantile_and_its_deficit_leaves_the_residual(q: flo
     for layout in (lambda x: np.ascontiguousarray(x.T).T, np.ascontiguousarray):
         got = [layout(x.copy()) for x in (L, C, N)]
         cap_ground(got[0], got[1], layout(observed), floor=q, below=got[2])
-        # The floor is the quantile in float64 stored in float32: one rounding at most.
-        np.testing.assert_allclose(got[0], want_L, rtol=np.finfo(np.float32).eps, atol=0)
+        # The floor is NumPy's quantile in float64, stored in float32: the same bits.
+        np.testing.assert_array_equal(got[0], want_L)
         np.testing.assert_array_equal(got[1], capped_C)  # the cap's excess as without a floor
         np.testing.assert_allclose(got[2], want_N, rtol=0, atol=2 * np.finfo(np.float32).eps)
         np.testing.assert_array_equal(got[0][11], L[11])
@@ -177,6 +177,24 @@ def test_a_shadowed_date_leaves_the_ground_with_the_floor() -> None:
     assert (after[~patch] == CLEAR).mean() > 0.95
 
 
-def test_the_floor_is_a_lower_quantile() -> None:
+@pytest.mark.parametrize("q", [0.1, 0.25, 0.4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_floor_is_numpys_quantile_bit_for_bit(q: float, dtype: type) -> None:
+    """Every floor equals ``numpy.nanquantile`` of the float64 ground stored in the arrays'
+    precision: the kernel interpolates as NumPy's ``_lerp`` does, in float64."""
+    rng = np.random.default_rng(7)
+    for n in (5, 6, 7):
+        L = rng.random((20000, n)).astype(dtype)
+        want = np.nanquantile(L.astype(np.float64), q, axis=1).astype(dtype)
+        got = L.copy()
+        cap_ground(got, np.zeros_like(L), floor=q)
+        # The floor is the least of a pixel's grounds after it (the cap lowers none below it).
+        np.testing.assert_array_equal(got.min(axis=1), want)
+
+
+def test_the_floor_is_a_lower_quantile_and_below_is_c_or_apart() -> None:
     with pytest.raises(ValueError, match="quantile"):
         cap_ground(np.zeros((4, 3)), np.zeros((4, 3)), floor=0.75)
+    C = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="does not overlap"):
+        cap_ground(np.zeros((4, 3)), C, floor=0.25, below=C[:, :])

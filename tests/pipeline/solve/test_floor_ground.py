@@ -93,7 +93,65 @@ def test_the_floor_needs_the_cap_and_no_shadow_layer_and_keys_the_tiles(
 
     assert solve_ids(floor_ground=0.25).isdisjoint(solve_ids(floor_ground=0))
     assert solve_ids(floor_ground=0.25).isdisjoint(solve_ids(floor_ground=0.5))
-    # No floor is spelt as before the floor existed: earlier cubes resume.
-    assert solve_ids(floor_ground=0) == solve_ids(cap_ground=True, floor_ground=0)
     shadow = parse({**base, "solver": {"method": "aatm-shadow"}}, Config).solver
     assert shadow.ground_floor is None  # left out: none where S holds the shadows
+
+
+@pytest.mark.parametrize("floor", [None, 0, 0.25])
+def test_the_solve_ids_spell_the_floor_only_where_it_takes_effect(
+    shadowed_series: tuple[SimulatedProducts, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    floor: float | None,
+) -> None:
+    """No floor is spelt as before the floor existed (the key absent from the settings every
+    solve id hashes), so earlier cubes resume; a floor is spelt as it takes effect."""
+    import pipeline.plan
+    from pipeline.ids import tile_id
+
+    seen: list[dict[str, Any]] = []
+
+    def spelt(**kwargs: Any) -> str:  # the real tile_id, its settings kept to be read
+        seen.append(kwargs["settings"])
+        return tile_id(**kwargs)
+
+    monkeypatch.setattr(pipeline.plan, "tile_id", spelt)
+    solver = {} if floor is None else {"floor_ground": floor}
+    make_plan(
+        parse(
+            {
+                "inputs": {"kind": "geotiff", "paths": [str(p) for p in shadowed_series[0].paths]},
+                "output": {"path": str(tmp_path)},
+                "solver": solver,
+            },
+            Config,
+        )
+    )
+    solves = [s["solver"] for s in seen if "solver" in s]
+    assert solves
+    for settings in solves:
+        if floor:
+            assert settings["floor_ground"] == floor
+        else:
+            assert "floor_ground" not in settings
+
+
+def test_scene_scope_floors_each_block_as_the_whole_band() -> None:
+    """A scene-scope block's written layers (dates, rows, cols) are capped and floored as
+    :func:`cloudcore.cap_ground` does the (pixels, dates) matrix, the deficit out of the haze
+    layer for aATM."""
+    from cloudcore.cap import cap_ground
+    from pipeline.solve.scene_scope import ShardSpec, _cap_block
+
+    rng = np.random.default_rng(3)
+    n, h, w = 7, 16, 12
+    ground, cloud, haze = (rng.random((n, h, w)).astype(np.float32) for _ in range(3))
+    obs = rng.random((n, h * w)) < 0.9
+    want = [x.reshape(n, -1).T.copy() for x in (ground, cloud, haze)]
+    cap_ground(want[0], want[1], obs.T, floor=0.25, below=want[2])
+    spec = ShardSpec("", 0, (), (), "float32", 1, cap_ground=True, floor_ground=0.25, haze=True)
+    haze_before = haze.copy()
+    _cap_block([ground, cloud, haze], obs, spec)
+    for got, expected in zip((ground, cloud, haze), want, strict=True):
+        np.testing.assert_array_equal(got.reshape(n, -1).T, expected)
+    assert not np.array_equal(haze, haze_before)  # the deficit left the haze layer

@@ -66,15 +66,8 @@ def _config(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
         "output": {"path": str(out), "quicklooks": False},
         "tiling": {"tile_size": TILE, "overlap": 8},
         # aATM with λ̂* (the paper's solver), compared below with decompose of the whole band,
-        # its ground capped at each pixel's median date and floored at its lower quartile
-        # (cloudcore.cap_ground)
-        "solver": {
-            "scope": "scene",
-            "method": "aatm",
-            "lam": "star",
-            "cap_ground": True,
-            "floor_ground": 0.25,
-        },
+        # its ground capped at each pixel's median date (cloudcore.cap_ground)
+        "solver": {"scope": "scene", "method": "aatm", "lam": "star", "cap_ground": True},
         # The solved layers as the solver wrote them (keep_clear would put observations in).
         "mask": {"keep_clear": False},
         "cluster": {"dashboard": False, "n_workers": 2, "threads_per_worker": 1, **cluster},
@@ -139,9 +132,9 @@ def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
         rows = table[table.band == f"B{b + 1}"]
         assert set(rows.iterations) == {ref.iterations}
         assert np.allclose(rows.lam, lam, rtol=1e-9)
-        ground, cloud, haze = ref.ground, ref.C.copy(), ref.N.copy()
-        cloudcore.cap_ground(ground, cloud, np.isfinite(D), floor=0.25, below=haze)
-        layers = (ground, cloud, haze)
+        ground, cloud = ref.ground, ref.C.copy()
+        cloudcore.cap_ground(ground, cloud, np.isfinite(D))
+        layers = (ground, cloud, ref.N)
         for name, expected in zip(("clear", "cloud", "haze"), layers, strict=True):
             array = zarr.open_array(store=str(local_run / "cube.zarr"), path=name, mode="r")
             got = np.asarray(array[:, b]).reshape(n, -1).T
@@ -150,9 +143,8 @@ def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
             # In units of D, to the iterations' float32 rounding plus the refit's resolution
             # (tests/cloudcore/tolerances.py); the same bound holds the RMS difference.
             bound = scene_bound(ref.iterations, h * w, np.float32)
-            # The cap moves L − median into C, the floor the quartile − L out of N: two
-            # entries' errors in one.
-            bound *= 2 if name in ("cloud", "haze") else 1
+            # The cap moves L − median into C: two entries' errors in one.
+            bound *= 2 if name == "cloud" else 1
             err = float(np.abs(got[m] - expected[m]).max())
             rms = float(np.linalg.norm(got[m] - expected[m])) / np.sqrt(m.sum())
             assert err <= bound and rms <= bound, (name, b, err, rms, bound)
