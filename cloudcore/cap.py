@@ -145,11 +145,14 @@ def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
                     above_q = np.float64(rows[low + 1, i])
                     gap = above_q - below_q
                     floors[i] = below_q + gap * t if t < 0.5 else above_q - gap * (1 - t)
+        # Without a floor the deficit (0) goes to a scratch row: ``below`` is then C itself,
+        # and two writes to one array would keep the loop from vectorising (twice as slow).
+        sink = np.empty(m, below.dtype)
         for j in range(n):
             seen = obs[j, p0 : p0 + m] if masked else obs[0, :0]  # unread without a mask
-            _cap_row(L[j, p0 : p0 + m], C[j, p0 : p0 + m], medians, seen, masked)
-            if q > 0:
-                _floor_row(L[j, p0 : p0 + m], below[j, p0 : p0 + m], floors, seen, masked)
+            row = slice(p0, p0 + m)
+            taker = below[j, row] if q > 0 else sink
+            _bound_row(L[j, row], C[j, row], taker, medians, floors, seen, masked)
 
 
 # No NaN reaches the network (they are +inf there): the min and max compile to vector
@@ -168,24 +171,19 @@ def _sort_columns(rows):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _cap_row(ground, cloud, medians, observed, masked):  # pragma: no cover - compiled
-    """One date's pixels of a block: the ground capped at the medians, the excess added to the
-    cloud where observed (everywhere if not ``masked``). Selects, not branches: it vectorises."""
+def _bound_row(ground, cloud, below, medians, floors, observed, masked):  # pragma: no cover
+    """One date's pixels of a block in one pass: the ground capped at the medians, the excess
+    added to ``cloud``, or raised to the floors (NaN: none), the deficit taken from ``below``,
+    each where observed (everywhere if not ``masked``). A pixel is over its median or under
+    its floor, never both (floor ≤ median), so ``below`` may be ``cloud`` itself. Selects, not
+    branches: it vectorises."""
     for i in range(ground.size):
-        value, median = ground[i], medians[i]
+        value, median, floor = ground[i], medians[i], floors[i]
         over = value > median  # False where either is NaN
-        ground[i] = median if over else value
+        under = value < floor
+        ground[i] = median if over else floor if under else value
         excess = value - median if over else 0.0  # float64: the sum rounds as the dtype's
-        cloud[i] += excess * observed[i] if masked else excess
-
-
-@njit(cache=True, nogil=True)
-def _floor_row(ground, below, floors, observed, masked):  # pragma: no cover - compiled
-    """One date's pixels of a block: the ground raised to the floors, the deficit taken from
-    ``below`` where observed (everywhere if not ``masked``), as :func:`_cap_row`."""
-    for i in range(ground.size):
-        value, floor = ground[i], floors[i]
-        under = value < floor  # False where either is NaN
-        ground[i] = floor if under else value
         deficit = floor - value if under else 0.0
-        below[i] -= deficit * observed[i] if masked else deficit
+        weight = observed[i] if masked else 1
+        cloud[i] += excess * weight
+        below[i] -= deficit * weight
