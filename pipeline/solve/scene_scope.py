@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from cloudcore.catalog import writes_haze
 from cloudcore.masks import anomaly_scale
 from cloudcore.scene import Block, BlockGroup, SceneOutcome
 from cloudcore.solvers import SparseRule
@@ -47,7 +46,7 @@ from pipeline.cluster.heap import return_free_memory
 from pipeline.config import SolverConfig
 from pipeline.errors import ConfigError, InputError, TileError
 from pipeline.grid.tiling import Tile, TileGrid
-from pipeline.solve.tile import solver_lambda
+from pipeline.solve.tile import bound_ground, solver_lambda
 from pipeline.store.cube import arrays_for_writing, chunk_files, chunk_range
 from pipeline.store.durable import OutputError, fsync_paths, storage_error, write_marker
 from pipeline.store.layout import Layout, solved_layers
@@ -77,9 +76,9 @@ class ShardSpec:
     dtype: str
     threads: int
     shadow: bool = False  # the shadow model: a fourth layer
-    cap_ground: bool = False  # solver.cap_ground: each pixel's ground capped at its median date
-    floor_ground: float | None = None  # solver.ground_floor: and raised to this quantile
-    haze: bool = False  # whether the floor's deficit leaves N (aATM's haze) rather than C
+    # How each block's written ground is bounded (pipeline.solve.tile.bound_ground); None:
+    # not at all.
+    solver: SolverConfig | None = None
 
 
 class SceneShard(BlockGroup):
@@ -139,7 +138,7 @@ class SceneShard(BlockGroup):
                 # σ before the cap, as a tile's (pipeline.solve.tile.solve_tile).
                 scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
                 layers = block.layers(spec.shadow)
-                if spec.cap_ground and not block.empty:
+                if not block.empty:
                     _cap_block(layers, block.obs, spec)
                 for target, values in zip(targets, layers, strict=True):
                     target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
@@ -176,23 +175,17 @@ class SceneShard(BlockGroup):
 
 
 def _cap_block(layers: Sequence[np.ndarray], obs: np.ndarray | None, spec: ShardSpec) -> None:
-    """:func:`cloudcore.cap_ground` of a block's written layers (ground, cloud, haze, …, each
-    ``(dates, rows, cols)``), in place, on the shard's threads, with its floor; ``obs`` the
-    block's (dates, pixels) observed, or None. The median (and the floor's quantile) is over
-    every date of the band, a date the block never observed included (its extrapolated ground),
-    where a tile's is over the dates it keeps (:func:`pipeline.solve.tile.dates_kept`)."""
-    from cloudcore.cap import cap_ground
-
+    """:func:`pipeline.solve.tile.bound_ground` of a block's written layers (ground, cloud,
+    haze, …, each ``(dates, rows, cols)``) as ``spec.solver`` says, in place, on the shard's
+    threads; ``obs`` the block's (dates, pixels) observed, or None. The median (and the floor's
+    quantile) is over every date of the band, a date the block never observed included (its
+    extrapolated ground), where a tile's is over the dates it keeps
+    (:func:`pipeline.solve.tile.dates_kept`)."""
+    if spec.solver is None:
+        return
     n = layers[0].shape[0]
-    ground, cloud, haze = (x.reshape(n, -1).T for x in layers[:3])  # (pixels, dates) views
-    cap_ground(
-        ground,
-        cloud,
-        None if obs is None else obs.T,
-        threads=spec.threads,
-        floor=spec.floor_ground,
-        below=haze if spec.haze else cloud,
-    )
+    views = [x.reshape(n, -1).T for x in layers]  # (pixels, dates) views
+    bound_ground(views, None if obs is None else obs.T, spec.solver, spec.threads)
 
 
 class DaskShards:
@@ -244,16 +237,15 @@ def start_shards(
     dtype: str,
     name: str,
     shadow: bool = False,
-    cap_ground: bool = False,
-    floor_ground: float | None = None,
-    haze: bool = False,
+    solver: SolverConfig | None = None,
 ) -> list[Any]:
     """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
     ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
     (``.result()`` is the actor; releasing them drops the actors and their state).
 
     Workers are taken sorted by address: that is the shard order, and so the summation order.
-    Each shard runs its kernels with its worker's threads.
+    Each shard runs its kernels with its worker's threads, and bounds its blocks' ground as
+    ``solver`` says (:func:`pipeline.solve.tile.bound_ground`; None: not at all).
     """
     client.wait_for_workers(1)
     workers = sorted(client.nthreads().items())
@@ -269,9 +261,7 @@ def start_shards(
                 dtype=dtype,
                 threads=threads,
                 shadow=shadow,
-                cap_ground=cap_ground,
-                floor_ground=floor_ground,
-                haze=haze,
+                solver=solver,
             ),
             actor=True,
             workers=[address],
@@ -346,9 +336,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
         solver.dtype,
         job.band,
         shadow=solver.method in cloudcore.SHADOW_METHODS,
-        cap_ground=solver.caps_ground,
-        floor_ground=solver.ground_floor,
-        haze=writes_haze(solver.method),
+        solver=solver,
     )
     try:
         shards = DaskShards([f.result() for f in futures])

@@ -40,11 +40,13 @@ if TYPE_CHECKING:
 __all__ = [
     "MIN_DATE_FRACTION",
     "SolveJob",
+    "bound_ground",
     "dates_kept",
     "resolve_lambda",
     "solve_matrix",
     "solve_tile",
     "solver_lambda",
+    "tile_layers",
     "tile_matrix",
 ]
 
@@ -198,25 +200,37 @@ def tile_layers(
 ) -> list[np.ndarray]:
     """The layers a tile writes from its decomposition, in ``catalog.LAYERS`` order: the ground
     (L clipped to [0, 1], docs/CONVENTIONS.md §2, in L's own memory), C, N and the shadow
-    model's S; with ``solver.caps_ground`` the ground capped at each pixel's median date and the
-    excess added to C where ``mask`` (:func:`cloudcore.cap_ground`, on ``threads``), and with
-    ``solver.ground_floor`` raised to that quantile of its dates, the deficit taken from N
-    (aATM's haze, which the mask adds to C) or else from C; in place.
+    model's S, the ground bounded as ``solver`` says (:func:`bound_ground`, on ``threads``), in
+    place.
 
     Read the anomaly scale (:func:`cloudcore.masks.result_scale`) before: the cap moves a
     ground above its median date into C. Used by :func:`solve_tile`, the workers' warm-up and
     the benchmarks' bare solves, so that all of them do what a tile does.
     """
-    from cloudcore.cap import cap_ground
-
     layers = [result.ground_in_place(), result.C, result.N]
     if result.S is not None:
         layers.append(result.S)
-    if solver.caps_ground:  # (d, n) views of the dates × pixels arrays: capped where they are
-        below = layers[2] if catalog.writes_haze(solver.method) else layers[1]
-        floor = solver.ground_floor
-        cap_ground(layers[0], layers[1], mask, threads=threads, floor=floor, below=below)
+    # (d, n) views of the dates × pixels arrays: bounded where they are.
+    bound_ground(layers, mask, solver, threads)
     return layers
+
+
+def bound_ground(
+    layers: list[np.ndarray], observed: np.ndarray | None, solver: SolverConfig, threads: int
+) -> None:
+    """With ``solver.caps_ground``, the ground (``layers[0]``) capped at each pixel's median
+    date, the excess added to C (``layers[1]``), and with ``solver.ground_floor`` raised to
+    that quantile of its dates, the deficit taken from N (``layers[2]``: aATM's haze, which the
+    mask adds to C) or else from C, where ``observed`` (:func:`cloudcore.cap_ground`); in
+    place. The layers are ``(pixels, dates)``: tile scope's decomposition and scene scope's
+    written blocks are bounded by this one function."""
+    if not solver.caps_ground:
+        return
+    from cloudcore.cap import cap_ground
+
+    ground, cloud, haze = layers[:3]
+    below = haze if catalog.writes_haze(solver.method) else cloud
+    cap_ground(ground, cloud, observed, threads=threads, floor=solver.ground_floor, below=below)
 
 
 def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:

@@ -16,7 +16,7 @@ import rasterio
 import xarray as xr
 
 from cloudcore.masks import SHADOW
-from pipeline.config import Config, parse
+from pipeline.config import Config, SolverConfig, parse
 from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
 from pipeline.plan import make_plan
@@ -149,7 +149,8 @@ def test_scene_scope_floors_each_block_as_the_whole_band() -> None:
     obs = rng.random((n, h * w)) < 0.9
     want = [x.reshape(n, -1).T.copy() for x in (ground, cloud, haze)]
     cap_ground(want[0], want[1], obs.T, floor=0.25, below=want[2])
-    spec = ShardSpec("", 0, (), (), "float32", 1, cap_ground=True, floor_ground=0.25, haze=True)
+    solver = SolverConfig(floor_ground=0.25)  # aATM: the deficit leaves the haze layer
+    spec = ShardSpec("", 0, (), (), "float32", 1, solver=solver)
     haze_before = haze.copy()
     _cap_block([ground, cloud, haze], obs, spec)
     for got, expected in zip((ground, cloud, haze), want, strict=True):
