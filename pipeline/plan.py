@@ -202,9 +202,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
     solver["cap_ground"] = config.solver.caps_ground
     if not solver["cap_ground"]:
         del solver["cap_ground"]
-    solver["floor_ground"] = config.solver.ground_floor  # the same for the floor
-    if not solver["floor_ground"]:
-        del solver["floor_ground"]
+    config.solver.spell_floor(solver)  # the same for the floor
     solve_settings = {**scene, "solver": solver}
 
     def ids(band: str | None, settings: dict[str, Any]) -> dict[tuple[int, int], str]:

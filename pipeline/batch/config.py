@@ -112,12 +112,9 @@ class ArchiveConfig(ConfigSection):
     def config_hash(self) -> str:
         """Hash of everything that changes a series' results (the ``run`` template)."""
         run = self.run.model_dump(mode="json")
-        # The ground's floor as it takes effect, left out when there is none: the hash then is
-        # that of a batch from before solver.floor_ground existed, so its series are not re-run.
-        floor = self.run.solver.ground_floor
-        run["solver"].pop("floor_ground")
-        if floor is not None:
-            run["solver"]["floor_ground"] = floor
+        # The floor spelt as before it existed where there is none: the series of a batch from
+        # before solver.floor_ground are not re-run.
+        self.run.solver.spell_floor(run["solver"])
         return json_digest(run, 16)
 
     @property

@@ -425,6 +425,15 @@ class SolverConfig(ConfigSection):
             return GROUND_FLOOR if self.caps_ground and not shadow_layer else None
         return self.floor_ground or None
 
+    def spell_floor(self, dump: dict[str, Any]) -> dict[str, Any]:
+        """``dump``, this solver's ``model_dump``, with ``floor_ground`` as it takes effect
+        (:attr:`ground_floor`) and left out where there is no floor: spelt as before the key
+        existed, so the tile ids and the batch hash of earlier runs stay the same."""
+        dump.pop("floor_ground", None)
+        if self.ground_floor is not None:
+            dump["floor_ground"] = self.ground_floor
+        return dump
+
     @field_validator("lam", mode="before")
     @classmethod
     def _lam_rule_or_number(cls, value: Any) -> Any:
