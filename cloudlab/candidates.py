@@ -31,6 +31,7 @@ with the haze written by one of :data:`cloudcore.compose.HAZE_FILLS`, and the da
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,9 @@ __all__ = [
     "WHITE_RATIOS",
     "PostStep",
     "SolveSpec",
+    "ground_suffix",
     "post_steps",
+    "without_ground_suffix",
 ]
 
 
@@ -106,15 +109,25 @@ class SolveSpec:
         ``+refine``/``+joint`` when refined."""
         base = f"{self.method}-{self.lam}" + ("" if self.scale == 1.0 else f"x{self.scale:g}")
         base += "" if self.shadow_weight is None else f"k{self.shadow_weight:g}"
-        base += "-cap" if self.cap else ""
-        base += "" if self.floor is None else f"-floor{self.floor:g}"
-        base += "-level" if self.level else ""
+        base += ground_suffix(self.cap, self.floor, self.level)
         return f"{base}+{self.refine}" if self.refine else base
 
     @property
     def first(self) -> tuple[str, str, float, float | None]:
         """What the first decomposition depends on: specs that share it share one solve."""
         return self.method, self.lam, self.scale, self.shadow_weight
+
+
+def ground_suffix(cap: bool, floor: float | None = None, level: bool = False) -> str:
+    """The part of a solve's name (:attr:`SolveSpec.name`) that says how its ground is bounded:
+    ``-cap``, then ``-floor`` and the quantile, then ``-level``; empty for an unbounded one."""
+    floored = "" if floor is None else f"-floor{floor:g}" + ("-level" if level else "")
+    return ("-cap" if cap else "") + floored
+
+
+def without_ground_suffix(solve: str) -> str:
+    """A solve's name without its :func:`ground_suffix`."""
+    return re.sub(r"-cap(-floor[0-9.]+(-level)?)?$", "", solve)
 
 
 #: λ scales tried (``solver.lam_scale``): the rule's own λ, and larger ones. Smaller were

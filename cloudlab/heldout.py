@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -35,15 +34,16 @@ import pandas as pd
 from cloudcore.catalog import GROUND_FLOOR
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import (
-    FLOOR_QUANTILES,
     FLOORED_SOLVES,
     SHADOW_SOLVES,
     SOLVES,
     WHITE_RATIOS,
     SolveSpec,
+    ground_suffix,
     post_steps,
+    without_ground_suffix,
 )
-from cloudlab.heldout_report import write_report
+from cloudlab.heldout_report import FlooredTable, write_report
 from cloudlab.sites import Site, load_site, site_names
 from cloudlab.sitescore import (
     mask_rows,
@@ -308,20 +308,14 @@ def capped(candidate: str, floor: float | None = None, level: bool = False) -> s
     solve, step = candidate.split(" | ")
     if "+" in solve:
         return candidate
-    bounds = "-cap" + ("" if floor is None else f"-floor{floor:g}" + ("-level" if level else ""))
-    return f"{_unbounded(solve)}{bounds} | {step}"
+    return f"{without_ground_suffix(solve)}{ground_suffix(True, floor, level)} | {step}"
 
 
 def uncapped(candidate: str) -> str:
     """A candidate with its solve's ground neither capped nor floored (the inverse of
     :func:`capped`)."""
     solve, step = candidate.split(" | ")
-    return f"{_unbounded(solve)} | {step}"
-
-
-def _unbounded(solve: str) -> str:
-    """A solve's name without its ground's ``-cap`` and ``-floor…`` (:class:`SolveSpec`)."""
-    return re.sub(r"-cap(-floor[0-9.]+(-level)?)?$", "", solve)
+    return f"{without_ground_suffix(solve)} | {step}"
 
 
 def fold_choices(
@@ -455,20 +449,23 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     # With --floor (solver.floor_ground), judged two ways (docs/REAL-CLOUDS.md, "Shadows: the
     # ground floored"): each fold's choice capped and floored at q, and each fold's choice
     # among the floored candidates at q alone (its mask thresholds chosen given the floor).
-    floored = {}
-    for q in FLOOR_QUANTILES if any("-floor" in s for s in scores.solve) else ():
-        floored[f"floor{q:g}"] = held_out(scores, masks, names, cap=True, picks=picks, floor=q)
-        at_q = tuple(sorted({s for s in scores.solve if s.endswith(f"-floor{q:g}")}))
-        floored[f"floor{q:g}-chosen"] = held_out(scores, masks, names, at_q)
-    if any(s.endswith("-level") for s in scores.solve):  # the same, the date's level out
-        q = FLOOR_QUANTILES[0]
-        floored[f"floor{q:g}-level"] = held_out(
-            scores, masks, names, cap=True, picks=picks, floor=q, level=True
-        )
-        at_q = tuple(sorted({s for s in scores.solve if s.endswith(f"-floor{q:g}-level")}))
-        floored[f"floor{q:g}-level-chosen"] = held_out(scores, masks, names, at_q)
-    for key, t in floored.items():
-        t.to_csv(out / f"heldout-{key}.csv", index=False)
+    scored = set(scores.solve)
+    # The plain floors first, then those with the date's level taken out (the report's order).
+    variants = sorted({(s.level, s.floor) for s in FLOORED_SOLVES if s.name in scored})
+    floored: list[tuple[FlooredTable, pd.DataFrame]] = []
+    for level, q in variants:
+        assert q is not None  # FLOORED_SOLVES are floored
+        suffix = ground_suffix(True, q, level)
+        at_q = tuple(sorted(s for s in scored if s.endswith(suffix)))
+        floored += [
+            (
+                FlooredTable(q, level, chosen=False),
+                held_out(scores, masks, names, cap=True, picks=picks, floor=q, level=level),
+            ),
+            (FlooredTable(q, level, chosen=True), held_out(scores, masks, names, at_q)),
+        ]
+    for key, t in floored:
+        t.to_csv(out / f"heldout-{key.stem}.csv", index=False)
     default, info = choose(scores, names, masks=masks)
     # The pipeline's ground as it bounds it by default (solver.cap_ground, solver.floor_ground).
     pipeline_default = capped(default, GROUND_FLOOR)
@@ -477,6 +474,5 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
         summary["seconds"] = round(seconds, 1)
     (out / "default.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     tables = {"plain": table, "joint": joint, "capped": with_cap, "uncapped": without}
-    tables |= floored
-    write_report(out, facts, scores, tables, summary)
+    write_report(out, facts, scores, tables, summary, floored)
     return summary

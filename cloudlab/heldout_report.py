@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ import pandas as pd
 
 from cloudlab.baselines import MULTIBAND_BASELINES, ORACLES
 
-__all__ = ["FIXED", "write_report"]
+__all__ = ["FIXED", "FlooredTable", "write_report"]
 
 #: Candidates shown beside the chosen ones on every site (today's and the paper's settings).
 FIXED: dict[str, str] = {
@@ -67,11 +69,12 @@ def write_report(
     scores: pd.DataFrame,
     tables: dict[str, pd.DataFrame],
     summary: dict[str, Any],
+    floored: Sequence[tuple[FlooredTable, pd.DataFrame]] = (),
 ) -> Path:
     """Write ``report.md`` into ``out`` and return its path: the held-out scores (``tables``)
     of the pipeline's candidates (``plain``), of every candidate, the joint re-solve's included
     (``joint``), and of the pipeline's candidates with the ground capped (``capped``) and not
-    (``uncapped``), and capped and floored at each quantile q (``floor<q>``, where scored)."""
+    (``uncapped``), and of the floored solves where scored (``floored``)."""
     sites = list(facts.site)
     held, held_joint, held_capped, held_uncapped = (
         _held(tables[k]) for k in ("plain", "joint", "capped", "uncapped")
@@ -115,7 +118,7 @@ def write_report(
         "",
         _means(held_uncapped),
         "",
-        *_floored(tables),
+        *_floored(floored),
         "## Held-out scores with the joint re-solve among the candidates (benchmark only)",
         "",
         _table(held_joint),
@@ -136,27 +139,41 @@ def write_report(
     return path
 
 
-def _floored(tables: dict[str, pd.DataFrame]) -> list[str]:
-    """The report's lines for the tables of each fold's choice capped and floored."""
+@dataclass(frozen=True)
+class FlooredTable:
+    """Which held-out table of the floored solves (``python -m cloudlab heldout --floor``):
+    the floor's quantile, whether each date's level was taken out of the darkening, and whether
+    each fold chose among those candidates alone (else: its choice, floored)."""
+
+    q: float
+    level: bool
+    chosen: bool
+
+    @property
+    def stem(self) -> str:
+        """The table's name in ``heldout-<stem>.csv``."""
+        return f"floor{self.q:g}" + "-level" * self.level + "-chosen" * self.chosen
+
+
+def _floored(tables: Sequence[tuple[FlooredTable, pd.DataFrame]]) -> list[str]:
+    """The report's lines for the tables of the floored solves."""
     parts = []
-    for key in (k for k in tables if k.startswith("floor")):
-        held, q = _held(tables[key]), key[5:].removesuffix("-chosen")
-        level = q.endswith("-level")
-        q = q.removesuffix("-level")
+    for key, table in tables:
+        held, q = _held(table), f"{key.q:g}"
         how = (
             f"chosen on the others among the candidates floored at {q} alone (the mask's "
             "thresholds chosen given the floor)"
-            if key.endswith("-chosen")
+            if key.chosen
             else f"chosen on the others, its ground capped at each pixel's median date and "
             f"raised to its {q} quantile"
         )
         parts += [
             f"## Held-out scores with the ground floored at quantile {q}"
-            + (", each date's level out of the darkening" if level else "")
-            + (", chosen given the floor" if key.endswith("-chosen") else ""),
+            + (", each date's level out of the darkening" if key.level else "")
+            + (", chosen given the floor" if key.chosen else ""),
             "",
             f"Each site scored with the candidate {how} (`solver.floor_ground`)"
-            + ("; each date's median residual, where negative, out of its darkening." * level)
+            + ("; each date's median residual, where negative, out of its darkening." * key.level)
             + ".",
             "",
             _table(held),
