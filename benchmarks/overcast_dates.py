@@ -19,9 +19,8 @@ import dataclasses
 
 import numpy as np
 
-from cloudcore.masks import CLOUD, HAZE, NODATA, kept_codes
+from cloudcore.masks import CLOUD, HAZE, kept_codes
 from cloudlab.candidates import PostStep, SolveSpec
-from cloudlab.realdata import SNOW
 from cloudlab.realscores import agreement
 from cloudlab.sites import site_names
 from cloudlab.sitescore import solve_specs, whole_series
@@ -45,21 +44,18 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name in site_names():
-        frame, D, reference, observed = whole_series(name)
-        n = D.shape[2]
-        cloud = (reference == CLOUD) & observed
+        series = whole_series(name)
+        observed = series.observed
+        cloud = (series.reference == CLOUD) & observed
         share = cloud.sum(axis=0) / np.maximum(observed.sum(axis=0), 1)
         overcast = share >= OVERCAST
-        scored_reference = np.where(reference == SNOW, NODATA, reference)
-        solved = solve_specs(D, observed, list(specs.values()), frame)
+        solved = solve_specs(series.D, observed, list(specs.values()), series.frame)
         for label, spec in specs.items():
-            codes = solved[spec.name].codes(step.rule, observed.T.reshape(n, *frame))
-            codes = codes.reshape(n, -1).T
+            codes = series.codes(solved[spec.name], step.rule)
             flagged = np.isin(codes, (CLOUD, HAZE))
             keep_haze = step.haze_fill == "observed"
             kept = kept_codes(codes, keep_haze) if step.keep_clear else np.zeros_like(flagged)
-            # As the benchmark's mask scores (cloudlab.sitescore.mask_rows): snow is neither.
-            f1 = agreement(scored_reference, codes, (CLOUD,), (HAZE, CLOUD)).f1
+            f1 = agreement(series.scored_reference, codes, (CLOUD,), (HAZE, CLOUD)).f1
             cells = []
             for dates in (overcast, ~overcast):
                 ref = cloud[:, dates]
@@ -69,7 +65,7 @@ def main() -> None:
                 cells.append(f"{flagged[:, dates][ref].mean():.3f}")
                 cells.append(f"{kept[:, dates][ref].mean():.3f}")
             print(
-                f"| {name} | {int(overcast.sum())} of {n} | {label} | "
+                f"| {name} | {int(overcast.sum())} of {observed.shape[1]} | {label} | "
                 + " | ".join(cells)
                 + f" | {f1:.3f} |"
             )

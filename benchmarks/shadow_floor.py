@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from cloudcore.masks import CLEAR, CLOUD, HAZE, NODATA, SHADOW
+from cloudcore.masks import CLEAR, CLOUD, HAZE, SHADOW
 from cloudlab.candidates import FLOOR_QUANTILES, PostStep, SolveSpec
-from cloudlab.realdata import SNOW
 from cloudlab.realscores import agreement
 from cloudlab.sites import site_names
 from cloudlab.sitescore import solve_specs, whole_series
@@ -43,16 +40,14 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name in site_names():
-        frame, D, reference, observed = whole_series(name)
-        n = D.shape[2]
-        reference = np.where(reference == SNOW, NODATA, reference)  # snow is neither
-        solved = solve_specs(D, observed, list(specs.values()), frame)
+        series = whole_series(name)
+        reference = series.scored_reference  # snow is neither
+        solved = solve_specs(series.D, series.observed, list(specs.values()), series.frame)
         for q, spec in specs.items():
-            codes = solved[spec.name].codes(step.rule, observed.T.reshape(n, *frame))
-            codes = codes.reshape(n, -1).T
+            codes = series.codes(solved[spec.name], step.rule)
             shadow = agreement(reference, codes, (SHADOW,), (SHADOW,))
             cloud = agreement(reference, codes, (CLOUD,), (HAZE, CLOUD))
-            clear = (reference == CLEAR) & observed
+            clear = (reference == CLEAR) & series.observed
             flagged = float((codes[clear] != CLEAR).mean())
             print(
                 f"| {name} | {int((reference == SHADOW).sum())} | {'-' if q is None else q} "

@@ -31,7 +31,7 @@ from cloudcore.compose import compose
 from cloudcore.masks import BandMean, MaskRule, Whiteness, anomaly_scale, classify_scores
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
-from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW
+from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
 from cloudlab.realpaste import choose_pairs, paste_clouds
 from cloudlab.sites import Site, load_site
 from pipeline.config import SolverConfig
@@ -272,6 +272,17 @@ class WholeSeries(NamedTuple):
     reference: np.ndarray  # (pixels, dates) codes
     observed: np.ndarray  # (pixels, dates), observed in every band
 
+    @property
+    def scored_reference(self) -> np.ndarray:
+        """The reference as the benchmark's mask scores read it: snow as no data (neither
+        cloud nor clear, :func:`mask_rows`)."""
+        return np.where(self.reference == SNOW, NODATA, self.reference)
+
+    def codes(self, solved: Solved, rule: MaskRule) -> np.ndarray:
+        """``solved``'s mask of ``rule`` on every date, ``(pixels, dates)`` as the reference."""
+        n = self.D.shape[2]
+        return solved.codes(rule, self.observed.T.reshape(n, *self.frame)).reshape(n, -1).T
+
 
 def whole_series(name: str) -> WholeSeries:
     """The whole series of the site ``name``, as the in-sample benchmarks solve it."""
@@ -468,7 +479,7 @@ def pair_rows(
 def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> list[dict[str, Any]]:
     """Agreement counts of every solve's mask rules with the reference on the whole series."""
     ref = site.series.reference
-    valid = (ref != NODATA) & (ref != 4)  # snow is neither class
+    valid = (ref != NODATA) & (ref != SNOW)  # snow is neither class
     seen = ref != NODATA
     classes = {
         "cloud": (ref == CLOUD, (2,)),
