@@ -23,10 +23,12 @@ Usage::
 
     python benchmarks/scene_scope.py                       # 2048² × 7, 1024 px tiles, 2 workers
     python benchmarks/scene_scope.py --quality --size 1024 # r: scene vs whole band vs tiles
-    python benchmarks/scene_scope.py --size 10240 --workers 8 --threads 2   # the issue's target
+    python benchmarks/scene_scope.py --size 10240 --runs 1          # full size, 2 workers
 
-The full size holds 10240² × 7 × 25 B = 18.4 GB of solver state in the workers, plus the same
-again in this process for the bare run (skip it with ``--no-bare``) and the input store on disk.
+The series is DN / 1023 (GF-4 PMS's 10 bits; ``--max-dn``), so the shards hold D as 16-bit DN
+as in a run (``--floats``: as float32). The full size holds 10240² × 7 × 22 B = 16.2 GB of
+solver state in the workers (24 B with ``--floats``), and the bare runs the same again in this
+process once the cluster is closed (skip them with ``--no-bare``), and the series on disk.
 """
 
 from __future__ import annotations
@@ -40,18 +42,23 @@ from typing import Any
 
 import numpy as np
 
+#: Edge of the simulated cases a larger scene is a mosaic of: one case of the full size would
+#: hold its layers in float64 in this process (about 6 GB each at 10240²).
+CASE_EDGE = 2048
 
-def write_series(root: Path, size: int, dates: int, tile: int, footprint: bool) -> Path:
-    """The observed series as ``observed`` (time, 1, y, x) float32 in ``root/input.zarr``."""
+
+def write_series(
+    root: Path, size: int, dates: int, tile: int, footprint: bool, max_dn: float
+) -> Path:
+    """The observed series as ``observed`` (time, 1, y, x) float32 in ``root/input.zarr``: a
+    paper-style case, or above :data:`CASE_EDGE` a mosaic of cases (the same ground, each with
+    clouds of its own seed); with ``max_dn`` rounded to DN and staged as the pipeline stages
+    DN (float32(DN) / float32(max_dn))."""
     import zarr
 
     from cloudcore.simulate import paper_case
     from pipeline.inputs.synthetic import load_demo_truth
 
-    case = paper_case(load_demo_truth(), dates, size=size, rng=np.random.default_rng(0))
-    obs = case.observed.astype(np.float32)
-    if footprint:
-        obs[dates // 2, :, int(0.4 * size) :] = np.nan
     store = root / "input.zarr"
     array = zarr.create_array(
         store=str(store),
@@ -61,12 +68,32 @@ def write_series(root: Path, size: int, dates: int, tile: int, footprint: bool) 
         dtype="float32",
         fill_value=np.nan,
     )
-    array[:, 0] = obs
+    truth = load_demo_truth()
+    edge = min(size, CASE_EDGE)
+    for seed, (row, col) in enumerate(
+        (r, c) for r in range(0, size, edge) for c in range(0, size, edge)
+    ):
+        h, w = min(edge, size - row), min(edge, size - col)
+        case = paper_case(truth, dates, size=edge, rng=np.random.default_rng(seed))
+        obs = case.observed[:, :h, :w].astype(np.float32)
+        if max_dn:
+            obs = np.rint(obs * max_dn).astype(np.float32) / np.float32(max_dn)
+        if footprint:
+            obs[dates // 2, :, max(int(0.4 * size) - col, 0) :] = np.nan
+        array[:, 0, row : row + h, col : col + w] = obs
     return store
 
 
 def scene_run(
-    store: Path, size: int, dates: int, tile: int, workers: int, threads: int, lam: float
+    store: Path,
+    size: int,
+    dates: int,
+    tile: int,
+    workers: int,
+    threads: int,
+    solve: dict[str, Any],
+    max_dn: float | None,
+    runs: int,
 ) -> dict[str, Any]:
     from distributed import Client
 
@@ -84,12 +111,13 @@ def scene_run(
         client.wait_for_workers(workers)  # one shard per worker, as in a run
         started = time.perf_counter()
         ids = {(t.row, t.col): t.name for t in tiles}
-        futures = start_shards(client, str(store), 0, tiles, ids, "float32", "bench")
+        futures = start_shards(client, str(store), 0, tiles, ids, "float32", "bench", max_dn=max_dn)
         shards = DaskShards([f.result() for f in futures])
         loaded = time.perf_counter() - started
-        solve_blocks(shards, d=size * size, n=dates, lam=lam)  # warm-up: numba cache, buffers
+        for _ in range(runs - 1):  # warm-up: numba cache, buffers
+            solve_blocks(shards, d=size * size, n=dates, **solve)
         before = shards.map("shard_timing")
-        outcome = solve_blocks(shards, d=size * size, n=dates, lam=lam)
+        outcome = solve_blocks(shards, d=size * size, n=dates, **solve)
         timings = shards.map("shard_timing")
         for f in futures:
             f.release()
@@ -100,6 +128,7 @@ def scene_run(
     return {
         "iterations": outcome.iterations,
         "wall_per_iteration": outcome.seconds_per_iteration,
+        "wall_seconds": outcome.seconds_per_iteration * outcome.iterations,
         "actor_step_max": max(steps) / outcome.iterations,
         "actor_step_sum": sum(steps) / outcome.iterations,
         "load_seconds": loaded,
@@ -112,7 +141,14 @@ def scene_run(
 
 
 def bare_run(
-    store: Path, size: int, dates: int, tile: int, lam: float, threads: int
+    store: Path,
+    size: int,
+    dates: int,
+    tile: int,
+    solve: dict[str, Any],
+    threads: int,
+    max_dn: float | None,
+    runs: int,
 ) -> dict[str, Any]:
     """The same blocks and steps in this process, ``threads`` numba threads, no Dask."""
     import zarr
@@ -124,18 +160,20 @@ def bare_run(
     windows = [t.core for t in TileGrid(size, size, tile, 0)]
     blocks = [
         Block(np.asarray(source[:, 0, w.row_off : w.row_end, w.col_off : w.col_end]),
-              origin=(w.row_off, w.col_off))
+              origin=(w.row_off, w.col_off), max_dn=max_dn)
         for w in windows
     ]  # fmt: skip
     group = BlockGroup(blocks, threads=threads)
-    solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)  # warm-up
+    for _ in range(runs - 1):  # warm-up
+        solve_blocks(LocalShards([group]), d=size * size, n=dates, **solve)
     before = group.timing()
-    outcome = solve_blocks(LocalShards([group]), d=size * size, n=dates, lam=lam)
+    outcome = solve_blocks(LocalShards([group]), d=size * size, n=dates, **solve)
     seconds = group.timing()
     seconds = {k: v - before.get(k, 0.0) for k, v in seconds.items()}
     return {
         "iterations": outcome.iterations,
         "wall_per_iteration": outcome.seconds_per_iteration,
+        "wall_seconds": outcome.seconds_per_iteration * outcome.iterations,
         "step_compute_per_iteration": seconds.get("step", 0.0) / outcome.iterations,
         "refit_seconds": outcome.refit_seconds,
     }
@@ -216,6 +254,28 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="numba threads per worker")
     parser.add_argument("--footprint", action="store_true", help="one date sees 40 %% only")
     parser.add_argument("--no-bare", action="store_true", help="skip the in-process run")
+    parser.add_argument(
+        "--max-dn",
+        type=float,
+        default=1023.0,
+        help="the series as DN of this scale (GF-4 PMS: 10 bit), so that the shards hold D as "
+        "16-bit DN as in a run; 0: float values",
+    )
+    parser.add_argument(
+        "--floats",
+        action="store_true",
+        help="the shards hold D as float32 even where it is DN / max_dn (the layout before "
+        "2026-11-27: 2 bytes more per entry)",
+    )
+    parser.add_argument(
+        "--series",
+        type=Path,
+        help="keep the written series in this folder and reuse it when it is there (its "
+        "size, dates, tile and DN scale are those it was written with)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=2, help="solves per measurement, the last one timed"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--quality",
@@ -229,23 +289,36 @@ def main() -> None:
             quality(args.size, args.workers, Path(tmp))
         return
 
-    import cloudcore
+    from pipeline.config import SolverConfig
+    from pipeline.solve.tile import solver_lambda
 
-    lam = cloudcore.lambda_star(args.size**2, args.dates)
+    # The pipeline's default solve of a whole band: its method, λ rule and stopping rule.
+    solver = SolverConfig()
+    d, n = args.size**2, args.dates
+    solve = {
+        "method": solver.method,
+        "lam": solver_lambda(solver, d, n),
+        "tol": solver.tol,
+        "max_iter": solver.max_iter,
+    }
+    max_dn = None if args.floats else args.max_dn or None
+    shape = (args.size, args.dates, args.tile)
     with tempfile.TemporaryDirectory(prefix="scene-bench-") as tmp:
         started = time.perf_counter()
-        store = write_series(Path(tmp), args.size, args.dates, args.tile, args.footprint)
-        print(
-            f"series {args.size}² × {args.dates} written in {time.perf_counter() - started:.1f} s"
-        )
+        root = args.series or Path(tmp)
+        store = root / "input.zarr"
+        if not store.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            store = write_series(root, *shape, args.footprint, args.max_dn)
+            seconds = time.perf_counter() - started
+            print(f"series {args.size}² × {args.dates} written in {seconds:.1f} s")
+        # Scene scope first: its workers' memory is free again before the in-process runs.
+        scene = scene_run(store, *shape, args.workers, args.threads, solve, max_dn, args.runs)
         bare = par = None
         if not args.no_bare:
-            bare = bare_run(store, args.size, args.dates, args.tile, lam, 1)
+            bare = bare_run(store, *shape, solve, 1, max_dn, args.runs)
             cores = args.workers * args.threads
-            par = (
-                bare_run(store, args.size, args.dates, args.tile, lam, cores) if cores > 1 else bare
-            )
-        scene = scene_run(store, args.size, args.dates, args.tile, args.workers, args.threads, lam)
+            par = bare_run(store, *shape, solve, cores, max_dn, args.runs) if cores > 1 else bare
     result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "scene": scene}
     wall = scene["wall_per_iteration"]
     print(

@@ -18,6 +18,11 @@ An iteration is memory-bound on tall-skinny tiles, so it is fused into few passe
   a run-time flag in the shared one changed aATM's rounding and slowed every method, and numba's
   literal dispatch of the flag was 2.3x slower. :func:`fused_step` picks one.
 
+D is float32 or float64, or (scene scope's compact state) the uint16 DN the values were staged
+from: each kernel reads a block's D through :func:`block_values`, which hands float D over as it
+is and divides DN back once per block, with the staging's own float32 division, so every kernel
+sees the same bits either way (``tests/cloudcore/test_kernels.py``).
+
 Helpers marked ``inline="always"`` are inlined in numba's IR, so they compile as if written in
 place (each kernel keeps its bits; ``tests/cloudcore/test_kernels.py``).
 
@@ -35,12 +40,44 @@ the CPU and numba version are unchanged, and rebuilt otherwise.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 BLOCK = 2048  # pixels per block: n × BLOCK float64 scratch stays in L2
 # Reassociation lets LLVM vectorise the reductions; no NaN/inf assumptions (masked entries are
 # never NaN inside the kernels, but we keep IEEE semantics anyway).
 FASTMATH = {"reassoc", "contract", "nsz"}
+
+#: The ``div`` of the kernels' D when D holds the values themselves (float32 or float64).
+AS_STORED = np.float32(1.0)
+
+
+def block_values(D, div, p0, m):
+    """The block of pixels ``p0 : p0 + m`` of D as the solver sees them, and where it starts:
+    ``(D, p0)`` when D holds the values (float32 or float64), ``(values, 0)`` when D holds
+    integer DN (scene scope's compact D, :class:`cloudcore.scene.Block`), each divided back
+    once per block into an n × m float32 array by the same IEEE division that staged it
+    (float32(DN) / float32(max_dn), ``pipeline.stage.values``), so the solver sees the same
+    bits. Compiled code inlines :func:`_block_values_impl`'s version for the type at hand."""
+    if D.dtype.kind == "f":
+        return D, p0
+    return D[:, p0 : p0 + m].astype(np.float32) / np.float32(div), 0
+
+
+@overload(block_values, inline="always")
+def _block_values_impl(D, div, p0, m):  # pragma: no cover - compiled
+    if isinstance(D.dtype, types.Float):
+        return lambda D, div, p0, m: (D, p0)
+
+    def decode(D, div, p0, m):
+        out = np.empty((D.shape[0], m), np.float32)
+        for j in range(D.shape[0]):
+            Dj, oj = D[j, p0 : p0 + m], out[j]
+            for p in range(m):
+                oj[p] = np.float32(Dj[p]) / div
+        return out, 0
+
+    return decode
 
 
 @njit(cache=True)
@@ -82,14 +119,16 @@ def _sum_blocks(parts):  # pragma: no cover - compiled
 
 
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
-def gram(X):  # pragma: no cover - compiled
-    """X·Xᵀ in float64 for X (n × d), float32 or float64."""
+def gram(X, div=AS_STORED):  # pragma: no cover - compiled
+    """X·Xᵀ in float64 for X (n × d), float32 or float64, or integer DN read as
+    :func:`block_values` with ``div``."""
     n, d = X.shape
     parts = _partial_grams(n, d)
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
+        Xv, q0 = block_values(X, div, p0, m)
         for j in range(n):
-            xj = X[j, p0 : p0 + m]
+            xj = Xv[j, q0 : q0 + m]
             aj = a[j]
             for p in range(m):
                 aj[p] = xj[p]
@@ -141,7 +180,7 @@ def _in_block_order(parts, sums):  # pragma: no cover - compiled
 
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def first_sparse_step(
-    D, L, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c, c_floor, neg
+    D, div, L, Y, C, obs, weights, masked, weighted, lam, inv_mu, clip_c, c_floor, neg
 ):  # pragma: no cover - compiled
     """C ← shrink(D − L + Y/μ, λ/μ) (clipped to [c_floor, 1] if ``clip_c``; negative values
     are shrunk by ``neg``·λ/μ); return Gram(A). N is zero before the first iteration, so it
@@ -150,8 +189,9 @@ def first_sparse_step(
     parts = _partial_grams(n, d)
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
+        Dv, q0 = block_values(D, div, p0, m)
         for j in range(n):
-            Dj, Lj = D[j, p0 : p0 + m], L[j, p0 : p0 + m]
+            Dj, Lj = Dv[j, q0 : q0 + m], L[j, p0 : p0 + m]
             Yj, Cj, aj = Y[j, p0 : p0 + m], C[j, p0 : p0 + m], a[j]
             thr = lam * inv_mu
             for p in range(m):
@@ -173,6 +213,7 @@ def first_sparse_step(
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def fused_iteration(
     D,
+    div,
     C,
     C_next,
     N,
@@ -210,8 +251,9 @@ def fused_iteration(
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
+        Dv, q0 = block_values(D, div, p0, m)
         for j in range(n):
-            Dj, Cj, Nj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
+            Dj, Cj, Nj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
             Yj, aj = Y[j, p0 : p0 + m], a[j]
             for p in range(m):
                 aj[p] = Dj[p] - Cj[p] - Nj[p] + Yj[p] * inv_mu
@@ -221,7 +263,7 @@ def fused_iteration(
         s = 0.0
         thr = lam * inv_mu_next
         for j in range(n):
-            Dj, Cj, Nj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
+            Dj, Cj, Nj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
             Yj, Lj, Cn = Y[j, p0 : p0 + m], L[j, p0 : p0 + m], C_next[j, p0 : p0 + m]
             lowj, aj = low[j], a[j]
             # Branch-free over pixels so that it vectorises; masks are applied afterwards.
@@ -260,6 +302,7 @@ def fused_iteration(
 @njit(cache=True, parallel=True, nogil=True, fastmath=FASTMATH)
 def fused_iteration_no_haze(
     D,
+    div,
     C,
     C_next,
     Y,
@@ -288,8 +331,9 @@ def fused_iteration_no_haze(
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
+        Dv, q0 = block_values(D, div, p0, m)
         for j in range(n):
-            Dj, Cj, Yj, aj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m], a[j]
+            Dj, Cj, Yj, aj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m], a[j]
             for p in range(m):
                 aj[p] = Dj[p] - Cj[p] + Yj[p] * inv_mu
             if masked:
@@ -298,7 +342,7 @@ def fused_iteration_no_haze(
         s = 0.0
         thr = lam * inv_mu_next
         for j in range(n):
-            Dj, Cj, Yj = D[j, p0 : p0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m]
+            Dj, Cj, Yj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m]
             Lj, Cn, lowj, aj = L[j, p0 : p0 + m], C_next[j, p0 : p0 + m], low[j], a[j]
             for p in range(m):  # as in fused_iteration, with nij = 0
                 Lj[p] = lowj[p]
@@ -333,6 +377,6 @@ def fused_step(*args):
     zero and is not touched)."""
     *head, n_factor, mu_next = args
     if n_factor == 0.0:
-        without_n = [*head[:3], *head[4:], mu_next]  # N (the 4th) and n_factor left out
+        without_n = [*head[:4], *head[5:], mu_next]  # N (the 5th) and n_factor left out
         return fused_iteration_no_haze(*without_n)
     return fused_iteration(*args)

@@ -22,8 +22,10 @@ of partly observed dates to a few of its IRLS floor, 1e-6 (``tests/cloudcore/tol
 A masked solve ends with the refit of partly observed dates, as decompose does; its block-wise
 form is :mod:`cloudcore.scene_refit`.
 
-Memory per block: D, L, C, C_next, N, Y in the solver precision plus the boolean mask where a
-date is missing, so 6·itemsize + 1 bytes per pixel and date (25 in float32, 49 in float64).
+Memory per block: L, C, C_next, N, Y in the solver precision, D in it too or, where the values
+are DN / max_dn (``max_dn`` given, float32 and every observed value read back bit for bit),
+as the 16-bit DN it came from, plus the boolean mask where a date is missing: 6·itemsize + 1
+bytes per pixel and date (25 in float32, 49 in float64), 23 in float32 with D as DN.
 """
 
 from __future__ import annotations
@@ -64,13 +66,42 @@ __all__ = [
     "SceneOutcome",
     "Shards",
     "bytes_per_entry",
+    "dn_values",
     "solve_blocks",
 ]
 
 
-def bytes_per_entry(dtype: str | np.dtype[Any]) -> int:
-    """Bytes of solver state per pixel and date: D, L, C, C_next, N, Y and the mask."""
-    return 6 * np.dtype(dtype).itemsize + 1
+def bytes_per_entry(dtype: str | np.dtype[Any], dn: bool = False) -> int:
+    """Bytes of solver state per pixel and date: D (2 bytes with ``dn``, D held as 16-bit DN),
+    L, C, C_next, N, Y and the mask."""
+    size = np.dtype(dtype).itemsize
+    return 5 * size + (2 if dn else size) + 1
+
+
+def dn_values(x: np.ndarray, obs: np.ndarray, max_dn: float) -> np.ndarray | None:
+    """``x`` (float32 where ``obs``) as the uint16 DN whose float32(DN) / float32(max_dn) is
+    each observed value bit for bit (as :mod:`pipeline.stage.values` staged it), 0 where not
+    observed; None where some value is not such a quotient (a calibration, float input).
+
+    Parameters
+    ----------
+    x
+        The values, any shape.
+    obs
+        True where observed, same shape.
+    max_dn
+        The DN scale, in (0, 65535].
+    """
+    if not 0 < max_dn <= np.iinfo(np.uint16).max:
+        return None
+    values = np.where(obs, x, 0.0).astype(np.float32)
+    dn = np.rint(values.astype(np.float64) * max_dn)
+    if dn.min(initial=0.0) < 0 or dn.max(initial=0.0) > max_dn:
+        return None
+    dn16 = dn.astype(np.uint16)
+    if not np.array_equal(dn16.astype(np.float32) / np.float32(max_dn), values):
+        return None
+    return dn16
 
 
 class Block(BlockRefit):
@@ -87,6 +118,11 @@ class Block(BlockRefit):
     origin
         (row, column) of the block's first pixel in the scene: the refit of partly observed
         dates samples pixels in the scene's row-major order.
+    max_dn
+        None, or the DN scale of the values (value = DN / max_dn): in float32 D is then held
+        as uint16 DN (2 bytes an entry instead of 4) where every observed value reads back bit
+        for bit (:func:`dn_values`); the kernels divide it back (``cloudcore._kernels.value``),
+        so the solve is the same bit for bit.
     """
 
     def __init__(
@@ -94,6 +130,7 @@ class Block(BlockRefit):
         stack: ArrayLike,
         dtype: str | np.dtype[Any] = "float32",
         origin: tuple[int, int] = (0, 0),
+        max_dn: float | None = None,
     ) -> None:
         a = np.asarray(stack)
         self.origin = (int(origin[0]), int(origin[1]))
@@ -123,7 +160,14 @@ class Block(BlockRefit):
         if self.empty:  # nothing to solve: no state (its layers are NaN)
             self.obs = None
             x, obs = np.zeros((self.n, 0)), np.zeros((self.n, 0), np.bool_)
-        self.D = np.ascontiguousarray(np.where(obs, x, 0.0), dtype=self.dtype)
+        dn = None
+        if max_dn is not None and self.dtype == np.float32 and not self.empty:
+            dn = dn_values(x, obs, max_dn)
+        if dn is None:
+            self.D = np.ascontiguousarray(np.where(obs, x, 0.0), dtype=self.dtype)
+            self.div = _kernels.AS_STORED
+        else:
+            self.D, self.div = np.ascontiguousarray(dn), np.float32(max_dn)
         # The kernels' arguments for "no mask" and "no per-entry weights on λ".
         self._obs_arg = self.obs if self.obs is not None else np.ones((1, 1), np.bool_)
         self._no_weights = np.zeros((1, 1), self.dtype)
@@ -131,6 +175,13 @@ class Block(BlockRefit):
         self._swap_pending = False
         self._basis = None  # the refit's rows of its basis (cloudcore.scene_refit)
         self._k = 0
+
+    def values(self, D: np.ndarray | None = None) -> np.ndarray:
+        """D (or ``D``, some of its entries) in the solver precision: the DN divided back."""
+        D = self.D if D is None else D
+        if D.dtype == self.dtype:
+            return D
+        return D.astype(np.float32) / self.div
 
     @property
     def nbytes(self) -> int:
@@ -145,7 +196,7 @@ class Block(BlockRefit):
         if self.empty:
             zeros = np.zeros((self.n, self.n))
             return Stats(zeros, 0.0, 0.0, self.date_counts, 0, self.d > 0)
-        gram = _kernels.gram(self.D)  # its trace is Σ D², summed in float64
+        gram = _kernels.gram(self.D, self.div)  # its trace is Σ D², summed in float64
         seen = int(self.seen.sum())
         return Stats(gram, self.peak, float(np.trace(gram)), self.date_counts, seen, masked)
 
@@ -154,13 +205,15 @@ class Block(BlockRefit):
         if self.empty:
             return np.zeros((self.n, self.n))
         D = self.D
-        self.Y = (D / dual).astype(D.dtype, copy=False)
+        self.Y = (self.values() / dual).astype(self.dtype, copy=False)
         # The RPCA variants never write N (cloudcore._memory).
-        self.L, self.C, self.N = np.zeros_like(D), np.zeros_like(D), lazy_zeros_like(D)
-        self.C_next = np.empty_like(D)
+        self.L, self.C = np.zeros_like(self.Y), np.zeros_like(self.Y)
+        self.N = lazy_zeros_like(self.Y)
+        self.C_next = np.empty_like(self.Y)
         self._swap_pending = False
         return _kernels.first_sparse_step(
             D,
+            self.div,
             self.L,
             self.Y,
             self.C,
@@ -190,6 +243,7 @@ class Block(BlockRefit):
             self.C, self.C_next = self.C_next, self.C
         gram, z2 = _kernels.fused_step(
             self.D,
+            self.div,
             self.C,
             self.C_next,
             self.N,
@@ -219,7 +273,7 @@ class Block(BlockRefit):
 
     def zero(self) -> None:
         """The defined answer for ‖D‖₂ = 0: L = C = N = 0."""
-        self.L, self.C, self.N = (np.zeros_like(self.D) for _ in range(3))
+        self.L, self.C, self.N = (np.zeros(self.D.shape, self.dtype) for _ in range(3))
 
     def layers(self, shadow: bool = False) -> tuple[np.ndarray, ...]:
         """Ground (L clipped to [0, 1]), C and N, and with ``shadow`` (the shadow model) S split

@@ -53,6 +53,10 @@ class BlockRefit:
     _basis: np.ndarray | None = None  # this block's rows of U_k, between begin and release
     _k: int = 0  # columns of the basis
 
+    def values(self, D: np.ndarray | None = None) -> np.ndarray:
+        """D (or some of its entries) in the solver precision (the block decodes its DN)."""
+        raise NotImplementedError
+
     def refit_gram(self, full: np.ndarray) -> np.ndarray:
         """Gram matrix (float64) of L restricted to the dates ``full``."""
         if self.empty:
@@ -101,7 +105,8 @@ class BlockRefit:
         ranks = (offsets[self.origin][:, None] + within).ravel()
         take = np.flatnonzero(o.ravel() & (ranks % stride == 0))
         obs = self.obs[:, take].T if self.obs is not None else np.ones((take.size, self.n), bool)
-        return ranks[take], self._basis[take], self.D[:, take].T, self.L[:, take].T, obs
+        D = self.values(self.D[:, take]).T
+        return ranks[take], self._basis[take], D, self.L[:, take].T, obs
 
     def refit_end(
         self, j: int, coef: np.ndarray, method: str, lam: float, beta: float, kappa: float
@@ -112,7 +117,7 @@ class BlockRefit:
         refit.set_column(
             self._basis,
             coef,
-            self.D[j],
+            self.values(self.D[j]),
             self._observed(j),
             self.L[j],
             self.C[j],

@@ -348,13 +348,14 @@ def run_alm(
     C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
     masked = obs is not None
     gram = _kernels.first_sparse_step(
-        D, L, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, *sparse
+        D, _kernels.AS_STORED, L, Y, C[0], obs_arr, w_arr, masked, weighted, lam, 1.0 / mu, *sparse
     )
 
     def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
         # The kernel reads this C and writes the next one: C.reverse swaps them between steps.
         return _kernels.fused_step(
             D,
+            _kernels.AS_STORED,
             C[0],
             C[1],
             N,

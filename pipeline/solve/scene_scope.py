@@ -19,8 +19,9 @@ it. Resume is at band level: a band whose marker exists is skipped, any other ba
 from the start, so a killed run loses at most the band in flight.
 
 Memory per worker: its share of the band's pixels × dates ×
-:func:`cloudcore.scene.bytes_per_entry` (25 bytes in float32), plus one tile of reading and
-writing buffers. A full GF-4 PMS band (10240² px × 7 dates) holds 18.4 GB of state in float32,
+:func:`cloudcore.scene.bytes_per_entry` (23 bytes in float32 where the values are DN / max_dn,
+as GF-4's are: D is then held as the 16-bit DN it came from; 25 otherwise), plus one tile of
+reading and writing buffers. A full GF-4 PMS band (10240² px × 7 dates) holds 16.9 GB of state,
 spread over the workers (docs/SCOPES.md).
 """
 
@@ -56,6 +57,7 @@ __all__ = [
     "DaskShards",
     "SceneShard",
     "ShardSpec",
+    "dn_scale",
     "partition",
     "solve_band",
     "solve_shards",
@@ -79,6 +81,9 @@ class ShardSpec:
     # How each block's written ground is bounded (pipeline.solve.tile.bound_ground); None:
     # not at all.
     solver: SolverConfig | None = None
+    # The values' DN scale where they are DN / max_dn: D is then held as 16-bit DN
+    # (cloudcore.scene.Block); None: as floats.
+    max_dn: float | None = None
 
 
 class SceneShard(BlockGroup):
@@ -107,7 +112,12 @@ class SceneShard(BlockGroup):
                 raise TileError(tile_id, message) from exc
             try:
                 blocks.append(
-                    Block(stack, spec.dtype, origin=(tile.core.row_off, tile.core.col_off))
+                    Block(
+                        stack,
+                        spec.dtype,
+                        origin=(tile.core.row_off, tile.core.col_off),
+                        max_dn=spec.max_dn,
+                    )
                 )
             except ValueError as exc:
                 raise TileError(tile_id, f"solver rejected the tile: {exc}") from exc
@@ -136,7 +146,7 @@ class SceneShard(BlockGroup):
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
                 # σ before the cap, as a tile's (pipeline.solve.tile.solve_tile).
-                scale = 0.0 if block.empty else anomaly_scale(block.D - block.L, block.obs)
+                scale = 0.0 if block.empty else anomaly_scale(block.values() - block.L, block.obs)
                 layers = block.layers(spec.shadow)
                 if not block.empty:
                     _cap_block(layers, block.obs, spec)
@@ -226,6 +236,22 @@ class BandJob:
     layout: Layout
     cube: str
     solver: SolverConfig
+    max_dn: float | None = None  # the values' DN scale, if they are DN / max_dn (ShardSpec)
+
+
+def dn_scale(acquisitions: Sequence[Any]) -> float | None:
+    """The series' one DN scale when every date's values are DN / max_dn (no calibration, one
+    ``max_dn``): scene scope then holds D as 16-bit DN (:class:`ShardSpec`); else None.
+
+    Parameters
+    ----------
+    acquisitions
+        The run's :class:`pipeline.inputs.Acquisition` records.
+    """
+    scales = {float(a.max_dn) for a in acquisitions}
+    if len(scales) != 1 or any(a.scale is not None for a in acquisitions):
+        return None
+    return scales.pop()
 
 
 def start_shards(
@@ -238,6 +264,7 @@ def start_shards(
     name: str,
     shadow: bool = False,
     solver: SolverConfig | None = None,
+    max_dn: float | None = None,
 ) -> list[Any]:
     """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
     ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
@@ -245,7 +272,8 @@ def start_shards(
 
     Workers are taken sorted by address: that is the shard order, and so the summation order.
     Each shard runs its kernels with its worker's threads, and bounds its blocks' ground as
-    ``solver`` says (:func:`pipeline.solve.tile.bound_ground`; None: not at all).
+    ``solver`` says (:func:`pipeline.solve.tile.bound_ground`; None: not at all); with
+    ``max_dn`` it holds D as 16-bit DN where the values are DN / max_dn (:class:`ShardSpec`).
     """
     client.wait_for_workers(1)
     workers = sorted(client.nthreads().items())
@@ -262,6 +290,7 @@ def start_shards(
                 threads=threads,
                 shadow=shadow,
                 solver=solver,
+                max_dn=max_dn,
             ),
             actor=True,
             workers=[address],
@@ -337,6 +366,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
         job.band,
         shadow=solver.method in cloudcore.SHADOW_METHODS,
         solver=solver,
+        max_dn=job.max_dn,
     )
     try:
         shards = DaskShards([f.result() for f in futures])

@@ -228,7 +228,7 @@ class SceneScope:
     def solve(self, ctx: SolveContext, join_outputs: JoinOutputs) -> bool:
         """Solve each band as one matrix, one band after the other; a band whose marker exists
         is skipped (resume is per band). The outputs do not join: returns False."""
-        from pipeline.solve.scene_scope import BandJob, solve_band
+        from pipeline.solve.scene_scope import BandJob, dn_scale, solve_band
 
         plan, counts = ctx.plan, ctx.progress.counts
         names = plan.layout.marker_ids()
@@ -250,6 +250,7 @@ class SceneScope:
                 layout=plan.layout,
                 cube=str(ctx.cube),
                 solver=plan.config.solver,
+                max_dn=dn_scale(plan.acquisitions),
             )
             try:
                 solve_band(ctx.client, job)

@@ -28,7 +28,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pipeline.config import SolverConfig
 
-__all__ = ["LOCK_PATH", "KernelWarmup", "machine_lock", "warm_kernels"]
+__all__ = ["LOCK_PATH", "KernelWarmup", "machine_lock", "warm_dn_blocks", "warm_kernels"]
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,40 @@ def warm_kernels(solver: SolverConfig) -> float:
         result = solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
         tile_layers(result, mask, brief, threads=1)  # the cap's kernel, if the solver caps
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
+
+        if solver.scope == "scene":
+            warm_dn_blocks(brief)
     return time.perf_counter() - started
+
+
+def warm_dn_blocks(solver: SolverConfig) -> None:
+    """Solve one tiny masked block held as 10-bit DN as scene scope does
+    (:class:`cloudcore.scene.Block` with ``max_dn``): the kernels' variants that read D as DN
+    are compiled apart from the float ones.
+
+    Parameters
+    ----------
+    solver
+        The run's ``solver`` section (its method and precision; a few iterations suffice).
+    """
+    import warnings
+
+    import numpy as np
+
+    from cloudcore import ConvergenceWarning
+    from cloudcore.scene import Block, BlockGroup, LocalShards, solve_blocks
+
+    n, side, max_dn = 4, 64, 1023.0
+    dn = np.random.default_rng(0).integers(0, int(max_dn) + 1, (n, side, side))
+    stack = dn.astype(np.float32) / np.float32(max_dn)
+    stack[1, :, : side // 4] = np.nan  # a partly observed date: the masked path and the refit
+    block = Block(stack, solver.dtype, max_dn=max_dn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        shards = LocalShards([BlockGroup([block], threads=1)])
+        solve_blocks(
+            shards, d=side * side, n=n, dtype=solver.dtype, method=solver.method, max_iter=3
+        )
 
 
 class KernelWarmup(WorkerPlugin):

@@ -1,4 +1,5 @@
-"""The fused ALM kernels: the RPCA family's pass without N is the haze pass with N = 0."""
+"""The fused ALM kernels: the RPCA family's pass without N is the haze pass with N = 0; D held as
+16-bit DN is read as the float32 quotient it came from."""
 
 import numpy as np
 import pytest
@@ -8,17 +9,26 @@ from cloudcore import decompose
 # The kernels are an internal layer (cloudcore._kernels, private to the package): their contract,
 # the same bits from the pass with and without N, can only be checked on them directly, so this
 # test imports their public functions by the module's path rather than making them public API.
-from cloudcore._kernels import BLOCK, first_sparse_step, fused_iteration, fused_step
+from cloudcore._kernels import (
+    AS_STORED,
+    BLOCK,
+    first_sparse_step,
+    fused_iteration,
+    fused_step,
+    gram,
+)
 
 SPARSE_RULES = [(True, 0.0, 1.0), (False, 0.0, 1.0), (True, -1.0, 2.0)]  # aATM, RPCA, shadow
 
 
-def _run(fused, D, obs, weights, masked, weighted, sparse, n_factor):
-    """Six ALM passes from the same start; every array and every returned value."""
-    Y = (D / 3).astype(D.dtype)
-    L, N = np.zeros_like(D), np.zeros_like(D)
-    C = [np.zeros_like(D), np.empty_like(D)]
-    gram = first_sparse_step(D, L, Y, C[0], obs, weights, masked, weighted, 0.1, 2.0, *sparse)
+def _run(fused, D, obs, weights, masked, weighted, sparse, n_factor, div=AS_STORED):
+    """Six ALM passes from the same start; every array and every returned value. ``D`` holds
+    the values, or with ``div`` the uint16 DN whose float32 quotient by ``div`` they are."""
+    values = D if D.dtype.kind == "f" else D.astype(np.float32) / div
+    Y = (values / 3).astype(values.dtype)
+    L, N = np.zeros_like(values), np.zeros_like(values)
+    C = [np.zeros_like(values), np.empty_like(values)]
+    gram = first_sparse_step(D, div, L, Y, C[0], obs, weights, masked, weighted, 0.1, 2.0, *sparse)
     returned = [gram]
     mu = 0.5
     for _ in range(6):
@@ -26,6 +36,7 @@ def _run(fused, D, obs, weights, masked, weighted, sparse, n_factor):
         W = (evecs * (evals > 1.0)) @ evecs.T * 0.9  # any symmetric weights will do
         gram, z2 = fused(
             D,
+            div,
             C[0],
             C[1],
             N,
@@ -87,3 +98,26 @@ def test_rpca_leaves_its_zero_haze_untouched():
     mask = rng.random(D.shape) > 0.1
     result = decompose(D, "rpca", mask=mask, max_iter=30)
     assert np.array_equal(result.N, np.zeros_like(result.N))
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("n_factor", [0.0, 0.4])  # the pass without haze and the haze pass
+@pytest.mark.parametrize("sparse", SPARSE_RULES)
+def test_d_held_as_dn_gives_the_bits_of_its_float32_quotient(masked, n_factor, sparse):
+    """Scene scope's compact D (cloudcore.scene.Block with max_dn): the kernels divide each DN
+    back as staging did (float32(DN) / float32(max_dn)), so every array and every reduction is
+    bit for bit that of the float32 values."""
+    rng = np.random.default_rng(11)
+    n, d, max_dn = 7, 2 * BLOCK + 9, 1023.0
+    dn = rng.integers(0, int(max_dn) + 1, size=(n, d)).astype(np.uint16)
+    obs = rng.random((n, d)) > 0.2 if masked else np.ones((1, 1), bool)
+    if masked:
+        dn[~obs] = 0
+    values = dn.astype(np.float32) / np.float32(max_dn)  # what staging writes
+    weights = np.zeros((1, 1), np.float32)
+    args = (obs, weights, masked, False, sparse, n_factor)
+    as_values = _run(fused_step, values, *args)
+    as_dn = _run(fused_step, dn, *args, div=np.float32(max_dn))
+    for a, b in zip(as_values, as_dn, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert np.array_equal(gram(values), gram(dn, np.float32(max_dn)))

@@ -57,8 +57,9 @@ def _solve_tiled(
     n, h, w = stack.shape
     windows = _tiles(h, w, *tile)
     dtype = kwargs.pop("dtype", stack.dtype)
+    max_dn = kwargs.pop("max_dn", None)
     blocks = [
-        Block(stack[:, rows, cols], dtype, origin=(rows.start, cols.start))  # type: ignore[arg-type]
+        Block(stack[:, rows, cols], dtype, origin=(rows.start, cols.start), max_dn=max_dn)  # type: ignore[arg-type]
         for rows, cols in windows
     ]
     split = np.array_split(np.arange(len(blocks)), groups)
@@ -194,6 +195,44 @@ def test_state_is_25_bytes_per_entry_in_float32(footprint_series: np.ndarray) ->
         solve_blocks(LocalShards([group]), d=64 * 64, n=N_DATES, max_iter=1)
     # After the iterations C_next is dropped: D, L, C, N, Y and the mask remain.
     assert block.nbytes == N_DATES * 64 * 64 * (5 * 4 + 1)
+
+
+def _as_10bit(stack: np.ndarray) -> np.ndarray:
+    """``stack`` rounded to 10-bit DN and staged as ``pipeline.stage.values`` does it: float32(DN)
+    / float32(1023), NaN kept."""
+    dn = np.rint(np.nan_to_num(stack) * 1023).astype(np.uint16)
+    return np.where(np.isnan(stack), np.nan, dn.astype(np.float32) / np.float32(1023))
+
+
+@pytest.mark.parametrize("method", ["aatm", "rpca", "aatm-shadow"])
+def test_blocks_holding_dn_solve_bit_for_bit_as_blocks_holding_floats(
+    footprint_series: np.ndarray, method: str
+) -> None:
+    """D held as 16-bit DN (max_dn) is read by the kernels, the refit and the layers as the
+    float32 values it came from: the same iterations and the same bits, partly observed
+    dates and a corner seen on no date included."""
+    stack = _as_10bit(footprint_series)
+    kwargs: dict[str, Any] = {"method": method}
+    floats, got_floats = _solve_tiled(stack, (48, 40), 2, **kwargs)
+    dn, got_dn = _solve_tiled(stack, (48, 40), 2, max_dn=1023.0, **kwargs)
+    assert dn.iterations == floats.iterations
+    for a, b in zip(got_floats, got_dn, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_dn_state_is_23_bytes_per_entry_and_only_where_the_values_are_dn(
+    footprint_series: np.ndarray,
+) -> None:
+    assert bytes_per_entry("float32", dn=True) == 23
+    block = Block(_as_10bit(footprint_series[:, :64, :64]), max_dn=1023.0)
+    assert block.D.dtype == np.uint16
+    with pytest.warns(ConvergenceWarning):
+        solve_blocks(LocalShards([BlockGroup([block])]), d=64 * 64, n=N_DATES, max_iter=1)
+    assert block.nbytes == N_DATES * 64 * 64 * (4 * 4 + 2 + 1)
+    # Values that are no DN quotient (the simulation's, a calibration's) stay floats.
+    assert Block(footprint_series[:, :64, :64], max_dn=1023.0).D.dtype == np.float32
+    # So does a float64 solve.
+    assert Block(_as_10bit(footprint_series), "float64", max_dn=1023.0).D.dtype == np.float64
 
 
 def test_rejects_atm_and_values_outside_unit_interval() -> None:

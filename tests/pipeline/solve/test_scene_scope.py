@@ -9,6 +9,7 @@ run killed with ``kill -9`` resumes band by band.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -25,10 +26,11 @@ import cloudcore
 from pipeline.config import Config, SolverConfig, parse
 from pipeline.errors import ConfigError
 from pipeline.grid.tiling import TileGrid
+from pipeline.inputs.gf4 import discover_gf4
 from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
 from pipeline.plan import make_plan, tile_states
 from pipeline.run import run
-from pipeline.solve.scene_scope import partition
+from pipeline.solve.scene_scope import dn_scale, partition
 from tests.cloudcore.tolerances import scene_bound
 from tests.pipeline.processes import dask_cli_cluster
 from tests.pipeline.runs import (
@@ -114,6 +116,17 @@ def test_partition_is_contiguous_and_balanced() -> None:
     assert len(partition(tiles[:2], 5)) == 2
 
 
+def test_dn_scale_only_where_every_date_is_dn_over_one_max_dn(
+    gf4_products: SimulatedProducts, tmp_path: Path
+) -> None:
+    acqs = discover_gf4(gf4_products.paths[:3], extract_dir=tmp_path)
+    assert dn_scale(acqs) == acqs[0].max_dn
+    assert dn_scale([acqs[0], dataclasses.replace(acqs[1], max_dn=4095.0), acqs[2]]) is None
+    bands = len(acqs[1].bands)
+    radiance = dataclasses.replace(acqs[1], scale=(0.1,) * bands, offset=(0.0,) * bands)
+    assert dn_scale([acqs[0], radiance, acqs[2]]) is None
+
+
 def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
     observed = np.asarray(
         zarr.open_array(store=str(local_run / "work" / "input.zarr"), path="observed")[...]
@@ -151,6 +164,9 @@ def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
     marker = json.loads(next((local_run / "work" / "done").glob("blended-B1-*.json")).read_text())
     assert marker["scope"] == "scene" and marker["shards"] == 2
     assert marker["iterations"] == int(table[table.band == "B1"].iterations.iloc[0])
+    # The values are DN / max_dn: the shards held D as 16-bit DN (cloudcore.scene.Block), at
+    # most 23 bytes an entry with C_next and the masks (24 without a mask if D were floats).
+    assert sum(marker["state_bytes"]) <= 23 * n * h * w
 
 
 def test_plan_and_status_count_scene_bands(local_run: Path, series: SimulatedProducts) -> None:

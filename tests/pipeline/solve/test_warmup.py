@@ -15,6 +15,15 @@ def test_warm_kernels_solves_and_takes_the_machine_lock(tmp_path, monkeypatch):
     assert lock.exists()
 
 
+def test_scene_scope_warms_the_kernels_that_read_d_as_dn(tmp_path, monkeypatch):
+    from cloudcore import _kernels
+
+    monkeypatch.setattr(warmup, "LOCK_PATH", tmp_path / "kernels.lock")
+    assert warmup.warm_kernels(SolverConfig(scope="scene")) > 0.0
+    # The default (aATM) runs the haze pass; a scene-scope shard calls it with uint16 D.
+    assert any("uint16" in str(sig[0]) for sig in _kernels.fused_iteration.signatures)
+
+
 def test_the_lock_makes_warmups_take_turns(tmp_path):
     lock = tmp_path / "kernels.lock"
     inside: list[int] = []
