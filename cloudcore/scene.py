@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
+from cloudcore._dn import dn_values
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import RANGE_SLACK, numba_threads
 from cloudcore.catalog import HAZE_METHODS, SCENE_METHODS, SHADOW_WEIGHT
@@ -78,32 +79,6 @@ def bytes_per_entry(dtype: str | np.dtype[Any], dn: bool = False) -> int:
     return 5 * size + (2 if dn else size) + 1
 
 
-def dn_values(x: np.ndarray, obs: np.ndarray, max_dn: float) -> np.ndarray | None:
-    """``x`` (float32 where ``obs``) as the uint16 DN whose float32(DN) / float32(max_dn) is
-    each observed value bit for bit (as :mod:`pipeline.stage.values` staged it), 0 where not
-    observed; None where some value is not such a quotient (a calibration, float input).
-
-    Parameters
-    ----------
-    x
-        The values, any shape.
-    obs
-        True where observed, same shape.
-    max_dn
-        The DN scale, in (0, 65535].
-    """
-    if not 0 < max_dn <= np.iinfo(np.uint16).max:
-        return None
-    values = np.where(obs, x, 0.0).astype(np.float32)
-    dn = np.rint(values.astype(np.float64) * max_dn)
-    if dn.min(initial=0.0) < 0 or dn.max(initial=0.0) > max_dn:
-        return None
-    dn16 = dn.astype(np.uint16)
-    if not np.array_equal(dn16.astype(np.float32) / np.float32(max_dn), values):
-        return None
-    return dn16
-
-
 class Block(BlockRefit):
     """One block (tile) of the matrix and its solver state, dates × pixels as the kernels want.
 
@@ -121,8 +96,8 @@ class Block(BlockRefit):
     max_dn
         None, or the DN scale of the values (value = DN / max_dn): in float32 D is then held
         as uint16 DN (2 bytes an entry instead of 4) where every observed value reads back bit
-        for bit (:func:`dn_values`); the kernels divide it back (``cloudcore._kernels.value``),
-        so the solve is the same bit for bit.
+        for bit (:func:`dn_values`); the kernels divide it back
+        (``cloudcore._kernels.block_values``), so the solve is the same bit for bit.
     """
 
     def __init__(

@@ -19,10 +19,11 @@ it. Resume is at band level: a band whose marker exists is skipped, any other ba
 from the start, so a killed run loses at most the band in flight.
 
 Memory per worker: its share of the band's pixels × dates ×
-:func:`cloudcore.scene.bytes_per_entry` (23 bytes in float32 where the values are DN / max_dn,
-as GF-4's are: D is then held as the 16-bit DN it came from; 25 otherwise), plus one tile of
-reading and writing buffers. A full GF-4 PMS band (10240² px × 7 dates) holds 16.9 GB of state,
-spread over the workers (docs/SCOPES.md).
+:func:`cloudcore.scene.bytes_per_entry` (25 bytes in float32; 23 where staging copied the DN
+unresampled (inputs already on the grid's lattice, docs/FOOTPRINTS.md) and D is held as the
+16-bit DN it came from), plus one tile of reading and writing buffers. A full GF-4 PMS band
+(10240² px × 7 dates, warped from its RPCs, so float32) holds 18.4 GB of state, spread over the
+workers (docs/SCOPES.md).
 """
 
 from __future__ import annotations

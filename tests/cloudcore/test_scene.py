@@ -212,6 +212,8 @@ def test_blocks_holding_dn_solve_bit_for_bit_as_blocks_holding_floats(
     float32 values it came from: the same iterations and the same bits, partly observed
     dates and a corner seen on no date included."""
     stack = _as_10bit(footprint_series)
+    held = [Block(stack[:, r, c], max_dn=1023.0) for r, c in _tiles(*stack.shape[1:], 48, 40)]
+    assert all(b.D.dtype == np.uint16 for b in held if not b.empty)  # masked and partial too
     kwargs: dict[str, Any] = {"method": method}
     floats, got_floats = _solve_tiled(stack, (48, 40), 2, **kwargs)
     dn, got_dn = _solve_tiled(stack, (48, 40), 2, max_dn=1023.0, **kwargs)
@@ -229,8 +231,12 @@ def test_dn_state_is_23_bytes_per_entry_and_only_where_the_values_are_dn(
     with pytest.warns(ConvergenceWarning):
         solve_blocks(LocalShards([BlockGroup([block])]), d=64 * 64, n=N_DATES, max_iter=1)
     assert block.nbytes == N_DATES * 64 * 64 * (4 * 4 + 2 + 1)
-    # Values that are no DN quotient (the simulation's, a calibration's) stay floats.
+    # Values that are no DN quotient (the simulation's, a resampled or calibrated one's), and
+    # a -0.0 (the float path keeps its sign), stay floats.
     assert Block(footprint_series[:, :64, :64], max_dn=1023.0).D.dtype == np.float32
+    signed = _as_10bit(footprint_series[:, :8, :8])
+    signed[0, 0, 0] = -0.0
+    assert Block(signed, max_dn=1023.0).D.dtype == np.float32
     # So does a float64 solve.
     assert Block(_as_10bit(footprint_series), "float64", max_dn=1023.0).D.dtype == np.float64
 

@@ -19,7 +19,17 @@ def test_scene_scope_warms_the_kernels_that_read_d_as_dn(tmp_path, monkeypatch):
     from cloudcore import _kernels
 
     monkeypatch.setattr(warmup, "LOCK_PATH", tmp_path / "kernels.lock")
+    calls = []
+
+    def spy(solver):
+        calls.append(solver.scope)
+        return warm_dn_blocks(solver)
+
+    warm_dn_blocks = warmup.warm_dn_blocks
+    monkeypatch.setattr(warmup, "warm_dn_blocks", spy)
+    assert warmup.warm_kernels(SolverConfig()) > 0.0  # tile scope: no DN blocks
     assert warmup.warm_kernels(SolverConfig(scope="scene")) > 0.0
+    assert calls == ["scene"]
     # The default (aATM) runs the haze pass; a scene-scope shard calls it with uint16 D.
     assert any("uint16" in str(sig[0]) for sig in _kernels.fused_iteration.signatures)
 
