@@ -21,7 +21,8 @@ cluster of ``--workers`` single-threaded workers; each run in a fresh process) a
   halo matrix (tile scope: the same d × n and data as the pipeline's tiles, so the same
   iterations), one at a time on one thread, no I/O; in scene scope
   :func:`cloudcore.scene.solve_blocks` of each band's cores in this process on one thread (as
-  ``benchmarks/scene_scope.py``). Tiles beyond
+  ``benchmarks/scene_scope.py``; it holds a band's state once more: about 20 GB at full GF-4
+  size, beyond a 24 GB machine after the run). Tiles beyond
   ``--bare-tiles`` are not all solved again: the bare time of the others is the sample's
   seconds per iteration and pixel × their d × iterations; for the tiles solved bare, the
   solving thread's CPU, kernel seconds, page faults and preemptions in the run (the tile
