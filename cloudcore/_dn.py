@@ -11,7 +11,28 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dn_values"]
+__all__ = ["dn_values", "values_of_dn"]
+
+
+def values_of_dn(dn: np.ndarray, max_dn: float) -> np.ndarray:
+    """The float32 values of uint16 ``dn``: float32(DN) / float32(max_dn), as staging writes
+    them (the compiled kernels do the same, ``cloudcore._kernels.block_values``).
+
+    Parameters
+    ----------
+    dn
+        The DN, any shape.
+    max_dn
+        The DN scale.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 of ``dn``'s shape, a new array.
+    """
+    values = dn.astype(np.float32)
+    values /= np.float32(max_dn)
+    return values
 
 
 def dn_values(x: np.ndarray, obs: np.ndarray, max_dn: float) -> np.ndarray | None:
@@ -42,8 +63,7 @@ def dn_values(x: np.ndarray, obs: np.ndarray, max_dn: float) -> np.ndarray | Non
         return None
     dn16 = dn.astype(np.uint16)
     del dn
-    back = dn16.astype(np.float32)
-    back /= np.float32(max_dn)
+    back = values_of_dn(dn16, max_dn)
     # Bit for bit: -0.0 is not 0.0 here (the float path would keep its sign).
     if not np.array_equal(back.view(np.uint32), values.view(np.uint32)):
         return None

@@ -43,6 +43,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from cloudcore._dn import values_of_dn
+
 BLOCK = 2048  # pixels per block: n × BLOCK float64 scratch stays in L2
 # Reassociation lets LLVM vectorise the reductions; no NaN/inf assumptions (masked entries are
 # never NaN inside the kernels, but we keep IEEE semantics anyway).
@@ -61,7 +63,7 @@ def block_values(D, div, p0, m):
     bits. Compiled code inlines :func:`_block_values_impl`'s version for the type at hand."""
     if D.dtype.kind == "f":
         return D, p0
-    return D[:, p0 : p0 + m].astype(np.float32) / np.float32(div), 0
+    return values_of_dn(D[:, p0 : p0 + m], div), 0
 
 
 @overload(block_values, inline="always")

@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
-from cloudcore._dn import dn_values
+from cloudcore._dn import dn_values, values_of_dn
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import RANGE_SLACK, numba_threads
 from cloudcore.catalog import HAZE_METHODS, SCENE_METHODS, SHADOW_WEIGHT
@@ -154,9 +154,7 @@ class Block(BlockRefit):
     def values(self, D: np.ndarray | None = None) -> np.ndarray:
         """D (or ``D``, some of its entries) in the solver precision: the DN divided back."""
         D = self.D if D is None else D
-        if D.dtype == self.dtype:
-            return D
-        return D.astype(np.float32) / self.div
+        return D if D.dtype == self.dtype else values_of_dn(D, float(self.div))
 
     @property
     def nbytes(self) -> int:
