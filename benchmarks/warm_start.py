@@ -1,0 +1,159 @@
+"""What a warm start could save (issue #45, item 2): a tile started from its left neighbour's solve.
+
+A row task solves its tiles left to right, so when a tile starts its left neighbour's solve is in
+memory. What carries over: the neighbour's ground on the columns the two halos share (2 × halo
+of the tile's width) and its right factors (the n × n eigenvectors of its ground's Gram matrix,
+nearly the same for neighbouring tiles), which give a ground for the rest of the tile by
+projecting D onto their leading r. The ALM's other state (the dual Y, the cloud C) belongs to
+the neighbour's pixels and has nothing to say about the new ones.
+
+The inexact ALM's iteration count is set by its step-size schedule: μ starts at 1.25/‖D‖₂ and
+grows by ρ = 1.5 an iteration until ‖D − L − C − N‖_F/‖D‖_F < tol. A warm start either keeps
+that schedule (μ₀ as cold) or starts it j steps later (μ₀ · ρʲ), which is what a warm start
+must do to save iterations. Each start is solved with the pipeline's default (aATM, 1.4 × λ̂*,
+tol 3e-5, float32, one thread; no mask, as a tile inside every footprint) and its written
+values, DN = round(clip(L, 0, 1) · max_dn), are compared with a cold solve to cloudcore's
+tolerance (1e-7, floored at 1e-6 in float32); r is against the simulation's truth. The issue's
+bar for a lever: ≥ 99.9 % of the DN identical and none more than 1 DN apart.
+
+The tiles are the paper's simulation of the demo image, two neighbouring halos of a
+(size + core)² scene (as ``benchmarks/stopping_rule.py``). The cold start is checked bit for
+bit against :func:`cloudcore.decompose` before anything is timed.
+
+Usage::
+
+    python benchmarks/warm_start.py [--size 1280] [--core 1024] [--dates 7] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import cloudcore
+from cloudcore import _kernels
+from cloudcore._memory import lazy_zeros_like
+from cloudcore._problem import spectral_norm
+from cloudcore.simulate import paper_case
+from cloudcore.solvers import _RHO, FLOAT32_TOL_FLOOR, alm_schedule, initial_state, sparse_rule
+from pipeline.config import SolverConfig
+from pipeline.inputs.synthetic import load_demo_truth
+from pipeline.outputs.products import encode_clear
+from pipeline.solve.tile import solver_lambda
+
+
+def solve(
+    D: np.ndarray, lam: float, beta: float, tol: float, L0: np.ndarray | None, advance: int
+) -> tuple[np.ndarray, int]:
+    """aATM's fused ALM on the internal (dates × pixels) matrix D from the ground ``L0`` (None:
+    zero, the cold start), μ₀ advanced ``advance`` steps of the schedule; returns L and the
+    iterations. Cold, this is :func:`cloudcore.solvers.run_alm` on an unmasked float32 D."""
+    sparse = sparse_rule("aatm")
+    Y, mu = initial_state(D, lam, spectral_norm(D))
+    mu *= _RHO**advance
+    L = np.zeros_like(D) if L0 is None else np.array(L0, dtype=D.dtype, order="C")
+    N = lazy_zeros_like(D)
+    C = [np.zeros_like(D), np.empty_like(D)]
+    every = np.ones((1, 1), dtype=np.bool_)  # no mask: the kernels do not read these two
+    no_weights = np.zeros((1, 1), dtype=D.dtype)
+    gram = _kernels.first_sparse_step(
+        D, _kernels.AS_STORED, L, Y, C[0], every, no_weights, False, False, lam, 1.0 / mu, *sparse
+    )
+
+    def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
+        return _kernels.fused_step(
+            D, _kernels.AS_STORED, C[0], C[1], N, Y, L, every, no_weights, W, False, False,
+            *sparse, lam, mu, n_factor, mu_next,
+        )  # fmt: skip
+
+    iterations, _ = alm_schedule(
+        gram, mu, float(np.linalg.norm(D)), step, beta=beta, tol=tol, max_iter=1000,
+        advance=C.reverse,
+    )  # fmt: skip
+    return L, iterations
+
+
+def right_factors(L: np.ndarray) -> np.ndarray:
+    """The dates' eigenvectors of L Lᵀ (n × n, float64), leading one last."""
+    L64 = L.astype(np.float64)
+    return np.asarray(np.linalg.eigh(L64 @ L64.T)[1])
+
+
+def starts(
+    D: np.ndarray, L_left: np.ndarray, side: int, overlap: int
+) -> dict[str, Callable[[], np.ndarray | None]]:
+    """The grounds a tile could start from, given its left neighbour's ground ``L_left``."""
+    U = right_factors(L_left)
+    n = D.shape[0]
+
+    def projected(rank: int) -> np.ndarray:
+        P = U[:, -rank:] @ U[:, -rank:].T
+        return (P @ D.astype(np.float64)).astype(D.dtype)
+
+    def shared(rank: int) -> np.ndarray:
+        L0 = projected(rank).reshape(n, side, side)
+        L0[:, :, :overlap] = L_left.reshape(n, side, side)[:, :, side - overlap :]
+        return L0.reshape(n, -1)
+
+    return {
+        "zero (cold)": lambda: None,
+        "D onto the neighbour's leading factor": lambda: projected(1),
+        "D onto its leading 3 factors": lambda: projected(3),
+        "neighbour's ground on the overlap, leading factor elsewhere": lambda: shared(1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1280, help="tile halo side, px")
+    parser.add_argument("--core", type=int, default=1024, help="tile core side, px")
+    parser.add_argument("--dates", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-dn", type=float, default=1023.0, help="DN of 1.0 (GF-4: 1023)")
+    parser.add_argument("--advance", type=int, nargs="+", default=[0, 2, 4, 6])
+    args = parser.parse_args()
+    side, core, n = args.size, args.core, args.dates
+    case = paper_case(load_demo_truth(), n, size=side + core, rng=np.random.default_rng(args.seed))
+    solver = SolverConfig()
+    lam = solver_lambda(solver, side * side, n)
+
+    def halo(stack: np.ndarray, col: int) -> np.ndarray:
+        return np.ascontiguousarray(stack[..., :side, col : col + side], dtype=np.float32)
+
+    left, right = (halo(case.observed, c).reshape(n, -1) for c in (0, core))
+    truth = halo(case.truth, core).reshape(-1)
+    cold_check = cloudcore.decompose(right.T, "aatm", lam=lam, tol=solver.tol, threads=1).L.T
+    L_left, _ = solve(left, lam, solver.beta, solver.tol, None, 0)
+    reference, ref_iterations = solve(right, lam, solver.beta, FLOAT32_TOL_FLOOR, None, 0)
+    written = encode_clear(reference, "uint16", args.max_dn).astype(np.int32)
+    print(
+        f"two {side}² × {n}-date halos {core} px apart, aATM λ = {lam:.3g}, tol {solver.tol:g}, "
+        f"float32, 1 thread; reference: cold to {FLOAT32_TOL_FLOOR:g}, "
+        f"{ref_iterations} iterations"
+    )
+    print("| start | μ₀ | iterations | seconds | DN identical | largest DN difference | r |")
+    print("|---|---|---|---|---|---|---|")
+    for label, start in starts(right, L_left, side, side - core).items():
+        for advance in args.advance:
+            L0 = start()
+            began = time.perf_counter()
+            L, iterations = solve(right, lam, solver.beta, solver.tol, L0, advance)
+            seconds = time.perf_counter() - began
+            if L0 is None and advance == 0 and not np.array_equal(L, cold_check):
+                raise SystemExit("the cold start is not cloudcore.decompose's solve")
+            diff = np.abs(encode_clear(L, "uint16", args.max_dn).astype(np.int32) - written)
+            r = np.linalg.norm(L - truth) / (np.linalg.norm(truth) * math.sqrt(n))
+            mu0 = "cold" if advance == 0 else f"cold · ρ^{advance}"
+            print(
+                f"| {label} | {mu0} | {iterations} | {seconds:.2f} | "
+                f"{100 * np.mean(diff == 0):.2f} % | {diff.max()} | {r:.4f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
