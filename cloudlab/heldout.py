@@ -378,6 +378,7 @@ def run_heldout(
     shadow_model: bool = False,
     scale_statistic: str = "median",
     floor: bool = False,
+    rho: float | None = None,
 ) -> dict[str, Any]:
     """Score every site, choose by leave-one-site-out, write the tables (module docstring).
 
@@ -400,6 +401,10 @@ def run_heldout(
     scale_statistic
         The statistic of the masks' anomaly scale (:func:`cloudcore.masks.anomaly_scale`):
         ``median``, the pipeline's, or ``quartile`` (measured, not the default).
+    rho
+        The ALM's growth of μ per iteration in every solve (None: cloudcore's 1.5, the
+        paper's); a larger one takes fewer iterations and changes the result (measured, not the
+        default; docs/PERFORMANCE.md).
 
     Returns
     -------
@@ -409,7 +414,7 @@ def run_heldout(
     out.mkdir(parents=True, exist_ok=True)
     names = site_names() if sites is None else list(sites)
     started = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_set_rho, initargs=(rho,)) as pool:
         solves = (
             SOLVES + (SHADOW_SOLVES if shadow_model else ()) + (FLOORED_SOLVES if floor else ())
         )
@@ -421,6 +426,15 @@ def run_heldout(
     pd.DataFrame([r for res in results for r in res[1]]).to_csv(out / "masks.csv", index=False)
     pd.DataFrame([res[2] for res in results]).to_csv(out / "sites.csv", index=False)
     return summarise(out, seconds=time.perf_counter() - started)
+
+
+def _set_rho(rho: float | None) -> None:
+    """Set the ALM's growth of μ in this (worker) process: a module constant of cloudcore, the
+    paper's 1.5, which only this study changes."""
+    if rho is not None:
+        import cloudcore.solvers
+
+        cloudcore.solvers._RHO = float(rho)
 
 
 def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
