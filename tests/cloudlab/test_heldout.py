@@ -294,3 +294,25 @@ def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
     heldout = action.choices["heldout"]  # type: ignore[index]
     scale = next(a for a in heldout._actions if a.dest == "scale_statistic")
     assert tuple(scale.choices) == SCALE_STATISTICS and scale.default == "median"
+
+
+def test_rho_sets_the_growth_of_every_solve_in_the_process() -> None:
+    """``heldout --rho`` sets the ALM's growth in its worker processes: a larger one takes
+    fewer iterations; None leaves cloudcore's (the paper's 1.5)."""
+    import cloudcore
+    import cloudcore.solvers
+    from cloudlab.heldout import _set_rho
+
+    paper = cloudcore.solvers._RHO
+    rng = np.random.default_rng(0)
+    D = np.clip(rng.random((400, 1)) @ np.ones((1, 6)) + 0.3 * (rng.random((400, 6)) > 0.9), 0, 1)
+    try:
+        _set_rho(None)
+        assert cloudcore.solvers._RHO == paper == 1.5
+        slow = cloudcore.decompose(D, "aatm").iterations
+        _set_rho(3.0)
+        assert cloudcore.solvers._RHO == 3.0
+        fast = cloudcore.decompose(D, "aatm").iterations
+    finally:
+        cloudcore.solvers._RHO = paper
+    assert fast < slow
