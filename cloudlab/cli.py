@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     heldout.add_argument(
         "--rho",
-        type=float,
+        type=_growth,
         default=None,
         help="the ALM's growth of mu per iteration in every solve (default: the paper's 1.5; "
         "measured, not the default; docs/PERFORMANCE.md)",
@@ -171,6 +172,17 @@ def _report(args: argparse.Namespace) -> int:
         )
         print(doc)
     return EXIT_OK
+
+
+def _growth(text: str) -> float:
+    """``--rho``: a growth of μ per iteration, a number > 1."""
+    try:
+        rho = float(text)
+    except ValueError:
+        rho = math.nan
+    if not rho > 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number > 1 (the paper's is 1.5)")
+    return rho
 
 
 def _heldout(args: argparse.Namespace) -> int:

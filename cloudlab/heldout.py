@@ -411,6 +411,8 @@ def run_heldout(
     dict
         The default chosen on all sites and the run's time.
     """
+    if rho is not None and not rho > 1.0:
+        raise ValueError(f"rho must be > 1 (μ grows by it each iteration), got {rho}")
     out.mkdir(parents=True, exist_ok=True)
     names = site_names() if sites is None else list(sites)
     started = time.perf_counter()

@@ -316,3 +316,16 @@ def test_rho_sets_the_growth_of_every_solve_in_the_process() -> None:
     finally:
         cloudcore.solvers._RHO = paper
     assert fast < slow
+
+
+@pytest.mark.parametrize("rho", ["1", "0.5", "nan", "abc"])
+def test_a_growth_that_does_not_grow_is_refused_before_anything_runs(rho, tmp_path, capsys) -> None:
+    from cloudlab.cli import main
+    from cloudlab.heldout import run_heldout
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["heldout", "--rho", rho, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "--rho" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="rho must be > 1"):
+        run_heldout(tmp_path / "api", rho=1.0)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
