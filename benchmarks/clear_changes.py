@@ -9,21 +9,28 @@ ground that greened or was laid bare: near 0). Run with the default post-step wi
 its whiteness test (``mask.white``). Where a site keeps its reference's raw classes (Sen2Cor
 SCL), the classes of the flagged pixels.
 
+``--rho`` solves with another growth of the ALM's step μ than the paper's 1.5 (a module constant
+of cloudcore, set in this process; docs/REAL-CLOUDS.md, "The ALM's growth ρ").
+
 Usage::
 
     python benchmarks/clear_changes.py     # about 20 s
+    python benchmarks/clear_changes.py --rho 2
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from pathlib import Path
 
 import numpy as np
 
+import cloudcore.solvers
 from cloudcore.compose import compose
 from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
+from cloudlab.cli import _growth
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import error_sums, pasted_pair, site_arrays, site_pairs, solve_specs
 from pipeline.config import MaskConfig, SolverConfig
@@ -50,6 +57,19 @@ def _classes(parts: list[np.ndarray]) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rho", type=_growth, default=None, help="the ALM's growth of μ")
+    args = parser.parse_args()
+    paper = cloudcore.solvers._RHO
+    if args.rho is not None:
+        cloudcore.solvers._RHO = args.rho
+    try:
+        _table()
+    finally:
+        cloudcore.solvers._RHO = paper
+
+
+def _table() -> None:
     spec = SolveSpec.of(SolverConfig())
     default = PostStep.of(MaskConfig())
     steps = {

@@ -10,7 +10,8 @@ default mask and composition (``mask`` defaults, ``keep_clear``) as the pipeline
 Per site and tolerance: the solve's iterations (summed over bands and pairs), prediction r on the
 pasted pixels and fidelity r on the target's other reference-clear pixels (pooled over bands and
 pairs, :func:`cloudlab.sitescore.error_sums`), their change against the first tolerance given
-(1e-7, cloudcore's, by default), and how many of the ground's DN (reflectance × 10000, every band
+(1e-7, cloudcore's, by default; with ``--rhos`` the first (ρ, tolerance) run), and how many of
+the ground's DN (reflectance × 10000, every band
 and date) equal the first tolerance's, and the largest difference.
 
 With ``--rhos`` the same is done for each growth factor ρ of the ALM's step size (μ ← ρμ an
@@ -28,11 +29,13 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from typing import Any
 
 import numpy as np
 
 import cloudcore.solvers
 from cloudlab.candidates import PostStep, SolveSpec
+from cloudlab.cli import _growth
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import (
     pasted_pair,
@@ -55,33 +58,41 @@ def _dn(ground: np.ndarray) -> np.ndarray:
     return np.round(np.clip(ground, 0.0, 1.0) * DN_SCALE).astype(np.int32)
 
 
+def _score_pair(totals: dict, runs: list[tuple[float, float]], kept: Any, frame: Any) -> None:
+    """Add one pair's solves, one per (ρ, tolerance) of ``runs``, to ``totals``."""
+    base = None
+    for rho, tol in runs:
+        cloudcore.solvers._RHO = rho  # read by alm_schedule at each solve
+        solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, frame, tol=tol)
+        rows = kept.rows(frame, {"solve": solved}, [DEFAULT_STEP])
+        mine = next(r for r in rows if r["solve"] == "solve")
+        dn = _dn(solved.ground)
+        base = dn if base is None else base
+        tot = totals[rho, tol]
+        tot["it"] += sum(solved.iterations)
+        tot["pn"] += mine["pred_num"]
+        tot["pd"] += mine["pred_den"]
+        tot["fn"] += mine["fid_num"]
+        tot["fd"] += mine["fid_den"]
+        tot["same"] += float((dn == base).sum())
+        tot["count"] += dn.size
+        tot["worst"] = max(tot["worst"], float(np.abs(dn - base).max()))
+
+
 def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> list[dict]:
     """Per (ρ, tolerance) of ``runs``: iterations, error sums and DN agreement with the first."""
+    if len(set(runs)) != len(runs):
+        raise ValueError(f"each (rho, tol) once: {runs}")
     site = load_site(name)
-    s = site.series
     D_all, reference, days = site_arrays(site)
     keys = ("it", "pn", "pd", "fn", "fd", "same", "count", "worst")
     totals = {run: dict.fromkeys(keys, 0.0) for run in runs}
-    for t, src in site_pairs(site, pairs, 0):
-        kept = pasted_pair(D_all, reference, t, src).kept(days, "drop-source")
-        base = None
-        for rho, tol in runs:
-            cloudcore.solvers._RHO = rho  # read by alm_schedule at each solve
-            solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, s.frame, tol=tol)
-            rows = kept.rows(s.frame, {"solve": solved}, [DEFAULT_STEP])
-            mine = next(r for r in rows if r["solve"] == "solve")
-            dn = _dn(solved.ground)
-            base = dn if base is None else base
-            tot = totals[rho, tol]
-            tot["it"] += sum(solved.iterations)
-            tot["pn"] += mine["pred_num"]
-            tot["pd"] += mine["pred_den"]
-            tot["fn"] += mine["fid_num"]
-            tot["fd"] += mine["fid_den"]
-            tot["same"] += float((dn == base).sum())
-            tot["count"] += dn.size
-            tot["worst"] = max(tot["worst"], float(np.abs(dn - base).max()))
-    cloudcore.solvers._RHO = RHO
+    try:
+        for t, src in site_pairs(site, pairs, 0):
+            kept = pasted_pair(D_all, reference, t, src).kept(days, "drop-source")
+            _score_pair(totals, runs, kept, site.series.frame)
+    finally:
+        cloudcore.solvers._RHO = RHO
     out = []
     for rho, tol in runs:
         tot = totals[rho, tol]
@@ -103,7 +114,7 @@ def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-7, 1e-5, 3e-5, 1e-4, 1e-3])
-    parser.add_argument("--rhos", type=float, nargs="+", default=[RHO])
+    parser.add_argument("--rhos", type=_growth, nargs="+", default=[RHO])
     parser.add_argument("--sites", nargs="+", default=None)
     args = parser.parse_args()
     started = time.perf_counter()

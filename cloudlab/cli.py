@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_growth,
         default=None,
         help="the ALM's growth of mu per iteration in every solve (default: the paper's 1.5; "
-        "measured, not the default; docs/PERFORMANCE.md)",
+        "measured, not the default; docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(
         "--summarise-only",
@@ -180,7 +180,7 @@ def _growth(text: str) -> float:
         rho = float(text)
     except ValueError:
         rho = math.nan
-    if not rho > 1.0:
+    if not (rho > 1.0 and math.isfinite(rho)):
         raise argparse.ArgumentTypeError(f"{text!r}: give a number > 1 (the paper's is 1.5)")
     return rho
 
@@ -202,7 +202,8 @@ def _heldout(args: argparse.Namespace) -> int:
             scale_statistic=args.scale_statistic,
             rho=args.rho,
         )
-    print(f"default {summary['pipeline_default']} -> {args.out / 'report.md'}")
+    growth = "" if args.rho is None else f" (every solve with rho {args.rho:g})"
+    print(f"default {summary['pipeline_default']}{growth} -> {args.out / 'report.md'}")
     return EXIT_OK
 
 

@@ -15,8 +15,8 @@ best aATM-based candidate's loss is within the spread of the best's (the standar
 per-site difference), the aATM one is taken: it is the paper's model.
 
 Writes ``scores.csv`` (every candidate, site and protocol), ``masks.csv``, ``heldout.csv`` (the
-choice for each left-out site and its scores there), ``default.json`` (the choice on all sites)
-and ``report.md``.
+choice for each left-out site and its scores there), ``default.json`` (the choice on all sites),
+``settings.json`` (the solves' growth of μ) and ``report.md``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from cloudcore.catalog import GROUND_FLOOR
+from cloudcore.solvers import _RHO as PAPER_RHO  # the ALM's growth of μ, the paper's 1.5
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import (
     FLOORED_SOLVES,
@@ -411,7 +412,7 @@ def run_heldout(
     dict
         The default chosen on all sites and the run's time.
     """
-    if rho is not None and not rho > 1.0:
+    if rho is not None and not (rho > 1.0 and np.isfinite(rho)):
         raise ValueError(f"rho must be > 1 (μ grows by it each iteration), got {rho}")
     out.mkdir(parents=True, exist_ok=True)
     names = site_names() if sites is None else list(sites)
@@ -427,16 +428,17 @@ def run_heldout(
     pooled(rows).to_csv(out / "scores.csv", index=False)
     pd.DataFrame([r for res in results for r in res[1]]).to_csv(out / "masks.csv", index=False)
     pd.DataFrame([res[2] for res in results]).to_csv(out / "sites.csv", index=False)
+    # The solves' growth of μ, which no table shows: a run with --rho is told apart by it.
+    (out / "settings.json").write_text(json.dumps({"rho": PAPER_RHO if rho is None else rho}))
     return summarise(out, seconds=time.perf_counter() - started)
 
 
 def _set_rho(rho: float | None) -> None:
-    """Set the ALM's growth of μ in this (worker) process: a module constant of cloudcore, the
-    paper's 1.5, which only this study changes."""
-    if rho is not None:
-        import cloudcore.solvers
+    """Set the ALM's growth of μ in this (worker) process to ``rho`` (None: the paper's,
+    :data:`PAPER_RHO`): a module constant of cloudcore that only studies change."""
+    import cloudcore.solvers
 
-        cloudcore.solvers._RHO = float(rho)
+    cloudcore.solvers._RHO = PAPER_RHO if rho is None else float(rho)
 
 
 def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:

@@ -296,29 +296,53 @@ def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
     assert tuple(scale.choices) == SCALE_STATISTICS and scale.default == "median"
 
 
-def test_rho_sets_the_growth_of_every_solve_in_the_process() -> None:
-    """``heldout --rho`` sets the ALM's growth in its worker processes: a larger one takes
-    fewer iterations; None leaves cloudcore's (the paper's 1.5)."""
+def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkeypatch) -> None:
+    """``heldout --rho 2`` starts its worker processes with ``_set_rho(2.0)``, which makes every
+    solve there take fewer iterations; the run records ρ (``settings.json``)."""
+    import json
+
     import cloudcore
     import cloudcore.solvers
-    from cloudlab.heldout import _set_rho
+    import cloudlab.heldout as heldout
+    from cloudlab.cli import main
 
-    paper = cloudcore.solvers._RHO
+    started: list[tuple] = []
+
+    class Pool:  # the process pool, run in this process: the initializer, then the map
+        def __init__(self, max_workers, initializer, initargs) -> None:
+            started.append((initializer, initargs))
+            initializer(*initargs)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def map(self, fn, names, *args):
+            return [([], [], {"site": n}) for n in names]
+
+    monkeypatch.setattr(heldout, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(heldout, "pooled", lambda rows: rows)  # no scores to pool
+    monkeypatch.setattr(heldout, "summarise", lambda out, seconds=None: {"pipeline_default": "-"})
     rng = np.random.default_rng(0)
     D = np.clip(rng.random((400, 1)) @ np.ones((1, 6)) + 0.3 * (rng.random((400, 6)) > 0.9), 0, 1)
     try:
-        _set_rho(None)
-        assert cloudcore.solvers._RHO == paper == 1.5
+        assert main(["heldout", "--site", "s2_nrt_subset", "--out", str(tmp_path / "a")]) == 0
+        assert cloudcore.solvers._RHO == heldout.PAPER_RHO == 1.5
         slow = cloudcore.decompose(D, "aatm").iterations
-        _set_rho(3.0)
-        assert cloudcore.solvers._RHO == 3.0
+        assert main(["heldout", "--rho", "2", "--out", str(tmp_path / "b")]) == 0
+        assert started == [(heldout._set_rho, (None,)), (heldout._set_rho, (2.0,))]
+        assert cloudcore.solvers._RHO == 2.0
         fast = cloudcore.decompose(D, "aatm").iterations
     finally:
-        cloudcore.solvers._RHO = paper
+        cloudcore.solvers._RHO = heldout.PAPER_RHO
     assert fast < slow
+    assert json.loads((tmp_path / "a" / "settings.json").read_text()) == {"rho": 1.5}
+    assert json.loads((tmp_path / "b" / "settings.json").read_text()) == {"rho": 2.0}
 
 
-@pytest.mark.parametrize("rho", ["1", "0.5", "nan", "abc"])
+@pytest.mark.parametrize("rho", ["1", "0.5", "nan", "inf", "abc"])
 def test_a_growth_that_does_not_grow_is_refused_before_anything_runs(rho, tmp_path, capsys) -> None:
     from cloudlab.cli import main
     from cloudlab.heldout import run_heldout
@@ -326,6 +350,7 @@ def test_a_growth_that_does_not_grow_is_refused_before_anything_runs(rho, tmp_pa
     with pytest.raises(SystemExit) as exit_:
         main(["heldout", "--rho", rho, "--out", str(tmp_path / "out")])
     assert exit_.value.code == 2 and "--rho" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="rho must be > 1"):
-        run_heldout(tmp_path / "api", rho=1.0)
+    if rho != "abc":
+        with pytest.raises(ValueError, match="rho must be > 1"):
+            run_heldout(tmp_path / "api", rho=float(rho))
     assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
