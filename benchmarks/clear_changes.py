@@ -9,8 +9,8 @@ ground that greened or was laid bare: near 0). Run with the default post-step wi
 its whiteness test (``mask.white``). Where a site keeps its reference's raw classes (Sen2Cor
 SCL), the classes of the flagged pixels.
 
-``--rho`` solves with another growth of the ALM's step μ than the paper's 1.5 (a module constant
-of cloudcore, set in this process; docs/REAL-CLOUDS.md, "The ALM's growth ρ").
+``--rho`` solves with another growth of the ALM's step μ than the paper's 1.5
+(:func:`cloudcore._growth.mu_growth`; docs/REAL-CLOUDS.md, "The ALM's growth ρ").
 
 Usage::
 
@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-import cloudcore.solvers
+from cloudcore._growth import check_growth, mu_growth
 from cloudcore.compose import compose
 from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
-from cloudlab.cli import _growth
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import error_sums, pasted_pair, site_arrays, site_pairs, solve_specs
 from pipeline.config import MaskConfig, SolverConfig
@@ -58,15 +57,9 @@ def _classes(parts: list[np.ndarray]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rho", type=_growth, default=None, help="the ALM's growth of μ")
-    args = parser.parse_args()
-    paper = cloudcore.solvers._RHO
-    if args.rho is not None:
-        cloudcore.solvers._RHO = args.rho
-    try:
+    parser.add_argument("--rho", type=check_growth, default=None, help="the ALM's growth of μ")
+    with mu_growth(parser.parse_args().rho):
         _table()
-    finally:
-        cloudcore.solvers._RHO = paper
 
 
 def _table() -> None:

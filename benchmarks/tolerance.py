@@ -15,8 +15,9 @@ the ground's DN (reflectance × 10000, every band
 and date) equal the first tolerance's, and the largest difference.
 
 With ``--rhos`` the same is done for each growth factor ρ of the ALM's step size (μ ← ρμ an
-iteration; the paper's and cloudcore's 1.5, a module constant that this study sets in its own
-process): fewer iterations for a larger ρ, which is the other way to stop sooner.
+iteration; the paper's and cloudcore's 1.5, set here through
+:func:`cloudcore._growth.mu_growth`): fewer iterations for a larger ρ, which is the other way to
+stop sooner.
 
 Usage::
 
@@ -33,9 +34,8 @@ from typing import Any
 
 import numpy as np
 
-import cloudcore.solvers
+from cloudcore._growth import PAPER_RHO, check_growth, mu_growth
 from cloudlab.candidates import PostStep, SolveSpec
-from cloudlab.cli import _growth
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import (
     pasted_pair,
@@ -50,8 +50,6 @@ DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
 DEFAULT_STEP = PostStep.of(MaskConfig())
 #: DN of reflectance 1 (the benchmark sites' reflectance as Sentinel-2 and Landsat ship it).
 DN_SCALE = 10000
-#: cloudcore's growth of μ (the paper's).
-RHO = cloudcore.solvers._RHO
 
 
 def _dn(ground: np.ndarray) -> np.ndarray:
@@ -62,8 +60,8 @@ def _score_pair(totals: dict, runs: list[tuple[float, float]], kept: Any, frame:
     """Add one pair's solves, one per (ρ, tolerance) of ``runs``, to ``totals``."""
     base = None
     for rho, tol in runs:
-        cloudcore.solvers._RHO = rho  # read by alm_schedule at each solve
-        solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, frame, tol=tol)
+        with mu_growth(rho):
+            solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, frame, tol=tol)
         rows = kept.rows(frame, {"solve": solved}, [DEFAULT_STEP])
         mine = next(r for r in rows if r["solve"] == "solve")
         dn = _dn(solved.ground)
@@ -87,12 +85,9 @@ def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> li
     D_all, reference, days = site_arrays(site)
     keys = ("it", "pn", "pd", "fn", "fd", "same", "count", "worst")
     totals = {run: dict.fromkeys(keys, 0.0) for run in runs}
-    try:
-        for t, src in site_pairs(site, pairs, 0):
-            kept = pasted_pair(D_all, reference, t, src).kept(days, "drop-source")
-            _score_pair(totals, runs, kept, site.series.frame)
-    finally:
-        cloudcore.solvers._RHO = RHO
+    for t, src in site_pairs(site, pairs, 0):
+        kept = pasted_pair(D_all, reference, t, src).kept(days, "drop-source")
+        _score_pair(totals, runs, kept, site.series.frame)
     out = []
     for rho, tol in runs:
         tot = totals[rho, tol]
@@ -114,7 +109,7 @@ def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-7, 1e-5, 3e-5, 1e-4, 1e-3])
-    parser.add_argument("--rhos", type=_growth, nargs="+", default=[RHO])
+    parser.add_argument("--rhos", type=check_growth, nargs="+", default=[PAPER_RHO])
     parser.add_argument("--sites", nargs="+", default=None)
     args = parser.parse_args()
     started = time.perf_counter()

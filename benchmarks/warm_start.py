@@ -16,7 +16,7 @@ values, DN = round(clip(L, 0, 1) · max_dn), are compared with the cold start's 
 solve, what the pipeline writes today: the issue's bar for a lever, ≥ 99.9 % of the DN
 identical and none more than 1 DN apart) and with a cold solve to cloudcore's tolerance (1e-7,
 floored at 1e-6 in float32); r is against the simulation's truth. With ``--rhos`` the cold start
-is also solved with other growths ρ of μ (a module constant of cloudcore, set in this process).
+is also solved with other growths ρ of μ (:func:`cloudcore._growth.mu_growth`).
 
 The tiles are the paper's simulation of the demo image (``cloudcore.simulate.paper_case``), two
 neighbouring halos of one (size + core)² scene. The cold start is checked bit for bit against
@@ -38,13 +38,10 @@ from collections.abc import Callable
 import numpy as np
 
 import cloudcore
-import cloudcore.solvers
-from cloudcore import _kernels
-from cloudcore._memory import lazy_zeros_like
-from cloudcore._problem import spectral_norm
+from cloudcore._growth import check_growth, growth, mu_growth
+from cloudcore._problem import prepare, spectral_norm
 from cloudcore.simulate import paper_case
-from cloudcore.solvers import _RHO, FLOAT32_TOL_FLOOR, alm_schedule, initial_state, sparse_rule
-from cloudlab.cli import _growth
+from cloudcore.solvers import FLOAT32_TOL_FLOOR, run_alm, sparse_rule
 from pipeline.config import SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
 from pipeline.outputs.products import encode_clear
@@ -54,30 +51,16 @@ from pipeline.solve.tile import solver_lambda
 def solve(
     D: np.ndarray, lam: float, beta: float, tol: float, L0: np.ndarray | None, advance: int
 ) -> tuple[np.ndarray, int]:
-    """aATM's fused ALM on the internal (dates × pixels) matrix D from the ground ``L0`` (None:
-    zero, the cold start), μ₀ advanced ``advance`` steps of the schedule; returns L and the
-    iterations. Cold, this is :func:`cloudcore.solvers.run_alm` on an unmasked float32 D."""
-    sparse = sparse_rule("aatm")
-    Y, mu = initial_state(D, lam, spectral_norm(D))
-    mu *= _RHO**advance
-    L = np.zeros_like(D) if L0 is None else np.array(L0, dtype=D.dtype, order="C")
-    N = lazy_zeros_like(D)
-    C = [np.zeros_like(D), np.empty_like(D)]
-    every = np.ones((1, 1), dtype=np.bool_)  # no mask: the kernels do not read these two
-    no_weights = np.zeros((1, 1), dtype=D.dtype)
-    gram = _kernels.first_sparse_step(
-        D, _kernels.AS_STORED, L, Y, C[0], every, no_weights, False, False, lam, 1.0 / mu, *sparse
-    )
-
-    def step(W: np.ndarray, mu: float, n_factor: float, mu_next: float) -> tuple[np.ndarray, float]:
-        return _kernels.fused_step(
-            D, _kernels.AS_STORED, C[0], C[1], N, Y, L, every, no_weights, W, False, False,
-            *sparse, lam, mu, n_factor, mu_next,
-        )  # fmt: skip
-
-    iterations, _ = alm_schedule(
-        gram, mu, float(np.linalg.norm(D)), step, beta=beta, tol=tol, max_iter=1000,
-        advance=C.reverse,
+    """aATM's fused ALM (:func:`cloudcore.solvers.run_alm`) on the internal (dates × pixels)
+    matrix D from the ground ``L0`` (None: zero), μ₀ advanced ``advance`` steps of the schedule;
+    returns L and the iterations. With neither, the cold solve of an unmasked float32 D."""
+    problem = prepare(D.T, None)  # the internal layout is D's own
+    start = None
+    if L0 is not None or advance:
+        start = (np.zeros_like(D) if L0 is None else L0, advance)
+    L, _, _, iterations, _ = run_alm(
+        problem, lam, spectral_norm(problem.D), sparse=sparse_rule("aatm"), beta=beta, tol=tol,
+        max_iter=1000, start=start,
     )  # fmt: skip
     return L, iterations
 
@@ -120,7 +103,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-dn", type=float, default=1023.0, help="DN of 1.0 (GF-4: 1023)")
     parser.add_argument("--advance", type=int, nargs="+", default=[0, 2, 4, 6])
-    parser.add_argument("--rhos", type=_growth, nargs="*", default=[], help="cold, other ρ")
+    parser.add_argument("--rhos", type=check_growth, nargs="*", default=[], help="cold, other ρ")
     args = parser.parse_args()
     side, core, n = args.size, args.core, args.dates
     case = paper_case(load_demo_truth(), n, size=side + core, rng=np.random.default_rng(args.seed))
@@ -164,14 +147,11 @@ def main() -> None:
 
     for label, start in starts(right, L_left, side, side - core).items():
         for advance in args.advance:
-            row(label, "cold" if advance == 0 else f"cold · ρ^{advance}", _RHO, start(), advance)
-    paper = cloudcore.solvers._RHO
-    try:
-        for rho in args.rhos:
-            cloudcore.solvers._RHO = rho  # read by alm_schedule at each solve
+            mu0 = "cold" if advance == 0 else f"cold · ρ^{advance}"
+            row(label, mu0, growth(), start(), advance)
+    for rho in args.rhos:
+        with mu_growth(rho):
             row("zero (cold)", "cold", rho, None, 0)
-    finally:
-        cloudcore.solvers._RHO = paper
 
 
 if __name__ == "__main__":

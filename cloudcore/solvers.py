@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
+from cloudcore._growth import growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
 from cloudcore.catalog import HAZE_METHODS, METHODS, SHADOW_METHODS, SHADOW_WEIGHT, Method
@@ -63,7 +64,6 @@ def sparse_rule(method: str, shadow_weight: float = SHADOW_WEIGHT) -> SparseRule
     return SparseRule(False, 0.0, 1.0)
 
 
-_RHO = 1.5
 _MU_RANGE = 1e7
 # float32 entries carry ~6e-8 relative rounding, so ‖Z‖/‖D‖ cannot be driven much below ~1e-7 in
 # float32: the constraint residual is floored here for float32 input (docs/CLOUDCORE.md,
@@ -301,13 +301,14 @@ def alm_schedule(
     Returns the iterations and the last residual.
     """
     mu_max = mu * _MU_RANGE
+    rho = growth()  # the paper's 1.5 unless a study changed it (cloudcore._growth)
     res = math.inf
     it = 0
     while it < max_iter:
         it += 1
         W, _ = svt_weights(gram, 1.0 / mu)
         n_factor = mu / (beta + mu) if beta is not None else 0.0
-        mu_next = min(mu * _RHO, mu_max)
+        mu_next = min(mu * rho, mu_max)
         gram, z2 = step(W, mu, n_factor, mu_next)
         mu = mu_next
         res = math.sqrt(z2) / d_norm
@@ -328,12 +329,15 @@ def run_alm(
     tol: float,
     max_iter: int,
     weights: np.ndarray | None = None,
+    start: tuple[np.ndarray, int] | None = None,
 ) -> Outcome:
     """Fused inexact ALM shared by aATM (``beta`` set), aATM-shadow, RPCA, NN-RPCA and weighted
     RPCA (MC).
 
     ``sparse`` is the sparse step's rule (:func:`sparse_rule`); ``weights`` (same shape as D)
-    scales λ per entry; Y₀ then uses ‖D / weights‖_∞.
+    scales λ per entry; Y₀ then uses ‖D / weights‖_∞. ``start`` (a ground L₀ in the internal
+    layout, and j) starts from L₀ with μ₀ advanced j steps of the schedule, a warm start that
+    ``benchmarks/warm_start.py`` measures and no solver uses (docs/PERFORMANCE.md).
     """
     D, obs = problem.D, problem.obs
     dtype = D.dtype
@@ -342,7 +346,9 @@ def run_alm(
     obs_arr = obs if obs is not None else np.ones((1, 1), dtype=np.bool_)
     w_arr = weights.astype(dtype, copy=False) if weights is not None else dummy
     Y, mu = initial_state(D, lam, norm_two, weights)
-    L = np.zeros_like(D)
+    L = np.zeros_like(D) if start is None else np.array(start[0], dtype=dtype, order="C")
+    if start is not None:
+        mu *= growth() ** start[1]
     # The RPCA variants (n_factor = 0) never write N: its pages stay the system's zero page.
     N = lazy_zeros_like(D)
     C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
@@ -404,6 +410,7 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
     D, obs = problem.D, problem.obs
     Y, mu = initial_state(D, lam, norm_two)
     mu_max = mu * _MU_RANGE
+    rho = growth()
     d_norm = float(np.linalg.norm(D))
     L = np.zeros_like(D)
     C = np.zeros_like(D)
@@ -425,7 +432,7 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
         L = atm_lowrank(D, C, L, Y, mu, observed)
         Z = _where_observed(observed, D - C - (1.0 - C) * L).astype(D.dtype, copy=False)
         Y = Y + mu * Z
-        mu = min(mu * _RHO, mu_max)
+        mu = min(mu * rho, mu_max)
         res = float(np.linalg.norm(Z)) / d_norm
         if res < tol:
             break

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -175,14 +174,15 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _growth(text: str) -> float:
-    """``--rho``: a growth of μ per iteration, a number > 1."""
+    """``--rho``: a growth of μ per iteration (:func:`cloudcore._growth.check_growth`)."""
+    from cloudcore._growth import check_growth
+
     try:
-        rho = float(text)
+        return check_growth(text)
     except ValueError:
-        rho = math.nan
-    if not (rho > 1.0 and math.isfinite(rho)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number > 1 (the paper's is 1.5)")
-    return rho
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a finite number > 1 (the paper's is 1.5)"
+        ) from None
 
 
 def _heldout(args: argparse.Namespace) -> int:

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudcore._growth import PAPER_RHO, check_growth, set_mu_growth
 from cloudcore.catalog import GROUND_FLOOR
-from cloudcore.solvers import _RHO as PAPER_RHO  # the ALM's growth of μ, the paper's 1.5
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import (
     FLOORED_SOLVES,
@@ -412,12 +412,14 @@ def run_heldout(
     dict
         The default chosen on all sites and the run's time.
     """
-    if rho is not None and not (rho > 1.0 and np.isfinite(rho)):
-        raise ValueError(f"rho must be > 1 (μ grows by it each iteration), got {rho}")
+    if rho is not None:
+        check_growth(rho)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     names = site_names() if sites is None else list(sites)
     started = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=workers, initializer=_set_rho, initargs=(rho,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=set_mu_growth, initargs=(rho,)
+    ) as pool:
         solves = (
             SOLVES + (SHADOW_SOLVES if shadow_model else ()) + (FLOORED_SOLVES if floor else ())
         )
@@ -431,14 +433,6 @@ def run_heldout(
     # The solves' growth of μ, which no table shows: a run with --rho is told apart by it.
     (out / "settings.json").write_text(json.dumps({"rho": PAPER_RHO if rho is None else rho}))
     return summarise(out, seconds=time.perf_counter() - started)
-
-
-def _set_rho(rho: float | None) -> None:
-    """Set the ALM's growth of μ in this (worker) process to ``rho`` (None: the paper's,
-    :data:`PAPER_RHO`): a module constant of cloudcore that only studies change."""
-    import cloudcore.solvers
-
-    cloudcore.solvers._RHO = PAPER_RHO if rho is None else float(rho)
 
 
 def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:

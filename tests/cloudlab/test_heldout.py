@@ -297,13 +297,13 @@ def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
 
 
 def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkeypatch) -> None:
-    """``heldout --rho 2`` starts its worker processes with ``_set_rho(2.0)``, which makes every
-    solve there take fewer iterations; the run records ρ (``settings.json``)."""
+    """``heldout --rho 2`` starts its worker processes with ``set_mu_growth(2.0)``, which makes
+    every solve there take fewer iterations; the run records ρ (``settings.json``)."""
     import json
 
     import cloudcore
-    import cloudcore.solvers
     import cloudlab.heldout as heldout
+    from cloudcore._growth import growth, set_mu_growth
     from cloudlab.cli import main
 
     started: list[tuple] = []
@@ -329,14 +329,14 @@ def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkey
     D = np.clip(rng.random((400, 1)) @ np.ones((1, 6)) + 0.3 * (rng.random((400, 6)) > 0.9), 0, 1)
     try:
         assert main(["heldout", "--site", "s2_nrt_subset", "--out", str(tmp_path / "a")]) == 0
-        assert cloudcore.solvers._RHO == heldout.PAPER_RHO == 1.5
+        assert growth() == heldout.PAPER_RHO == 1.5
         slow = cloudcore.decompose(D, "aatm").iterations
         assert main(["heldout", "--rho", "2", "--out", str(tmp_path / "b")]) == 0
-        assert started == [(heldout._set_rho, (None,)), (heldout._set_rho, (2.0,))]
-        assert cloudcore.solvers._RHO == 2.0
+        assert started == [(set_mu_growth, (None,)), (set_mu_growth, (2.0,))]
+        assert growth() == 2.0
         fast = cloudcore.decompose(D, "aatm").iterations
     finally:
-        cloudcore.solvers._RHO = heldout.PAPER_RHO
+        set_mu_growth(None)
     assert fast < slow
     assert json.loads((tmp_path / "a" / "settings.json").read_text()) == {"rho": 1.5}
     assert json.loads((tmp_path / "b" / "settings.json").read_text()) == {"rho": 2.0}
