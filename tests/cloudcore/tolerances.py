@@ -22,19 +22,24 @@ bounded here in absolute units of D (observations divided by the maximum DN, so 
    the 1e-16 differences of its float64 basis (the two paths' Gram sums and matrix products,
    rounded by whichever BLAS kernel the CPU gets) grow to the distance the iterate still has
    to go, and two paths end up to twice that apart. That distance is a property of the data and
-   of ε, not of the machine: on the test series it is at most 2ε (the fit of date 5 of the
-   aATM-shadow case, capped at step 200, is 1.95e-6 from where it settles at step 228). So the
-   refitted ground, and C, N and S re-split from it (each 1-Lipschitz in the residual), differ
-   by at most ~4ε: measured 4.1ε (OpenBLAS SkylakeX kernels) and 1.4ε (Haswell, Prescott),
-   and 2.9ε over 30 random last-bit perturbations of that fit's basis. The bound is 10ε.
+   of ε, not of the machine: with the NumPy IRLS capped at 200 steps it was at most 2ε on the
+   test series (the fit of date 5 of the aATM-shadow case, 1.95e-6 from where it settles at
+   step 228), and the layers differed by up to 4.1ε (OpenBLAS SkylakeX kernels) and 1.4ε
+   (Haswell, Prescott), 2.9ε over 30 random last-bit perturbations of that fit's basis. The
+   compiled IRLS (2026-11-28) runs to 1000 steps, every fit of the test series settles, and
+   the largest difference is 2.1ε. The bound is 10ε.
 
 Not covered by 10ε (found 2026-11-27, docs/PERFORMANCE.md "Exact cuts"): where no date is
 observed everywhere, a date's quantile q is counted over the other dates' ground after the
 earlier dates were refitted, so the last bits of one fit can carry one entry of L across D and
-move the next date's q by one count, and its fit by up to ~16ε. On the test series NumPy's
-IRLS does not cross such an entry (measured 4.1ε); a compiled IRLS did (17ε). Counting every q
-from the ALM's ground first removes this (2.1ε) but fills worse (r +1.8 % on a 2560² series),
-so it is not in.
+move the next date's q by one count, and its fit by up to ~16ε. That needs a fit that has not
+settled: the compiled IRLS capped at 200 steps did cross such an entry on the test series
+(17ε, 15.6ε on 2026-11-28), the NumPy IRLS at 200 steps happened not to, and at 1000 steps no
+fit of the test series is left unsettled. On real series 2-3 % of the fits are still moving
+at 1000 steps (19-31 % at 200; ``benchmarks/irls.py``), so two paths can still differ by such
+a count there.
+Counting every q from the ALM's ground first removes this (2.1ε) but fills worse (r +1.8 % on
+a 2560² series), so it is not in.
 
 This is why a bound relative to a layer's own norm failed on some CPUs: the haze N and the
 shadow S are small layers, and the refit's ~ε differences are a large share of their norm
