@@ -40,11 +40,20 @@ class Problem:
         return np.ascontiguousarray(x.T if self.transposed else x, dtype=self.D.dtype)
 
     def expand(self, x: np.ndarray) -> np.ndarray:
-        """Map an internal array back to the caller's (d, n), NaN in rows observed on no date."""
-        if self.transposed:
-            x = x.T  # a view: (d, n) in Fortran order, each date's column contiguous
+        """Map an internal array back to the caller's (d, n), NaN in rows observed on no date.
+
+        The result has the internal layout: for a transposed problem a (d, n) view of a
+        C-contiguous dates × pixels array, each date's column contiguous, whether rows were
+        dropped or not. (Expanded into a C-ordered (d, n) array, a tile with pixels seen on no
+        date came back in the other layout, and the cap, the tile's (dates, rows, cols) stack
+        and the blend each copied it back: nine copies of a layer a tile, 0.1 s at 1280².)
+        """
         if self.kept_rows is None:
-            return x
+            return x.T if self.transposed else x
+        if self.transposed:
+            wide = np.full(self.shape[::-1], np.nan, dtype=x.dtype)
+            wide[:, self.kept_rows] = x
+            return wide.T
         out = np.full(self.shape, np.nan, dtype=x.dtype)
         out[self.kept_rows] = x
         return out

@@ -129,6 +129,23 @@ def test_pixel_observed_on_no_date_is_nan(case_64x7):
     assert np.isfinite(res.L[10:]).all()
 
 
+def test_pixels_seen_on_no_date_keep_the_layout_of_every_result(case_64x7):
+    """With rows seen on no date dropped and expanded back as NaN, each layer is still a (d, n)
+    view of a dates × pixels array, as every other result is (the cap, a tile's stack and its
+    blend work on it in place), and bit for bit the solve of the other rows."""
+    D = case_64x7.D.copy()
+    mask = np.ones(D.shape, dtype=bool)
+    mask[:10] = False
+    mask[10:20, 0] = False
+    data = np.where(mask, D, np.nan)
+    res = decompose(data, "aatm", lam=0.05, mask=mask)
+    rest = decompose(data[10:], "aatm", lam=0.05, mask=mask[10:])
+    for got, want in ((res.L, rest.L), (res.C, rest.C), (res.N, rest.N)):
+        assert got.T.flags.c_contiguous
+        assert np.isnan(got[:10]).all()
+        assert np.array_equal(got[10:], want)
+
+
 def test_nothing_observed_gives_nan_not_an_error():
     D = np.full((300, 5), np.nan)
     res = decompose(D, "aatm", mask=np.zeros(D.shape, dtype=bool))
