@@ -45,8 +45,8 @@ class Problem:
         The result has the internal layout: for a transposed problem a (d, n) view of a
         C-contiguous dates × pixels array, each date's column contiguous, whether rows were
         dropped or not. (Expanded into a C-ordered (d, n) array, a tile with pixels seen on no
-        date came back in the other layout, and the cap, the tile's (dates, rows, cols) stack
-        and the blend each copied it back: nine copies of a layer a tile, 0.1 s at 1280².)
+        date came back in the other layout, and the cap (there and back) and the tile's
+        (dates, rows, cols) stack copied each layer: nine copies a tile, 0.1 s at 1280².)
         """
         if self.kept_rows is None:
             return x.T if self.transposed else x
@@ -120,8 +120,8 @@ def zero_result(problem: Problem, lam: float, method: str) -> Decomposition:
     zeros = problem.expand(np.zeros_like(problem.D))
     return Decomposition(
         L=zeros,
-        C=zeros.copy(),
-        N=zeros.copy(),
+        C=zeros.copy(order="K"),  # the layout of every other result
+        N=zeros.copy(order="K"),
         iterations=0,
         converged=True,
         residual=0.0,

@@ -60,8 +60,9 @@ RANK_RTOL = 1e-4
 #: of the largest, or after this many steps. At 200 (the cap of the NumPy IRLS, whose steps
 #: cost 0.2 ms) some dates were still moving at the cap by a few :data:`IRLS_FLOOR`, and two
 #: code paths that round the basis differently (a scene's blocks, a whole band) ended that far
-#: apart; compiled, a step costs a quarter of that, and 1000 let those dates settle
-#: (``benchmarks/irls.py`` counts the steps).
+#: apart; compiled, a step costs about a third of that, and at 1000 every date of the test
+#: series settles (2-3 % of the fits on real series still reach the cap, 18-31 % at 200:
+#: ``benchmarks/irls.py`` counts them).
 IRLS_MAX_ITER = 1000
 _IRLS_RTOL = 1e-9
 #: Residuals below this (|r|, in units of D) count as this in the IRLS weights of the pinball
@@ -137,7 +138,8 @@ def _irls(
                     total += w[i] * ua[i] * ub[i]
                 gram[a, b] = total
                 gram[b, a] = total
-        c_next = np.linalg.lstsq(gram, rhs)[0]
+        # NumPy's rcond=None cutoff (eps · the larger dimension), not numba's default (eps).
+        c_next = np.linalg.lstsq(gram, rhs, rcond=k * 2.220446049250313e-16)[0]
         step = np.abs(c_next - c).max()
         c = c_next
         if step <= rtol * max(np.abs(c).max(), 1e-300):

@@ -144,6 +144,11 @@ def test_pixels_seen_on_no_date_keep_the_layout_of_every_result(case_64x7):
         assert got.T.flags.c_contiguous
         assert np.isnan(got[:10]).all()
         assert np.array_equal(got[10:], want)
+    # The defined answer for a D of zeros (nothing iterated) has the same layout.
+    zero = decompose(np.where(mask, 0.0, np.nan), "aatm", lam=0.05, mask=mask)
+    for got in (zero.L, zero.C, zero.N):
+        assert got.T.flags.c_contiguous
+        assert np.isnan(got[:10]).all() and (got[10:] == 0).all()
 
 
 def test_nothing_observed_gives_nan_not_an_error():

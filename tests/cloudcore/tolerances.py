@@ -36,7 +36,7 @@ move the next date's q by one count, and its fit by up to ~16ε. That needs a fi
 settled: the compiled IRLS capped at 200 steps did cross such an entry on the test series
 (17ε, 15.6ε on 2026-11-28), the NumPy IRLS at 200 steps happened not to, and at 1000 steps no
 fit of the test series is left unsettled. On real series 2-3 % of the fits are still moving
-at 1000 steps (19-31 % at 200; ``benchmarks/irls.py``), so two paths can still differ by such
+at 1000 steps (18-31 % at 200; ``benchmarks/irls.py``), so two paths can still differ by such
 a count there.
 Counting every q from the ALM's ground first removes this (2.1ε) but fills worse (r +1.8 % on
 a 2560² series), so it is not in.
@@ -64,8 +64,8 @@ from cloudcore.refit import IRLS_FLOOR
 #: Unit roundoff of float32 and float64: the largest relative error of one rounding.
 U32, U64 = 2.0**-24, 2.0**-53
 #: How many IRLS floors apart two fits of the same date may end (see the module's docstring:
-#: twice the at most 2ε that a capped fit has still to go on the test series, plus a margin of
-#: 2.5x for data and kernels not measured).
+#: measured 4.1ε with the fits capped at 200 steps, 2.1ε now that they settle; the bound keeps
+#: a margin of 2.5x over the former for data and kernels not measured).
 REFIT_SPREAD = 10
 
 
