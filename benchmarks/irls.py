@@ -57,7 +57,7 @@ def numpy_irls(U: np.ndarray, y: np.ndarray, q: float, steps: int = OLD_STEPS) -
         c_next = np.linalg.lstsq(Uw.T @ U, Uw.T @ y, rcond=None)[0]
         step = float(np.abs(c_next - c).max())
         c = c_next
-        if step <= refit._IRLS_RTOL * max(float(np.abs(c).max()), 1e-300):
+        if step <= refit.IRLS_RTOL * max(float(np.abs(c).max()), 1e-300):
             break
     return c, taken
 
@@ -65,26 +65,17 @@ def numpy_irls(U: np.ndarray, y: np.ndarray, q: float, steps: int = OLD_STEPS) -
 @contextmanager
 def recorded(fits: list[tuple[np.ndarray, np.ndarray, float]]) -> Iterator[None]:
     """Record (U, y, q) of every fit made inside the block (the solve itself is unchanged)."""
-    compiled = refit._irls
+    irls_fit = refit.irls_fit  # fit_column looks it up when called
 
-    def recording(Ut: np.ndarray, y: np.ndarray, q: float, *rest: Any) -> Any:
-        fits.append((np.ascontiguousarray(Ut.T), y.copy(), q))
-        return compiled(Ut, y, q, *rest)
+    def recording(U: np.ndarray, y: np.ndarray, q: float, *rest: Any) -> Any:
+        fits.append((np.array(U, dtype=np.float64), np.array(y, dtype=np.float64), q))
+        return irls_fit(U, y, q, *rest)
 
-    refit._irls = recording
+    refit.irls_fit = recording
     try:
         yield
     finally:
-        refit._irls = compiled
-
-
-def compiled_irls(U: np.ndarray, y: np.ndarray, q: float, steps: int) -> tuple[Any, int]:
-    """:func:`cloudcore.refit.fit_column`'s compiled IRLS with ``steps`` at most."""
-    start = np.linalg.lstsq(U, y, rcond=None)[0]
-    c, taken = refit._irls(
-        np.ascontiguousarray(U.T), y, q, start, steps, refit._IRLS_RTOL, refit.IRLS_FLOOR
-    )
-    return c, int(taken)
+        refit.irls_fit = irls_fit
 
 
 def site_fits() -> list[tuple[np.ndarray, np.ndarray, float]]:
@@ -130,9 +121,9 @@ def replay(label: str, fits: list[tuple[np.ndarray, np.ndarray, float]]) -> None
         f"NumPy, {OLD_STEPS} steps (before)": (OLD_STEPS, numpy_irls),
         f"compiled, {OLD_STEPS} steps": (
             OLD_STEPS,
-            lambda U, y, q: compiled_irls(U, y, q, OLD_STEPS),
+            lambda U, y, q: refit.irls_fit(U, y, q, OLD_STEPS),
         ),
-        f"compiled, {cap} steps (now)": (cap, lambda U, y, q: compiled_irls(U, y, q, cap)),
+        f"compiled, {cap} steps (now)": (cap, lambda U, y, q: refit.irls_fit(U, y, q, cap)),
     }
     reference = [numpy_irls(U, y, q)[0] for U, y, q in fits]
     for name, (most, run) in runs.items():

@@ -1,6 +1,7 @@
 """The ALM's growth of μ per iteration (ρ): the paper's 1.5, which a study may change for a while.
 
-The solvers read it once per solve (:func:`cloudcore.solvers.alm_schedule` and ATM's loop).
+The solvers read it once per solve (:func:`cloudcore.solvers.alm_schedule` and ATM's loop; a
+warm start of :func:`cloudcore.solvers.run_alm`, which only a benchmark makes, reads it too).
 It is no option of the pipeline: a larger ρ takes fewer iterations but is a different solve,
 and held out it was not adopted (docs/REAL-CLOUDS.md, "The ALM's growth ρ"). The benchmarks and
 ``python -m cloudlab heldout --rho`` change it through :func:`mu_growth` or, in a worker process

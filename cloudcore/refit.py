@@ -43,10 +43,12 @@ __all__ = [
     "FIT_ROWS",
     "IRLS_FLOOR",
     "IRLS_MAX_ITER",
+    "IRLS_RTOL",
     "RANK_RTOL",
     "basis_weights",
     "fit_column",
     "ground_quantile",
+    "irls_fit",
     "refit_partial_columns",
     "sample_stride",
     "set_column",
@@ -56,7 +58,7 @@ __all__ = [
 #: Singular values of L below ``RANK_RTOL · σ₁`` are the solver's rounding, not ground: the
 #: spectrum of L on tyrol-w1 is e.g. 578, 0.54, 0.28, 0.043, then 6e-6 (float32 solve).
 RANK_RTOL = 1e-4
-#: The IRLS of a date's fit stops once a step moves no coefficient by more than ``_IRLS_RTOL``
+#: The IRLS of a date's fit stops once a step moves no coefficient by more than :data:`IRLS_RTOL`
 #: of the largest, or after this many steps. At 200 (the cap of the NumPy IRLS, whose steps
 #: cost 0.2 ms) some dates were still moving at the cap by a few :data:`IRLS_FLOOR`, and two
 #: code paths that round the basis differently (a scene's blocks, a whole band) ended that far
@@ -64,7 +66,7 @@ RANK_RTOL = 1e-4
 #: series settles (2-3 % of the fits on real series still reach the cap, 18-31 % at 200:
 #: ``benchmarks/irls.py`` counts them).
 IRLS_MAX_ITER = 1000
-_IRLS_RTOL = 1e-9
+IRLS_RTOL = 1e-9
 #: Residuals below this (|r|, in units of D) count as this in the IRLS weights of the pinball
 #: loss, which would divide by zero at an exact fit: the fit treats such residuals as zero, so
 #: it resolves the ground only to a few times this.
@@ -94,11 +96,32 @@ def fit_column(U: np.ndarray, y: np.ndarray, q: float) -> np.ndarray:
     numpy.ndarray
         (k,) float64 coefficients, after at most :data:`IRLS_MAX_ITER` IRLS steps.
     """
+    return irls_fit(U, y, q)[0]
+
+
+def irls_fit(
+    U: np.ndarray, y: np.ndarray, q: float, steps: int = IRLS_MAX_ITER
+) -> tuple[np.ndarray, int]:
+    """:func:`fit_column`'s IRLS with at most ``steps`` steps, from the least-squares fit.
+
+    Parameters
+    ----------
+    U, y, q
+        As :func:`fit_column`'s.
+    steps
+        The most IRLS steps (``benchmarks/irls.py`` compares caps).
+
+    Returns
+    -------
+    tuple
+        The (k,) float64 coefficients and the steps taken (``steps`` if it stopped unsettled).
+    """
     U = np.asarray(U, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     start = np.linalg.lstsq(U, y, rcond=None)[0]
-    Ut = np.ascontiguousarray(U.T)
-    return _irls(Ut, y, float(q), start, IRLS_MAX_ITER, _IRLS_RTOL, IRLS_FLOOR)[0]
+    Ut = np.ascontiguousarray(U.T)  # (k, rows): each pass of the kernel runs over contiguous rows
+    c, taken = _irls(Ut, y, float(q), start, steps, IRLS_RTOL, IRLS_FLOOR)
+    return c, int(taken)
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
