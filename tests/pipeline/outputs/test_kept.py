@@ -1,0 +1,100 @@
+"""keep_observed: the values and provenance the mask pass writes for a core, entry by entry.
+
+Its compiled pass is compared bit for bit with the composition it replaces, written here from
+the public pieces (:func:`cloudcore.masks.keep_clear`, :func:`provenance_codes`) as the rule
+says it: filled entries clip(D − R + offset, 0, 1), kept ones the observation, unobserved ones
+no data unless the provider flagged them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cloudcore.masks import NODATA, keep_clear
+from pipeline.grid.tiling import Window
+from pipeline.outputs.kept import FLAGGED, keep_observed, provenance_codes
+
+SHAPE = (4, 9, 11)  # dates, rows, cols of the core
+
+
+def _expected(
+    clear: np.ndarray,
+    observation: np.ndarray,
+    keep: np.ndarray,
+    flagged: np.ndarray | None,
+    offset: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    clear = clear.copy()
+    if offset is not None:
+        residual, shift = offset
+        shifted = observation - residual
+        shifted += shift
+        np.clip(shifted, 0.0, 1.0, out=shifted)
+        filled = ~keep & np.isfinite(observation) & np.isfinite(shifted)
+        np.copyto(clear, shifted, where=filled)
+    clear, kept = keep_clear(clear, observation, keep)
+    unseen = ~np.isfinite(observation)
+    clear[unseen if flagged is None else unseen & ~flagged] = np.nan
+    provenance = provenance_codes(clear, kept)
+    if flagged is not None:
+        provenance[flagged & np.isfinite(clear)] = FLAGGED
+    return clear, provenance
+
+
+def _scene(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    observation = rng.uniform(-0.1, 1.1, SHAPE).astype(np.float32)
+    observation[rng.random(SHAPE) < 0.2] = np.nan
+    residual = rng.normal(0, 0.4, SHAPE).astype(np.float32)
+    residual[rng.random(SHAPE) < 0.1] = np.nan  # a date a tile left out
+    shift = rng.normal(0, 0.1, SHAPE).astype(np.float32)
+    keep = rng.random(SHAPE) < 0.5
+    # A filled entry whose D − R + offset is −0 (−0 − 0 − 0), which the clip leaves as it is.
+    observation[0, 0, 1], residual[0, 0, 1], shift[0, 0, 1], keep[0, 0, 1] = -0.0, 0, -0.0, False
+    clear = rng.uniform(0, 1, SHAPE).astype(np.float32)
+    clear[rng.random(SHAPE) < 0.1] = np.nan
+    return {
+        "observation": observation,
+        "residual": residual,
+        "shift": shift,
+        "clear": clear,
+        "keep": keep,
+        "flagged": rng.random(SHAPE) < 0.2,
+    }
+
+
+@pytest.mark.parametrize("with_offset", [False, True])
+@pytest.mark.parametrize("with_flags", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_compiled_pass_writes_the_composition_s_bits(
+    seed: int, with_offset: bool, with_flags: bool
+) -> None:
+    s = _scene(seed)
+    offset = (s["residual"], s["shift"]) if with_offset else None
+    flagged = s["flagged"] if with_flags else None
+    # The layout the mask pass gives it: (time, band, rows, cols) layers, a core inside them.
+    layers = np.full((SHAPE[0], 2, SHAPE[1] + 3, SHAPE[2] + 5), 7.0, np.float32)
+    source = np.full_like(layers, 7.0)
+    core = Window(1, 2, SHAPE[1], SHAPE[2])
+    rows, cols = core.slices
+    layers[:, 1, rows, cols] = s["clear"]
+    source[:, 1, rows, cols] = s["observation"]
+    arrays = {"clear": layers}
+
+    provenance = keep_observed(arrays, source, core, 1, s["keep"], flagged, offset)
+
+    clear, expected = _expected(s["clear"], s["observation"], s["keep"], flagged, offset)
+    written = layers[:, 1, rows, cols]
+    assert written.tobytes() == clear.tobytes()  # NaN payloads and the sign of 0 included
+    assert np.array_equal(provenance, expected)
+    # Nothing outside the core or the band is touched.
+    untouched = np.ones(layers.shape, bool)
+    untouched[:, 1, rows, cols] = False
+    assert (layers[untouched] == 7.0).all()
+    # Every branch is taken: kept, filled with an offset, no data, flagged.
+    codes = set(np.unique(provenance).tolist())
+    assert {0, 1, NODATA} <= codes
+    assert (FLAGGED in codes) == with_flags
+    # −0 where filled with the offset; without one the ground stays.
+    assert np.signbit(written[0, 0, 1]) == with_offset
