@@ -77,8 +77,8 @@ def keep_observed(
     observation = np.asarray(source[:, band, rows, cols])
     provenance = np.empty(clear.shape, np.uint8)
     keep = np.broadcast_to(np.asarray(keep, dtype=bool), clear.shape)
-    # Arrays the kernel does not read when there is no offset or no provider's flags (numba
-    # needs arrays of the same kinds either way).
+    # Without an offset or a provider's flags the kernel does not read those arguments, but
+    # numba types every branch, so they cannot be None: arrays of the same dtype stand in.
     residual, shift = offset if offset is not None else (observation, observation)
     flags = keep if flagged is None else np.broadcast_to(flagged, clear.shape)
     _compose_core(
@@ -126,7 +126,8 @@ def _compose_core(
                     value = seen
                 elif has_offset and finite:
                     shifted = np.float32(seen - residual[t, i, j]) + shift[t, i, j]
-                    # np.clip(x, 0, 1) as NumPy does it: NaN and −0 stay as they are.
+                    # np.clip(x, 0, 1) as NumPy (>= 2.1) does it: NaN and −0 stay as they
+                    # are (earlier NumPy returned +0 for −0: a zero's sign, no value differs).
                     if shifted < 0:
                         shifted = np.float32(0.0)
                     elif shifted > 1:

@@ -3,7 +3,9 @@
 Its compiled pass is compared bit for bit with the composition it replaces, written here from
 the public pieces (:func:`cloudcore.masks.keep_clear`, :func:`provenance_codes`) as the rule
 says it: filled entries clip(D − R + offset, 0, 1), kept ones the observation, unobserved ones
-no data unless the provider flagged them.
+no data unless the provider flagged them. The clip is written out (below 0: 0, above 1: 1,
+anything else as it is) rather than read from ``np.clip``, whose result for −0 changed in
+NumPy 2.1.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 from cloudcore.masks import NODATA, keep_clear
 from pipeline.grid.tiling import Window
-from pipeline.outputs.kept import FLAGGED, keep_observed, provenance_codes
+from pipeline.outputs.kept import FILLED, FLAGGED, OBSERVED, keep_observed, provenance_codes
 
 SHAPE = (4, 9, 11)  # dates, rows, cols of the core
 
@@ -30,7 +32,8 @@ def _expected(
         residual, shift = offset
         shifted = observation - residual
         shifted += shift
-        np.clip(shifted, 0.0, 1.0, out=shifted)
+        shifted[shifted < 0] = 0.0
+        shifted[shifted > 1] = 1.0
         filled = ~keep & np.isfinite(observation) & np.isfinite(shifted)
         np.copyto(clear, shifted, where=filled)
     clear, kept = keep_clear(clear, observation, keep)
@@ -64,6 +67,27 @@ def _scene(seed: int) -> dict[str, np.ndarray]:
     }
 
 
+class _Stored:
+    """A layer as the mask pass sees a Zarr array: a read returns a copy, a write stores."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __getitem__(self, key: tuple) -> np.ndarray:
+        return self.values[key].copy()
+
+    def __setitem__(self, key: tuple, value: np.ndarray) -> None:
+        self.values[key] = value
+
+
+def _in_context(x: np.ndarray, margin: int = 3) -> np.ndarray:
+    """``x`` as a crop of a larger (dates, rows, cols) array: the non-contiguous view the mask
+    pass crops from a core's context."""
+    around = np.zeros((x.shape[0], x.shape[1] + 2 * margin, x.shape[2] + 2 * margin), x.dtype)
+    around[:, margin:-margin, margin:-margin] = x
+    return around[:, margin:-margin, margin:-margin]
+
+
 @pytest.mark.parametrize("with_offset", [False, True])
 @pytest.mark.parametrize("with_flags", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
@@ -71,18 +95,20 @@ def test_the_compiled_pass_writes_the_composition_s_bits(
     seed: int, with_offset: bool, with_flags: bool
 ) -> None:
     s = _scene(seed)
-    offset = (s["residual"], s["shift"]) if with_offset else None
-    flagged = s["flagged"] if with_flags else None
-    # The layout the mask pass gives it: (time, band, rows, cols) layers, a core inside them.
+    # As mask_row passes them: the residual contiguous, the offset, the codes kept and the
+    # provider's flags cropped from the core's context.
+    shift, keep = _in_context(s["shift"]), _in_context(s["keep"])
+    offset = (s["residual"], shift) if with_offset else None
+    flagged = _in_context(s["flagged"]) if with_flags else None
+    # (time, band, rows, cols) layers read and written through an array API, a core inside.
     layers = np.full((SHAPE[0], 2, SHAPE[1] + 3, SHAPE[2] + 5), 7.0, np.float32)
     source = np.full_like(layers, 7.0)
     core = Window(1, 2, SHAPE[1], SHAPE[2])
     rows, cols = core.slices
     layers[:, 1, rows, cols] = s["clear"]
     source[:, 1, rows, cols] = s["observation"]
-    arrays = {"clear": layers}
 
-    provenance = keep_observed(arrays, source, core, 1, s["keep"], flagged, offset)
+    provenance = keep_observed({"clear": _Stored(layers)}, source, core, 1, keep, flagged, offset)
 
     clear, expected = _expected(s["clear"], s["observation"], s["keep"], flagged, offset)
     written = layers[:, 1, rows, cols]
@@ -92,9 +118,12 @@ def test_the_compiled_pass_writes_the_composition_s_bits(
     untouched = np.ones(layers.shape, bool)
     untouched[:, 1, rows, cols] = False
     assert (layers[untouched] == 7.0).all()
-    # Every branch is taken: kept, filled with an offset, no data, flagged.
+    # Every branch is taken: kept, filled, no data, flagged; with the offset, clipped both ways.
     codes = set(np.unique(provenance).tolist())
-    assert {0, 1, NODATA} <= codes
+    assert {FILLED, OBSERVED, NODATA} <= codes
     assert (FLAGGED in codes) == with_flags
+    if with_offset:
+        filled = (provenance == FILLED) & np.isfinite(s["observation"])
+        assert (clear[filled] == 0).any() and (clear[filled] == 1).any()
     # −0 where filled with the offset; without one the ground stays.
     assert np.signbit(written[0, 0, 1]) == with_offset
