@@ -1,0 +1,133 @@
+"""Where the default's error on pasted real clouds comes from: what its mask misses, or its fill.
+
+Per site of the held-out benchmark (``cloudlab.sites``), over its (clear target, cloudy source)
+pairs with the source dropped (``cloudlab.sitescore``, the primary protocol), the default solve
+and post-step (``SolverConfig()``, ``MaskConfig()``). The pasted pixels the default's mask calls
+clear keep their observation, which is the pasted cloud or shadow itself; those it flags get the
+fill (the ground plus the date's offset). The table splits the prediction error between the two,
+by the source reference's class of the pasted pixel (cloud, shadow), and gives the r the same
+fill would have if the mask had flagged every pasted pixel: what a perfect mask would leave.
+The temporal median's r is beside it (the issue's ratio is against it).
+
+In-sample: the default was chosen on all five sites (docs/REAL-CLOUDS.md); this says where its
+error is, not what to choose.
+
+Usage::
+
+    python benchmarks/mask_misses.py     # a few seconds
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cloudcore.compose import compose
+from cloudcore.masks import CLEAR, CLOUD, SHADOW
+from cloudlab.baselines import MULTIBAND_BASELINES
+from cloudlab.candidates import PostStep, SolveSpec
+from cloudlab.sites import load_site, site_names
+from cloudlab.sitescore import pasted_pair, site_arrays, site_pairs, solve_specs
+from pipeline.config import MaskConfig, SolverConfig
+
+#: The source reference's classes the pasted pixels are split by.
+PASTED = {"cloud": CLOUD, "shadow": SHADOW}
+
+
+@dataclass
+class _Sums:
+    """Σ(out − truth)² and Σ truth² of a set of pixels, pooled over pairs and bands."""
+
+    error: float = 0.0
+    truth: float = 0.0
+    pixels: int = 0
+
+    def add(self, out: np.ndarray, truth: np.ndarray, where: np.ndarray) -> None:
+        self.error += float(((np.nan_to_num(out) - truth)[:, where] ** 2).sum())
+        self.truth += float((truth[:, where] ** 2).sum())
+        self.pixels += int(where.sum())
+
+    @property
+    def r(self) -> float:
+        return float(np.sqrt(self.error / self.truth)) if self.truth else float("nan")
+
+
+@dataclass
+class _Site:
+    """One site's sums: every pasted pixel, those missed by class, the fill everywhere, the
+    temporal median."""
+
+    pasted: _Sums = field(default_factory=_Sums)
+    missed: dict[str, _Sums] = field(default_factory=lambda: {k: _Sums() for k in PASTED})
+    of_class: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PASTED, 0))
+    filled_everywhere: _Sums = field(default_factory=_Sums)
+    median: _Sums = field(default_factory=_Sums)
+
+
+def _output(
+    observation: np.ndarray, ground: np.ndarray, codes: np.ndarray, step: PostStep
+) -> np.ndarray:
+    """The target's output (bands, pixels) as the post-step composes it from ``codes``."""
+    out = compose(observation, ground, codes, haze=step.haze_fill, offset=step.offset)
+    return out[:, 0].reshape(out.shape[0], -1)
+
+
+def score_site(name: str, spec: SolveSpec, step: PostStep) -> _Site:
+    """The sums of :class:`_Site` over the site's pairs, source dropped."""
+    site = load_site(name)
+    frame = site.series.frame
+    D_all, reference, days = site_arrays(site)
+    sums = _Site()
+    for target, source in site_pairs(site, 4, 0):
+        pair = pasted_pair(D_all, reference, target, source)
+        kept = pair.kept(days, "drop-source")
+        solved = solve_specs(kept.D, kept.observed, [spec], frame)[spec.name]
+        t = kept.target
+        seen = kept.observed[:, t].reshape(1, *frame)
+        observation = kept.D[:, :, t].reshape(-1, 1, *frame)
+        ground = solved.ground[:, :, t].reshape(-1, 1, *frame)
+        codes = solved.codes(step.rule, seen, t)
+        everywhere = codes.copy()
+        everywhere.reshape(-1)[pair.scored] = CLOUD
+
+        out = _output(observation, ground, codes, step)
+        missed = pair.scored & (codes.reshape(-1) == CLEAR)
+        sums.pasted.add(out, pair.truth, pair.scored)
+        for label, code in PASTED.items():
+            of_class = pair.scored & (pair.reference[:, target] == code)
+            sums.of_class[label] += int(of_class.sum())
+            sums.missed[label].add(out, pair.truth, of_class & missed)
+        sums.filled_everywhere.add(
+            _output(observation, ground, everywhere, step), pair.truth, pair.scored
+        )
+        median = MULTIBAND_BASELINES["temporal-median"](kept.D, kept.reference, kept.days)
+        sums.median.add(median[:, :, t], pair.truth, pair.scored)
+    return sums
+
+
+def main() -> None:
+    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    print(f"the default: {spec.name} | {step.name}; pairs with the source dropped\n")
+    print(
+        "| site | r | pasted cloud missed | its share of the error | pasted shadow missed "
+        "| its share of the error | r, every pasted pixel filled | temporal median | ratio "
+        "| ratio, every pasted pixel filled |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in site_names():
+        s = score_site(name, spec, step)
+        cells = []
+        for label in PASTED:
+            m = s.missed[label]
+            share = m.error / s.pasted.error if s.pasted.error else 0.0
+            cells += [f"{m.pixels} of {s.of_class[label]}", f"{share:.0%}"]
+        median = s.median.r
+        print(
+            f"| {name} | {s.pasted.r:.3f} | {' | '.join(cells)} | {s.filled_everywhere.r:.3f} "
+            f"| {median:.3f} | {s.pasted.r / median:.2f} | {s.filled_everywhere.r / median:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
