@@ -18,11 +18,13 @@ __all__ = [
     "HAZE_METHODS",
     "LAYERS",
     "MASK_CLOUD",
+    "MASK_EDGE_REACH",
     "MASK_GROW",
     "MASK_HAZE",
     "MASK_OFFSET",
     "MASK_RADIUS",
     "MASK_SHADOW",
+    "MASK_SHADOW_EDGE",
     "MASK_WHITE",
     "METHODS",
     "SCENE_METHODS",
@@ -72,6 +74,13 @@ MASK_GROW = 0
 #: most; 0: no test. Chosen by leave-one-site-out in a second stage, given the rest
 #: (:func:`cloudlab.heldout.choose`).
 MASK_WHITE = 0.2
+#: A shadow's edge (:func:`cloudcore.masks.classify_scores`): a shadow extends into the pixels
+#: next to it darkened by at least this many σ, one pixel a step, up to
+#: :data:`MASK_EDGE_REACH` pixels from where it reached the shadow threshold; 0: no edges. A
+#: shadow's penumbra and the dimmer parts of it are darkened less than its core. Chosen in a
+#: third stage by leave-one-site-out, given the rest (``benchmarks/shadow_edges.py``).
+MASK_SHADOW_EDGE = 0.0
+MASK_EDGE_REACH = 3
 
 #: The quantile of its dates each pixel's capped ground is raised to by default (the pipeline's
 #: ``solver.floor_ground`` left out, for the methods that cap and have no shadow layer;

@@ -33,8 +33,10 @@ sensor, radiance over a common reference, or reflectance).
 
 Several bands are combined by averaging A/σ and S/σ over the bands first, so one noisy band
 does not decide. An opening by a (2·``radius`` + 1)² square then removes cloud and shadow
-specks smaller than the square (they become haze or clear by the rules above). The factors
-were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
+specks smaller than the square (they become haze or clear by the rules above). With a shadow
+edge (``MaskRule.shadow_edge``) a shadow then extends into the entries next to it darkened by at
+least that lower threshold, up to ``edge_reach`` pixels (hysteresis, as in edge detection): a
+penumbra is a shadow's, an isolated entry that dark is not. The factors were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
 """
 
 from __future__ import annotations
@@ -48,10 +50,12 @@ from numba import njit
 from cloudcore._morphology import dilate, opening
 from cloudcore.catalog import (
     MASK_CLOUD,
+    MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
     MASK_RADIUS,
     MASK_SHADOW,
+    MASK_SHADOW_EDGE,
     MASK_WHITE,
 )
 from cloudcore.result import Decomposition
@@ -109,6 +113,19 @@ class MaskRule:
     #: The whiteness ratio w (:class:`Whiteness`): a brightening is cloud or haze only where the
     #: shortest band brightened by at least w times the most any band did; 0: every brightening.
     white: float = MASK_WHITE
+    #: A shadow's edge: the shadow extends into neighbouring entries darkened by at least this
+    #: many σ (a lower threshold, hysteresis), one pixel a step, at most ``edge_reach`` pixels
+    #: from where it reached ``shadow``; 0: no edges. A shadow's penumbra and its dimmer parts
+    #: are darkened less than its core, and an isolated entry that dark is not a shadow.
+    shadow_edge: float = MASK_SHADOW_EDGE
+    edge_reach: int = MASK_EDGE_REACH
+
+    @property
+    def context(self) -> int:
+        """How far (pixels) the codes of an entry depend on the scores around it on its date:
+        the opening's erosion and dilation, the shadow's edge and the growth."""
+        edge = self.edge_reach if self.shadow_edge > 0 else 0
+        return 2 * self.radius + edge + self.grow
 
 
 def sample_entries(
@@ -269,6 +286,8 @@ def classify_scores(
         opening(cloud, rule.radius, out=cloud, scratch=scratch)
         if shadow is not None:
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
+    if shadow is not None and dark is not None and rule.shadow_edge > 0:
+        shadow = _extend(shadow, (dark >= rule.shadow_edge) & ~cloud, rule.edge_reach)
     if rule.grow > 0:
         # Shadow grows only where cloud did not reach: a pixel is one or the other.
         cloud = dilate(cloud, rule.grow) & observed
@@ -279,6 +298,24 @@ def classify_scores(
     codes[cloud] = CLOUD
     codes[~observed] = NODATA
     return codes
+
+
+def _extend(seeds: np.ndarray, allowed: np.ndarray, reach: int) -> np.ndarray:
+    """``seeds`` grown into the connected (8-neighbour) ``allowed`` entries of each date, one
+    pixel a step, for at most ``reach`` steps: a geodesic dilation, bounded so that an entry's
+    code depends only on the scores within ``reach`` pixels (tiles classify their cores with
+    that margin, :attr:`MaskRule.context`)."""
+    grown = seeds.copy()
+    scratch = np.empty_like(seeds)
+    step = np.empty_like(seeds)
+    for _ in range(reach):
+        dilate(grown, 1, out=step, scratch=scratch)
+        step &= allowed
+        step |= grown
+        if np.array_equal(step, grown):
+            break
+        grown, step = step, grown
+    return grown
 
 
 class BandMean:

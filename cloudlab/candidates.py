@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cloudcore.catalog import SHADOW_METHODS
+from cloudcore.catalog import MASK_EDGE_REACH, SHADOW_METHODS
 from cloudcore.compose import HAZE_FILLS, HazeFill
 from cloudcore.masks import MaskRule
 
@@ -238,13 +238,18 @@ class PostStep:
 
     @property
     def rule_name(self) -> str:
-        """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class), and
-        ``w0.2`` with a whiteness test."""
+        """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
+        ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
+        than the default's)."""
         r = self.rule
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
         shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
         white = f" w{r.white:g}" if r.white > 0 else ""
-        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}"
+        edge = ""
+        if r.shadow_edge > 0:
+            reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
+            edge = f" e{r.shadow_edge:g}{reach}"
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}{edge}"
 
     @property
     def name(self) -> str:

@@ -39,6 +39,7 @@ from cloudlab.candidates import (
     SHADOW_SOLVES,
     SOLVES,
     WHITE_RATIOS,
+    PostStep,
     SolveSpec,
     ground_suffix,
     post_steps,
@@ -80,16 +81,17 @@ def score_site(
     seed: int = 0,
     solves: tuple[SolveSpec, ...] = SOLVES,
     scale_statistic: str = "median",
+    steps: list[PostStep] | None = None,
 ) -> tuple[list[dict], list[dict], dict]:
-    """Every candidate (``solves`` × the post-steps) and baseline on one site:
-    prediction/fidelity sums, mask counts, facts; ``scale_statistic`` that of the anomaly scale
-    (:func:`cloudcore.masks.anomaly_scale`)."""
+    """Every candidate (``solves`` × the post-steps ``steps``, None: :func:`post_steps`) and
+    baseline on one site: prediction/fidelity sums, mask counts, facts; ``scale_statistic``
+    that of the anomaly scale (:func:`cloudcore.masks.anomaly_scale`)."""
     site = load_site(name)
     series = site.series
     n = series.dates.size
     frame = series.frame
     D_all, reference, days = site_arrays(site)
-    steps = post_steps()
+    steps = post_steps() if steps is None else steps
     rows: list[dict[str, Any]] = []
     chosen = site_pairs(site, pairs, seed)
     started = time.perf_counter()

@@ -20,11 +20,13 @@ from cloudcore.catalog import (
     ADDITIVE_METHODS,
     GROUND_FLOOR,
     MASK_CLOUD,
+    MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
     MASK_OFFSET,
     MASK_RADIUS,
     MASK_SHADOW,
+    MASK_SHADOW_EDGE,
     MASK_WHITE,
     METHODS,
     SCENE_METHODS,
@@ -202,6 +204,11 @@ class MaskConfig(ConfigSection):
     radius: int = Field(default=MASK_RADIUS, ge=0, le=16)
     # Pixels by which cloud and shadow grow after the opening (their thin rims are not clear).
     grow: int = Field(default=MASK_GROW, ge=0, le=16)
+    # A shadow's edge: a shadow extends into the pixels next to it darkened by at least this
+    # many σ (below `shadow`: hysteresis), one pixel a step, at most `edge_reach` pixels; a
+    # penumbra belongs to its shadow, an isolated pixel that dark is not a shadow. 0: off.
+    shadow_edge: float = Field(default=MASK_SHADOW_EDGE, ge=0)
+    edge_reach: int = Field(default=MASK_EDGE_REACH, ge=1, le=16)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere; where a band did not observe the pixel the output is no data. With
     # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen;
@@ -237,7 +244,25 @@ class MaskConfig(ConfigSection):
         """As a :class:`cloudcore.MaskRule`."""
         from cloudcore.masks import MaskRule
 
-        return MaskRule(self.cloud, self.haze, self.shadow, self.radius, self.grow, self.white)
+        return MaskRule(
+            self.cloud,
+            self.haze,
+            self.shadow,
+            self.radius,
+            self.grow,
+            self.white,
+            self.shadow_edge,
+            self.edge_reach,
+        )
+
+    @model_validator(mode="after")
+    def _edge_below_shadow(self) -> MaskConfig:
+        if self.shadow_edge >= self.shadow:
+            raise ValueError(
+                f"mask.shadow_edge {self.shadow_edge:g} must be below mask.shadow "
+                f"{self.shadow:g} (it is the lower threshold a shadow extends into), or 0 (off)"
+            )
+        return self
 
 
 class GridConfig(ConfigSection):

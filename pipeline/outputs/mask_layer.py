@@ -30,9 +30,9 @@ offset depends on the codes and residuals up to :func:`cloudcore.offset.offset_m
 beyond it (its *context*), so the core is classified over its context (and the opening's margin
 beyond) and its filled values equal those of the whole scene at once (tested).
 
-The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide) and its growth
-(``grow`` pixels) make a core's codes depend on the scores up to ``2·radius + grow`` pixels
-beyond it; a task classifies each core
+The mask's opening (an erosion, then a dilation, each ``radius`` pixels wide), its shadow
+edges (``edge_reach`` pixels) and its growth (``grow`` pixels) make a core's codes depend on the
+scores up to ``MaskRule.context`` pixels beyond it; a task classifies each core
 over that margin, so the mask equals the classification of the whole scene at once, with no
 seam at core borders (tested; the earlier pass read only ``radius`` pixels around a core, and
 the opening at its window's edge could differ from the whole scene's there). A task sweeps its
@@ -281,8 +281,8 @@ def _core_id(tile: Tile) -> str:
 @dataclass
 class _Scores:
     """The per-pixel inputs of :func:`cloudcore.masks.classify_scores` over scene columns
-    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and ``2·radius`` more above
-    and below): the bands' mean anomalies in units of σ and where some band observed."""
+    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and the margin
+    :func:`_row_codes` reads above and below): the bands' mean anomalies in units of σ and where some band observed."""
 
     col_off: int
     bright: np.ndarray
@@ -301,11 +301,11 @@ def _row_codes(
     """Each core of the row, left to right, with its context (:func:`_context`) and the codes
     over it (time, rows, cols).
 
-    A context is classified over its columns and ``2·radius + grow`` more on each side (as far
-    as the scene goes: what its opening and growth depend on), from the scores of the cores
+    A context is classified over its columns and ``rule.context`` more on each side (as far as
+    the scene goes: what its opening, shadow edges and growth depend on), from the scores of the cores
     around it, each computed once; only the columns the next core still needs are kept.
     """
-    pad = 2 * job.rule.radius + job.rule.grow + job.reach
+    pad = job.rule.context + job.reach
     core = job.tiles[0].core
     r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
     held: list[_Scores] = []  # consecutive columns, left to right
