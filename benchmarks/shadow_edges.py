@@ -94,8 +94,15 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         count = len(names)
         results = list(
-            pool.map(score_site, names, [4] * count, [0] * count, [solves] * count,
-                     ["median"] * count, [steps] * count)
+            pool.map(
+                score_site,
+                names,
+                [4] * count,
+                [0] * count,
+                [solves] * count,
+                ["median"] * count,
+                [steps] * count,
+            )
         )
     scores = pooled(pd.DataFrame([r for res in results for r in res[0]]))
     masks = pd.DataFrame([r for res in results for r in res[1]])
@@ -104,8 +111,10 @@ def main() -> None:
         solve = candidate.split(" | ")[0]
         options = [_label(solve, v) for v in variants[candidate]]
         means = loss(scores, sites).loc[options].mean(axis=1)
-        by_edge = {f"{e.rule.shadow_edge:g}": float(means[o])
-                   for e, o in zip(variants[candidate], options, strict=True)}
+        by_edge = {
+            f"{e.rule.shadow_edge:g}": float(means[o])
+            for e, o in zip(variants[candidate], options, strict=True)
+        }
         return options[int(np.argmin(means.to_numpy()))], by_edge  # the first on a tie
 
     folds = {}
@@ -130,9 +139,7 @@ def main() -> None:
     for (_, a), (_, b) in zip(with_edges.iterrows(), without.iterrows(), strict=True):
         cells = " | ".join(f"{a[c]:.3f} ({b[c]:.3f})" for c in COLUMNS)
         print(f"| {a.site} | {a.chosen} | {cells} |")
-    means = " | ".join(
-        f"{with_edges[c].mean():.3f} ({without[c].mean():.3f})" for c in COLUMNS
-    )
+    means = " | ".join(f"{with_edges[c].mean():.3f} ({without[c].mean():.3f})" for c in COLUMNS)
     print(f"| mean | | {means} |")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,10 @@ sensor, radiance over a common reference, or reflectance).
 Several bands are combined by averaging A/σ and S/σ over the bands first, so one noisy band
 does not decide. An opening by a (2·``radius`` + 1)² square then removes cloud and shadow
 specks smaller than the square (they become haze or clear by the rules above). With a shadow
-edge (``MaskRule.shadow_edge``) a shadow then extends into the entries next to it darkened by at
-least that lower threshold, up to ``edge_reach`` pixels (hysteresis, as in edge detection): a
-penumbra is a shadow's, an isolated entry that dark is not. The factors were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
+edge (``MaskRule.shadow_edge``) a shadow then extends into the entries next to it darkened by
+at least that lower threshold, up to ``edge_reach`` pixels (hysteresis, as in edge detection):
+a penumbra is a shadow's, an isolated entry that dark is not. The factors were chosen on real
+cloudy series with reference masks (docs/REAL-CLOUDS.md).
 """
 
 from __future__ import annotations

@@ -282,7 +282,8 @@ def _core_id(tile: Tile) -> str:
 class _Scores:
     """The per-pixel inputs of :func:`cloudcore.masks.classify_scores` over scene columns
     ``[col_off, col_off + width)`` of a tile row's rows (the cores' and the margin
-    :func:`_row_codes` reads above and below): the bands' mean anomalies in units of σ and where some band observed."""
+    :func:`_row_codes` reads above and below): the bands' mean anomalies in units of σ and
+    where some band observed."""
 
     col_off: int
     bright: np.ndarray
@@ -302,8 +303,8 @@ def _row_codes(
     over it (time, rows, cols).
 
     A context is classified over its columns and ``rule.context`` more on each side (as far as
-    the scene goes: what its opening, shadow edges and growth depend on), from the scores of the cores
-    around it, each computed once; only the columns the next core still needs are kept.
+    the scene goes: what its opening, shadow edges and growth depend on), from the scores of the
+    cores around it, each computed once; only the columns the next core still needs are kept.
     """
     pad = job.rule.context + job.reach
     core = job.tiles[0].core

@@ -58,13 +58,18 @@ def test_the_solvers_write_what_the_catalog_says(method: str) -> None:
 def test_mask_defaults_are_the_catalogs() -> None:
     # The values are the held-out benchmark's choice (docs/REAL-CLOUDS.md); one place holds them.
     rule = cloudcore.MaskRule()
-    assert (rule.cloud, rule.haze, rule.shadow, rule.radius, rule.grow, rule.white) == (
+    fields = (rule.cloud, rule.haze, rule.shadow, rule.radius, rule.grow, rule.white)
+    assert fields == (
         catalog.MASK_CLOUD,
         catalog.MASK_HAZE,
         catalog.MASK_SHADOW,
         catalog.MASK_RADIUS,
         catalog.MASK_GROW,
         catalog.MASK_WHITE,
+    )
+    assert (rule.shadow_edge, rule.edge_reach) == (
+        catalog.MASK_SHADOW_EDGE,
+        catalog.MASK_EDGE_REACH,
     )
     assert catalog.MASK_SHADOW < catalog.MASK_HAZE <= catalog.MASK_CLOUD
 

@@ -173,6 +173,39 @@ def test_grow_widens_cloud_and_shadow_by_its_radius_within_observed_entries() ->
     assert (grown[0, 0] == NODATA).all()  # growth never reaches unobserved entries
 
 
+def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
+    """Hysteresis: a shadow (dark ≥ 3σ) extends along a chain of pixels darkened by ≥ 1.5σ, one
+    pixel a step, at most ``edge_reach`` pixels; not into a pixel less dark, nor into cloud; a
+    pixel as dark as the chain but touching no shadow stays clear."""
+    dark = np.zeros((1, 5, 12), np.float32)
+    bright = np.zeros_like(dark)
+    dark[0, 2, 0] = 5.0  # the shadow
+    dark[0, 2, 1:8] = 2.0  # a chain of edge pixels to its right, 7 long
+    dark[0, 0, 10:12] = 2.0  # as dark, but no shadow next to it
+    bright[0, 3, 0] = 8.0  # a cloud under the shadow
+    dark[0, 3, 1] = 2.0  # an edge pixel diagonal to the shadow
+    observed = np.ones(dark.shape, bool)
+    rule = MaskRule(cloud=6, haze=6, shadow=3, white=0.0, shadow_edge=1.5, edge_reach=3)
+    codes = classify_scores(bright, dark, observed, rule)
+    assert (codes[0, 2, 0:4] == SHADOW).all()  # the shadow and three steps along the chain
+    assert (codes[0, 2, 4:8] == CLEAR).all()  # beyond its reach
+    assert codes[0, 3, 1] == SHADOW  # a diagonal neighbour is a neighbour
+    assert codes[0, 3, 0] == CLOUD  # cloud stays cloud
+    assert (codes[0, 0, 10:12] == CLEAR).all()  # dark alone is not a shadow
+    # Without the edge, only the shadow; with a lower threshold the chain is not reached.
+    assert (
+        classify_scores(bright, dark, observed, replace(rule, shadow_edge=0)) == SHADOW
+    ).sum() == 1
+    assert (
+        classify_scores(bright, dark, observed, replace(rule, shadow_edge=2.5)) == SHADOW
+    ).sum() == 1
+    # Farther reach, farther edge; the rule's context counts it.
+    far = replace(rule, edge_reach=10)
+    assert (classify_scores(bright, dark, observed, far)[0, 2, 0:8] == SHADOW).all()
+    assert (rule.context, far.context, replace(rule, shadow_edge=0).context) == (3, 10, 0)
+    assert replace(rule, radius=1, grow=2).context == 2 + 3 + 2
+
+
 def test_classify_result_reads_shadows_below_the_ground_without_a_shadow_layer() -> None:
     # RPCA has no S: the mask reads the residual below the ground, L − D = −C, as darkening.
     rng = np.random.default_rng(5)

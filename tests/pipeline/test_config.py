@@ -178,3 +178,14 @@ def test_mask_shadow_and_layers_are_cloudcores() -> None:
         for m in catalog.METHODS
         for r in (False, True)
     )
+
+
+def test_a_shadow_edge_must_lie_below_the_shadow_threshold() -> None:
+    cfg = parse(_with("mask", {"shadow_edge": 1.5, "edge_reach": 5}), Config)
+    rule = cfg.mask.rule()
+    assert (rule.shadow_edge, rule.edge_reach) == (1.5, 5)
+    with pytest.raises(ConfigError) as info:
+        parse(_with("mask", {"shadow": 2.0, "shadow_edge": 2.0}), Config)
+    message = str(info.value)
+    assert "mask.shadow_edge" in message and "below mask.shadow" in message
+    assert "\n" not in message

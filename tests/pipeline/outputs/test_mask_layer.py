@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import zarr
 from affine import Affine
+from scipy import ndimage
 
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
 from pipeline.grid.target import TargetGrid
@@ -128,13 +129,13 @@ def _mask_all_rows(
 
 
 @pytest.mark.parametrize(
-    ("width", "radius", "white"),
+    ("width", "radius", "white", "edge"),
     # last tile column 22 px wide; 1 px wide, narrower than the opening; a whiteness test whose
-    # shortest band is the second
-    [(150, 1, 0.0), (129, 2, 0.0), (150, 1, 0.5)],
+    # shortest band is the second; shadows extended into their edges (mask.shadow_edge)
+    [(150, 1, 0.0, 0.0), (129, 2, 0.0, 0.0), (150, 1, 0.5, 0.0), (129, 1, 0.0, 1.0)],
 )
 def test_row_sweep_equals_the_whole_scene_classification(
-    tmp_path: Path, width: int, radius: int, white: float
+    tmp_path: Path, width: int, radius: int, white: float, edge: float
 ) -> None:
     height = 70  # tile rows of 32, 32 and 6
     grid = TileGrid(height, width, TILE, OVERLAP)
@@ -143,9 +144,13 @@ def test_row_sweep_equals_the_whole_scene_classification(
         scene["cloud"][1, 0, 20:40, 40:60] += 0.2
         scene["cloud"][2, 0, 60:70, 100:140] += 0.2
         scene["cloud"][np.isnan(scene["observed"])] = 0.0
+    if edge:  # dimmer rims 4 px wide around the shadows, one more than the edge's reach
+        blobs = scene["shadow"] > 0.04
+        rims = ndimage.binary_dilation(blobs, np.ones((1, 1, 3, 3), bool), iterations=4)
+        scene["shadow"][rims & ~blobs & np.isfinite(scene["observed"])] += 0.015
     source, cube = _stores(tmp_path, scene, grid)
     # Every class can occur.
-    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=radius, white=white)
+    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=radius, white=white, shadow_edge=edge)
     scales = (0.01, 0.02)
     # Each band's σ is the median of its tiles' records, read from the row markers: here one
     # marker per band with three tiles (one empty, whose σ 0 does not count).
@@ -171,6 +176,9 @@ def test_row_sweep_equals_the_whole_scene_classification(
     assert set(np.unique(codes)) >= {0, 1, 2, 3, NODATA}
     unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0), 1)
     assert not np.array_equal(codes, unopened)
+    if edge:  # the shadows grew into their edges
+        plain = classify(bright, dark, np.array(scales), seen, replace(rule, shadow_edge=0.0), 1)
+        assert ((codes == 3) & (plain == 0)).any() and not ((plain == 3) & (codes != 3)).any()
     if white:  # the first band's own brightening is not cloud: the test removed it
         untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1)
         assert (untested[1, 22:38, 42:58] == 2).all() and (codes[1, 22:38, 42:58] == 0).all()
