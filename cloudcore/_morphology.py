@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dilate", "erode", "opening"]
+__all__ = ["dilate", "erode", "extend", "opening"]
 
 
 def _pass(src: np.ndarray, out: np.ndarray, axis: int, radius: int, erode: bool) -> None:
@@ -112,3 +112,34 @@ def opening(
     more array of ``image``'s shape is allocated for the eroded images."""
     eroded = erode(image, radius, scratch=scratch)
     return dilate(eroded, radius, out=out, scratch=scratch)
+
+
+def extend(seeds: np.ndarray, allowed: np.ndarray, reach: int) -> np.ndarray:
+    """``seeds`` grown into the connected (8-neighbour) ``allowed`` entries of each image, one
+    pixel a step, for at most ``reach`` steps: a geodesic dilation, bounded so that a pixel's
+    result depends only on the images within ``reach`` pixels of it (the mask's tiles classify
+    their cores with that margin, :attr:`cloudcore.masks.MaskRule.context`).
+
+    Parameters
+    ----------
+    seeds, allowed
+        Boolean, ``(..., rows, cols)``, the same shape.
+    reach
+        The most steps.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new boolean array: ``seeds`` and the ``allowed`` pixels reached.
+    """
+    grown = seeds.copy()
+    scratch = np.empty_like(seeds)
+    step = np.empty_like(seeds)
+    for _ in range(reach):
+        dilate(grown, 1, out=step, scratch=scratch)
+        step &= allowed
+        step |= grown
+        if np.array_equal(step, grown):
+            break
+        grown, step = step, grown
+    return grown

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from cloudcore._morphology import dilate, opening
+from cloudcore._morphology import dilate, extend, opening
 from cloudcore.catalog import (
     MASK_CLOUD,
     MASK_EDGE_REACH,
@@ -288,7 +288,7 @@ def classify_scores(
         if shadow is not None:
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
     if shadow is not None and dark is not None and rule.shadow_edge > 0:
-        shadow = _extend(shadow, (dark >= rule.shadow_edge) & ~cloud, rule.edge_reach)
+        shadow = extend(shadow, (dark >= rule.shadow_edge) & ~cloud, rule.edge_reach)
     if rule.grow > 0:
         # Shadow grows only where cloud did not reach: a pixel is one or the other.
         cloud = dilate(cloud, rule.grow) & observed
@@ -299,24 +299,6 @@ def classify_scores(
     codes[cloud] = CLOUD
     codes[~observed] = NODATA
     return codes
-
-
-def _extend(seeds: np.ndarray, allowed: np.ndarray, reach: int) -> np.ndarray:
-    """``seeds`` grown into the connected (8-neighbour) ``allowed`` entries of each date, one
-    pixel a step, for at most ``reach`` steps: a geodesic dilation, bounded so that an entry's
-    code depends only on the scores within ``reach`` pixels (tiles classify their cores with
-    that margin, :attr:`MaskRule.context`)."""
-    grown = seeds.copy()
-    scratch = np.empty_like(seeds)
-    step = np.empty_like(seeds)
-    for _ in range(reach):
-        dilate(grown, 1, out=step, scratch=scratch)
-        step &= allowed
-        step |= grown
-        if np.array_equal(step, grown):
-            break
-        grown, step = step, grown
-    return grown
 
 
 class BandMean:

@@ -130,7 +130,16 @@ class RunPlan:
         # Spelt as before keep_clear moved into the mask section: earlier cubes still resume.
         mask = self.config.mask
         settings = mask.model_dump_json(
-            exclude={"keep_clear", "grow", "keep_haze", "offset", "white", "white_band"}
+            exclude={
+                "keep_clear",
+                "grow",
+                "keep_haze",
+                "offset",
+                "white",
+                "white_band",
+                "shadow_edge",
+                "edge_reach",
+            }
         )
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
@@ -139,6 +148,9 @@ class RunPlan:
         # The whiteness test named only where it is on: a cube of earlier settings resumes with
         # `white: 0`; a default run's cube from before the test is solved again (its mask changed).
         settings += f"white={mask.white:g}@{self.short_band}" if mask.white > 0 else ""
+        # A shadow's edge likewise, where it is on (off by default: earlier cubes resume).
+        edge = mask.shadow_edge
+        settings += f"shadow_edge={edge:g}x{mask.edge_reach}" if edge > 0 else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])

@@ -9,7 +9,7 @@ from scipy import ndimage
 # The mask's and the refinement's morphology (cloudcore._morphology, private to the package) is
 # held to scipy.ndimage on its own, by the module's path: through the public mask a wrong
 # border would show only where a cloud touches the edge.
-from cloudcore._morphology import dilate, erode, opening
+from cloudcore._morphology import dilate, erode, extend, opening
 
 
 def _square(radius: int) -> np.ndarray:
@@ -72,3 +72,18 @@ def test_rejects_what_is_not_a_boolean_stack() -> None:
         erode(np.ones((3, 4), dtype=np.uint8), 1)
     with pytest.raises(ValueError, match="radius"):
         dilate(np.ones((2, 3, 4), dtype=bool), -1)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("reach", [1, 3, 50])
+def test_extend_is_scipys_geodesic_dilation(shape: tuple[int, ...], reach: int) -> None:
+    """A seed grows into the allowed pixels connected to it, one 3 × 3 step at a time, at most
+    ``reach`` steps: ``binary_dilation`` with a mask, as many iterations."""
+    seeds = _stack(shape, 0.02, seed=reach + shape[2])
+    allowed = _stack(shape, 0.5, seed=reach + shape[1] + 7)
+    expected = ndimage.binary_dilation(
+        seeds, structure=_square(1), iterations=reach, mask=allowed | seeds
+    )
+    got = extend(seeds, allowed, reach)
+    assert np.array_equal(got, expected)
+    assert got is not seeds and (got >= seeds).all()

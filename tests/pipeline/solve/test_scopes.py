@@ -130,6 +130,13 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
         assert attrs[CUBE_TOKEN_ATTR] == plan.cube_token
         assert attrs["mask"] == {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1}
         assert attrs["keep_clear"] is keep
+    # A shadow's edge, where it is on, is another cube, and the cube says so.
+    edged = make_plan(
+        _config(tmp_path / "edge", geotiff_series.paths, mask={**mask, "shadow_edge": 1.5})
+    )
+    assert edged.cube_token != plan.cube_token
+    attrs = zarr.open_group(str(open_cube(edged)), mode="r").attrs
+    assert (attrs["mask"]["shadow_edge"], attrs["mask"]["edge_reach"]) == (1.5, 3)
 
 
 def test_the_whiteness_test_reads_the_band_of_shortest_wavelength(

@@ -1,0 +1,95 @@
+"""The ``mask`` section of a run's configuration: the cloud / haze / shadow mask's thresholds and
+what the outputs keep (:class:`cloudcore.MaskRule`, docs/MASK.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from cloudcore.catalog import (
+    MASK_CLOUD,
+    MASK_EDGE_REACH,
+    MASK_GROW,
+    MASK_HAZE,
+    MASK_OFFSET,
+    MASK_RADIUS,
+    MASK_SHADOW,
+    MASK_SHADOW_EDGE,
+    MASK_WHITE,
+)
+from pipeline.config.base import ConfigSection
+
+__all__ = ["MaskConfig"]
+
+
+class MaskConfig(ConfigSection):
+    """The cloud / haze / shadow mask (``mask``): thresholds in units of the scene's anomaly
+    scale σ and the opening radius in pixels (:class:`cloudcore.MaskRule`)."""
+
+    # cloudcore.MaskRule's defaults, from cloudcore.catalog (which imports no numba).
+    cloud: float = Field(default=MASK_CLOUD, gt=0)
+    haze: float = Field(default=MASK_HAZE, gt=0)
+    shadow: float = Field(default=MASK_SHADOW, gt=0)
+    radius: int = Field(default=MASK_RADIUS, ge=0, le=16)
+    # Pixels by which cloud and shadow grow after the opening (their thin rims are not clear).
+    grow: int = Field(default=MASK_GROW, ge=0, le=16)
+    # A shadow's edge: a shadow extends into the pixels next to it darkened by at least this
+    # many σ (below `shadow`: hysteresis), one pixel a step, at most `edge_reach` pixels; a
+    # penumbra belongs to its shadow, an isolated pixel that dark is not a shadow. 0: off.
+    shadow_edge: float = Field(default=MASK_SHADOW_EDGE, ge=0)
+    edge_reach: int = Field(default=MASK_EDGE_REACH, ge=1, le=16)
+    # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
+    # ground elsewhere; where a band did not observe the pixel the output is no data. With
+    # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen;
+    # the default haze threshold equals the cloud's, so there is no haze class to keep).
+    # Both on by default, chosen with the solver by leave-one-site-out (docs/REAL-CLOUDS.md):
+    # a pixel the mask calls clear comes out as observed in every band.
+    keep_clear: bool = True
+    keep_haze: bool = True
+    # With keep_clear: where the ground is written over an observed pixel (cloud, shadow), add
+    # the date's own departure from the ground (season, sun, atmosphere), measured on the
+    # pixels kept as observed and spread over this many pixels (cloudcore.offset); 0: the
+    # ground alone (null, as everywhere, means the default). Chosen by leave-one-site-out with
+    # the rest (docs/REAL-CLOUDS.md). Not applied with solver.method atm (its C is an opacity:
+    # its layers do not add up to the residual).
+    # At most 64 px: each core then reads 208 px around it (cloudcore.offset.offset_margin).
+    offset: float = Field(default=MASK_OFFSET, ge=0, le=64)
+    # Call a brightening cloud or haze only where the band of shortest wavelength brightened by
+    # at least this fraction of the most any band did (cloudcore.masks.Whiteness): clouds are
+    # white, haze bluish, while the ground's own changes (greening, bare soil, harvest) brighten
+    # the long bands. 0: no test. Chosen by leave-one-site-out (docs/REAL-CLOUDS.md).
+    white: float = Field(default=MASK_WHITE, ge=0, le=1)
+    # The band the test reads as the shortest (null: the run's band of shortest centre
+    # wavelength among GF-4's, B2 blue for PMS; the first band if none is known).
+    white_band: str | None = None
+
+    @property
+    def kept_offset(self) -> float | None:
+        """``offset`` where this mask adds one (``keep_clear`` on, ``offset`` > 0), else None;
+        whether the method allows it is :attr:`Config.applied_offset`'s."""
+        return self.offset if self.keep_clear and self.offset > 0 else None
+
+    def rule(self) -> Any:
+        """As a :class:`cloudcore.MaskRule`."""
+        from cloudcore.masks import MaskRule
+
+        return MaskRule(
+            self.cloud,
+            self.haze,
+            self.shadow,
+            self.radius,
+            self.grow,
+            self.white,
+            self.shadow_edge,
+            self.edge_reach,
+        )
+
+    @model_validator(mode="after")
+    def _edge_below_shadow(self) -> MaskConfig:
+        if self.shadow_edge >= self.shadow:
+            raise ValueError(
+                f"mask.shadow_edge {self.shadow_edge:g} must be below mask.shadow "
+                f"{self.shadow:g} (it is the lower threshold a shadow extends into), or 0 (off)"
+            )
+        return self
