@@ -269,7 +269,7 @@ def test_the_demo_series_through_the_api_equals_the_clis_cube(
     from pipeline.cli import main
     from tests.pipeline.runs import write_config
 
-    settings = {"tiling": {"tile_size": 64, "overlap": 16}}
+    settings = {"tiling": {"tile_size": 96, "overlap": 16}}  # 3 × 3 tiles a band
     cli_out = tmp_path / "cli"
     config = {
         "inputs": {"kind": "simulated", "n_dates": 7, "size": 192, "seed": 0},
