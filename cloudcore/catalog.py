@@ -26,6 +26,8 @@ __all__ = [
     "MASK_SHADOW",
     "MASK_SHADOW_EDGE",
     "MASK_WHITE",
+    "MASK_WHITE_CLOUD",
+    "MASK_WHITE_CLOUD_RATIO",
     "METHODS",
     "SCENE_METHODS",
     "SHADOW_LAYER",
@@ -74,11 +76,17 @@ MASK_GROW = 0
 #: most; 0: no test. Chosen by leave-one-site-out in a second stage, given the rest
 #: (:func:`cloudlab.heldout.choose`).
 MASK_WHITE = 0.2
+#: White clouds at a lower threshold (:func:`cloudcore.masks.classify_scores`): a brightening
+#: whose shortest band brightened by at least :data:`MASK_WHITE_CLOUD_RATIO` of the most any band
+#: did (flat, as a cloud's) is cloud from this many σ; 0: off (every cloud needs ``cloud`` σ).
+MASK_WHITE_CLOUD = 0.0
+MASK_WHITE_CLOUD_RATIO = 0.7
 #: A shadow's edge (:func:`cloudcore.masks.classify_scores`): a shadow extends into the pixels
 #: next to it darkened by at least this many σ, one pixel a step, up to
 #: :data:`MASK_EDGE_REACH` pixels from where it reached the shadow threshold; 0: no edges. A
 #: shadow's penumbra and the dimmer parts of it are darkened less than its core. Chosen in a
-#: third stage by leave-one-site-out, given the rest (``benchmarks/shadow_edges.py``).
+#: third stage by leave-one-site-out, given the rest (``benchmarks/mask_stage.py
+#: shadow-edge``): not adopted, off.
 MASK_SHADOW_EDGE = 0.0
 MASK_EDGE_REACH = 3
 

@@ -29,7 +29,9 @@ whereas the ground's own changes brighten the long bands far more than the blue:
 forest greening in the near infrared, bare soil, harvest or drying in the red and SWIR. The
 same premise is behind Fmask's whiteness and HOT tests (Zhu & Woodcock 2012; Zhang, Guindon &
 Cihlar 2002). It needs the bands in units that are roughly comparable (DN fractions of one
-sensor, radiance over a common reference, or reflectance).
+sensor, radiance over a common reference, or reflectance). The same premise, turned round,
+lets a flat brightening be cloud from a lower threshold (``MaskRule.white_cloud``): where the
+shortest band brightened by at least ``white_cloud_ratio`` (0.7) of the most any band did.
 
 Several bands are combined by averaging A/σ and S/σ over the bands first, so one noisy band
 does not decide. An opening by a (2·``radius`` + 1)² square then removes cloud and shadow
@@ -46,7 +48,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from cloudcore._morphology import dilate, extend, opening
 from cloudcore.catalog import (
@@ -58,7 +59,10 @@ from cloudcore.catalog import (
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
     MASK_WHITE,
+    MASK_WHITE_CLOUD,
+    MASK_WHITE_CLOUD_RATIO,
 )
+from cloudcore.mask_scores import BandMean, Whiteness, band_mean
 from cloudcore.result import Decomposition
 
 __all__ = [
@@ -80,6 +84,7 @@ __all__ = [
     "kept_codes",
     "result_scale",
     "sample_entries",
+    "whiteness_tests",
 ]
 
 CLEAR, HAZE, CLOUD, SHADOW, NODATA = 0, 1, 2, 3, 255
@@ -120,6 +125,17 @@ class MaskRule:
     #: are darkened less than its core, and an isolated entry that dark is not a shadow.
     shadow_edge: float = MASK_SHADOW_EDGE
     edge_reach: int = MASK_EDGE_REACH
+    #: White clouds at a lower threshold: a brightening whose shortest band brightened by at
+    #: least ``white_cloud_ratio`` of the most any band did (flat across the bands, as a cloud
+    #: brightens them; the ground's own changes seldom are) is cloud from this many σ, below
+    #: ``cloud``; 0: off.
+    white_cloud: float = MASK_WHITE_CLOUD
+    white_cloud_ratio: float = MASK_WHITE_CLOUD_RATIO
+
+    @property
+    def reads_whiteness(self) -> bool:
+        """Whether the rule reads the bands' whiteness (:class:`Whiteness`)."""
+        return self.white > 0 or self.white_cloud > 0
 
     @property
     def context(self) -> int:
@@ -245,20 +261,44 @@ def classify(
     numpy.ndarray
         ``(dates, rows, cols)`` uint8: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no data.
     """
-    bright = _band_mean(brightening, scales)
-    dark = _band_mean(darkening, scales) if darkening is not None else None
-    white = None
-    if rule.white > 0:
-        if short_band is None and len(brightening) > 1:
-            raise ValueError(
-                f"a rule with white={rule.white:g} needs short_band: which of the "
-                f"{len(brightening)} bands has the shortest wavelength"
-            )
-        whiteness = Whiteness(brightening.shape[1:])
-        for b, band in enumerate(brightening):
-            whiteness.add(band, short=b == (short_band or 0))
-        white = whiteness.passes(rule.white)
-    return classify_scores(bright, dark, observed, rule, white)
+    bright = band_mean(brightening, scales)
+    dark = band_mean(darkening, scales) if darkening is not None else None
+    if not rule.reads_whiteness:
+        return classify_scores(bright, dark, observed, rule)
+    if short_band is None and len(brightening) > 1:
+        raise ValueError(
+            f"a rule with white={rule.white:g} or white_cloud={rule.white_cloud:g} needs "
+            f"short_band: which of the {len(brightening)} bands has the shortest wavelength"
+        )
+    whiteness = Whiteness(brightening.shape[1:])
+    for b, band in enumerate(brightening):
+        whiteness.add(band, short=b == (short_band or 0))
+    white, flat = whiteness_tests(whiteness, rule)
+    return classify_scores(bright, dark, observed, rule, white, flat)
+
+
+def whiteness_tests(
+    whiteness: Whiteness, rule: MaskRule
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The whiteness tests a rule reads (:func:`classify_scores`'s ``white`` and ``flat``):
+    :meth:`Whiteness.passes` of ``rule.white`` where > 0 and of ``rule.white_cloud_ratio``
+    where ``rule.white_cloud`` > 0, else None.
+
+    Parameters
+    ----------
+    whiteness
+        The bands' brightenings, added.
+    rule
+        The mask rule.
+
+    Returns
+    -------
+    tuple
+        ``white``, ``flat``.
+    """
+    white = whiteness.passes(rule.white) if rule.white > 0 else None
+    flat = whiteness.passes(rule.white_cloud_ratio) if rule.white_cloud > 0 else None
+    return white, flat
 
 
 def classify_scores(
@@ -267,12 +307,22 @@ def classify_scores(
     observed: np.ndarray,
     rule: MaskRule = MaskRule(),
     white: np.ndarray | None = None,
+    flat: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`):
     ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
     no shadow class); ``observed``, ``rule`` and the codes returned are :func:`classify`'s.
     ``white`` (:meth:`Whiteness.passes` of ``rule.white``) is where a brightening may be cloud or
-    haze; it is required when ``rule.white`` > 0 and not read otherwise."""
+    haze, required when ``rule.white`` > 0; ``flat`` (of ``rule.white_cloud_ratio``) where it is
+    white enough to be cloud from ``rule.white_cloud`` σ, required when that is > 0
+    (:func:`whiteness_tests` gives both); neither is read otherwise."""
+    if rule.white_cloud > 0:
+        if flat is None:
+            raise ValueError(
+                f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness"
+            )
+        # Before the gate below, which a flat brightening passes anyway (ratio ≥ white).
+        white_cloud = (bright >= rule.white_cloud) & flat
     if rule.white > 0:
         if white is None:
             raise ValueError(f"a rule with white={rule.white:g} needs the bands' whiteness")
@@ -280,6 +330,8 @@ def classify_scores(
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
     codes[bright >= rule.haze] = HAZE
     cloud = bright >= rule.cloud
+    if rule.white_cloud > 0:
+        cloud |= white_cloud
     shadow = (dark >= rule.shadow) & ~cloud if dark is not None else None
     if rule.radius > 0:
         # Within each date; in place, one scratch array for both (cloudcore._morphology).
@@ -299,109 +351,6 @@ def classify_scores(
     codes[cloud] = CLOUD
     codes[~observed] = NODATA
     return codes
-
-
-class BandMean:
-    """The mean over bands of each band's anomaly in units of its σ, summed one band at a time
-    (a mask over many bands holds one band's arrays at once), in float32; 0 where no band has a
-    finite value.
-
-    Parameters
-    ----------
-    shape
-        The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
-    """
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.total = np.zeros(shape, np.float32)
-        self.count = np.zeros(shape, np.uint8)
-
-    def add(self, anomaly: np.ndarray, sigma: float) -> None:
-        """Add one band: its anomaly (NaN where not observed) and its σ (floored at the smallest
-        float32 so that a σ of 0 cannot divide by zero)."""
-        anomaly = np.asarray(anomaly)
-        if anomaly.shape != self.total.shape:
-            raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.total.shape}")
-        scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
-        # One pass in a compiled loop: the float32 quotients and sums of
-        # ``total += where(finite, anomaly, 0).astype(float32) / scale; count += finite``, bit
-        # for bit (tested), without its three temporaries (7 against 18 ms for 7 × 1028²).
-        _add_band(self.total.reshape(-1), self.count.reshape(-1), anomaly.reshape(-1), scale)
-
-    def mean(self) -> np.ndarray:
-        """The mean over the bands added."""
-        return self.total / np.maximum(self.count, 1)
-
-
-@njit(cache=True, nogil=True)
-def _add_band(
-    total: np.ndarray, count: np.ndarray, anomaly: np.ndarray, scale: np.float32
-) -> None:  # pragma: no cover - compiled; tested through BandMean
-    for i in range(total.size):
-        value = anomaly[i]
-        if np.isfinite(value):
-            total[i] += np.float32(value) / scale
-            count[i] += 1
-        else:
-            total[i] += np.float32(0.0)  # as the expression adds its 0 (−0 + 0 is +0)
-
-
-class Whiteness:
-    """Whether each entry's brightening is white or bluish enough to be cloud or haze (module
-    docstring): the shortest band's brightening against the largest of any band's, added one
-    band at a time in the data's units (not in units of σ: the test compares colours, and a
-    band's σ is how noisy it is, not how bright).
-
-    Parameters
-    ----------
-    shape
-        The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
-    """
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.short = np.full(shape, np.nan, np.float32)
-        self.peak = np.full(shape, np.nan, np.float32)
-
-    def add(self, anomaly: np.ndarray, short: bool = False) -> None:
-        """Add one band.
-
-        Parameters
-        ----------
-        anomaly
-            The band's D − L (or C + N), of the shape given; NaN where not observed.
-        short
-            This is the band of shortest wavelength.
-        """
-        anomaly = np.asarray(anomaly, dtype=np.float32)
-        if anomaly.shape != self.peak.shape:
-            raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
-        np.fmax(self.peak, anomaly, out=self.peak)  # NaN only where no band has a value
-        if short:
-            self.short[...] = anomaly
-
-    def passes(self, ratio: float) -> np.ndarray:
-        """Where a brightening may be cloud or haze.
-
-        Parameters
-        ----------
-        ratio
-            The whiteness ratio w (``MaskRule.white``).
-
-        Returns
-        -------
-        numpy.ndarray
-            Booleans: the shortest band brightened by at least ``ratio`` times the largest
-            brightening of any band, or that band has no value (nothing to tell the colour by).
-        """
-        return ~(self.short < np.float32(ratio) * self.peak)
-
-
-def _band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Mean over bands (the first axis) of the finite x[b] / σ[b] (:class:`BandMean`)."""
-    mean = BandMean(x.shape[1:])
-    for band, sigma in zip(x, np.asarray(scales, dtype=np.float64), strict=True):
-        mean.add(band, float(sigma))
-    return mean.mean()
 
 
 def classify_result(

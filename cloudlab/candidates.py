@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cloudcore.catalog import MASK_EDGE_REACH, SHADOW_METHODS
+from cloudcore.catalog import MASK_EDGE_REACH, MASK_WHITE_CLOUD_RATIO, SHADOW_METHODS
 from cloudcore.compose import HAZE_FILLS, HazeFill
 from cloudcore.masks import MaskRule
 
@@ -240,6 +240,7 @@ class PostStep:
     def rule_name(self) -> str:
         """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
         ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
+        than the default's), ``wc3`` with white clouds from 3σ (``wc3@0.8`` with a ratio other
         than the default's)."""
         r = self.rule
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
@@ -249,7 +250,13 @@ class PostStep:
         if r.shadow_edge > 0:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
             edge = f" e{r.shadow_edge:g}{reach}"
-        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}{edge}"
+        flat = ""
+        if r.white_cloud > 0:
+            ratio = (
+                "" if r.white_cloud_ratio == MASK_WHITE_CLOUD_RATIO else f"@{r.white_cloud_ratio:g}"
+            )
+            flat = f" wc{r.white_cloud:g}{ratio}"
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}{edge}{flat}"
 
     @property
     def name(self) -> str:

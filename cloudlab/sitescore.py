@@ -115,7 +115,7 @@ class Solved:
             self.whiteness.add(frames, short=b == short_band)
         self.bright, self.dark = bright.mean(), dark.mean()
 
-        self._passes: dict[float, np.ndarray] = {}  # Whiteness.passes of each ratio, once
+        self._passed: dict[float, np.ndarray] = {}  # Whiteness.passes of each ratio, once
 
     def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
         """The mask of ``rule`` (:func:`~cloudcore.masks.classify_scores`) from this solve's
@@ -136,12 +136,16 @@ class Solved:
             ``(dates, rows, cols)`` or ``(1, rows, cols)`` uint8 codes.
         """
         pick = slice(None) if date is None else slice(date, date + 1)
-        white = None
-        if rule.white > 0:
-            if rule.white not in self._passes:  # ~100 rules of the grid share two ratios
-                self._passes[rule.white] = self.whiteness.passes(rule.white)
-            white = self._passes[rule.white][pick]
-        return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white)
+        white = self._passes(rule.white)[pick] if rule.white > 0 else None
+        flat = self._passes(rule.white_cloud_ratio)[pick] if rule.white_cloud > 0 else None
+        return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white, flat)
+
+    def _passes(self, ratio: float) -> np.ndarray:
+        """:meth:`~cloudcore.masks.Whiteness.passes` of ``ratio``, computed once (the grid's
+        ~100 rules share a few ratios)."""
+        if ratio not in self._passed:
+            self._passed[ratio] = self.whiteness.passes(ratio)
+        return self._passed[ratio]
 
 
 def solve_series(

@@ -107,8 +107,10 @@ class RunPlan:
     @property
     def white_band(self) -> str | None:
         """The band the mask's whiteness test reads as the shortest, by name; None when the
-        test is off (``mask.white: 0``). What the cube's attributes and the Items record."""
-        return self.bands[self.short_band] if self.config.mask.white > 0 else None
+        test is off (``mask.white`` and ``mask.white_cloud`` 0). What the cube's attributes and
+        the Items record."""
+        mask = self.config.mask
+        return self.bands[self.short_band] if mask.white > 0 or mask.white_cloud > 0 else None
 
     def blended_id(self, band: str) -> str:
         """Marker id saying every tile of ``band`` is blended into the cube and durable.
@@ -139,6 +141,8 @@ class RunPlan:
                 "white_band",
                 "shadow_edge",
                 "edge_reach",
+                "white_cloud",
+                "white_cloud_ratio",
             }
         )
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
@@ -151,6 +155,8 @@ class RunPlan:
         # A shadow's edge likewise, where it is on (off by default: earlier cubes resume).
         edge = mask.shadow_edge
         settings += f"shadow_edge={edge:g}x{mask.edge_reach}" if edge > 0 else ""
+        tier = f"white_cloud={mask.white_cloud:g}@{mask.white_cloud_ratio:g}@{self.short_band}"
+        settings += tier if mask.white_cloud > 0 else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])
@@ -293,7 +299,7 @@ def _short_band(config: Config, bands: tuple[str, ...]) -> int:
     mask = config.mask
     index = short_band(bands, mask.white_band)
     guessed = mask.white_band is None and bands[index] not in PMS_BAND_EDGES_UM
-    if mask.white > 0 and guessed and len(bands) > 1:
+    if (mask.white > 0 or mask.white_cloud > 0) and guessed and len(bands) > 1:
         log.warning(
             "mask.white: the bands' wavelengths are unknown, so the whiteness test reads the "
             "first band, %r, as the shortest; set mask.white_band to the bluest band (or "

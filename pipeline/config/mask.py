@@ -17,6 +17,8 @@ from cloudcore.catalog import (
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
     MASK_WHITE,
+    MASK_WHITE_CLOUD,
+    MASK_WHITE_CLOUD_RATIO,
 )
 from pipeline.config.base import ConfigSection
 
@@ -63,6 +65,11 @@ class MaskConfig(ConfigSection):
     # The band the test reads as the shortest (null: the run's band of shortest centre
     # wavelength among GF-4's, B2 blue for PMS; the first band if none is known).
     white_band: str | None = None
+    # White clouds from a lower threshold: a brightening whose shortest band brightened by at
+    # least white_cloud_ratio of the most any band did (flat, as clouds brighten the bands) is
+    # cloud from this many σ (below `cloud`). 0: off.
+    white_cloud: float = Field(default=MASK_WHITE_CLOUD, ge=0)
+    white_cloud_ratio: float = Field(default=MASK_WHITE_CLOUD_RATIO, gt=0, le=1)
 
     @property
     def kept_offset(self) -> float | None:
@@ -83,13 +90,20 @@ class MaskConfig(ConfigSection):
             self.white,
             self.shadow_edge,
             self.edge_reach,
+            self.white_cloud,
+            self.white_cloud_ratio,
         )
 
     @model_validator(mode="after")
-    def _edge_below_shadow(self) -> MaskConfig:
+    def _lower_thresholds_below_their_own(self) -> MaskConfig:
         if self.shadow_edge >= self.shadow:
             raise ValueError(
                 f"mask.shadow_edge {self.shadow_edge:g} must be below mask.shadow "
                 f"{self.shadow:g} (it is the lower threshold a shadow extends into), or 0 (off)"
+            )
+        if self.white_cloud >= self.cloud:
+            raise ValueError(
+                f"mask.white_cloud {self.white_cloud:g} must be below mask.cloud "
+                f"{self.cloud:g} (the lower threshold of white clouds), or 0 (off)"
             )
         return self

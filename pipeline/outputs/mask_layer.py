@@ -290,6 +290,7 @@ class _Scores:
     dark: np.ndarray | None
     observed: np.ndarray
     white: np.ndarray | None  # where a brightening may be cloud (rule.white > 0), else None
+    flat: np.ndarray | None  # where a brightening is white cloud (rule.white_cloud > 0)
 
     @property
     def col_end(self) -> int:
@@ -321,8 +322,8 @@ def _row_codes(
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
             held.append(_scores(arrays, seen, job, scales, window))
         held = [s for s in held if s.col_end > c0]
-        bright, dark, observed, white = _columns(held, c0, c1)
-        codes = classify_scores(bright, dark, observed, job.rule, white)
+        bright, dark, observed, white, flat = _columns(held, c0, c1)
+        codes = classify_scores(bright, dark, observed, job.rule, white, flat)
         context = _context(tile, job)
         inner = _crop(codes, context, Window(r0, c0, r1 - r0, c1 - c0))
         yield tile, context, np.ascontiguousarray(inner)
@@ -359,7 +360,7 @@ def _scored(job: MaskJob) -> list[str]:
 
 def _columns(
     held: Sequence[_Scores], start: int, stop: int
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """The scores over scene columns ``[start, stop)``, from consecutive held ones covering
     them (a copy only where two join)."""
 
@@ -378,6 +379,7 @@ def _columns(
         joined_or_none([None if s.dark is None else cut(s, s.dark) for s in used]),
         joined([cut(s, s.observed) for s in used]),
         joined_or_none([None if s.white is None else cut(s, s.white) for s in used]),
+        joined_or_none([None if s.flat is None else cut(s, s.flat) for s in used]),
     )
 
 
@@ -393,7 +395,7 @@ def _scores(
     are added to the bands' means in units of the band's σ in ``scales``
     (:class:`cloudcore.masks.BandMean`), and with a whiteness test to its
     :class:`cloudcore.masks.Whiteness`, so the task holds one band's layers at once."""
-    from cloudcore.masks import BandMean, Whiteness
+    from cloudcore.masks import BandMean, Whiteness, whiteness_tests
 
     rows, cols = window.slices
     shape = (seen.shape[0], window.height, window.width)
@@ -403,7 +405,7 @@ def _scores(
     dark = BandMean(shape)
     has_shadow = "shadow" in job.layers
     observed = np.zeros(shape, dtype=bool)  # in some band
-    whiteness = Whiteness(shape) if job.rule.white > 0 else None
+    whiteness = Whiteness(shape) if job.rule.reads_whiteness else None
     for b, sigma in enumerate(scales):
         observed_b = np.asarray(seen[:, b, rows, cols]) == 1
         observed |= observed_b
@@ -421,8 +423,8 @@ def _scores(
         else:
             shadow = np.negative(anomaly, out=anomaly)
         dark.add(shadow, sigma)
-    white = whiteness.passes(job.rule.white) if whiteness is not None else None
-    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white)
+    white, flat = whiteness_tests(whiteness, job.rule) if whiteness is not None else (None, None)
+    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat)
 
 
 def _offset(

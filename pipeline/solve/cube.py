@@ -91,12 +91,14 @@ def _mask_attrs(config: Any, white_band: str | None) -> dict[str, Any]:
     ``offset`` and ``white`` came (``grow`` only when set, ``offset`` only when applied,
     :attr:`pipeline.config.Config.applied_offset`, ``white`` with the band it read as the
     shortest, :attr:`pipeline.plan.RunPlan.white_band`, only when on; ``shadow_edge`` and
-    ``edge_reach`` only when on; ``keep_haze`` in an attribute of its own)."""
+    ``edge_reach``, ``white_cloud`` and its ratio only when on; ``keep_haze`` in an attribute
+    of its own)."""
     mask = config.mask
     exclude = {"keep_clear", "keep_haze", "white_band"} | (set() if mask.grow else {"grow"})
     exclude |= set() if config.applied_offset is not None else {"offset"}
     exclude |= set() if white_band is not None else {"white"}
     exclude |= set() if mask.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
+    exclude |= set() if mask.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
     attrs = dict(mask.model_dump(mode="json", exclude=exclude))
     return attrs | ({"white_band": white_band} if white_band is not None else {})
 

@@ -1,0 +1,181 @@
+"""A mask setting chosen held out, in a third stage of the default's choice.
+
+The held-out benchmark (``python -m cloudlab heldout --out DIR``) chooses each fold's candidate
+(solve, mask rule, composition) in two stages; its ``heldout-capped.csv`` lists, for each site,
+the candidate chosen on the other sites with its ground capped, and ``default.json`` the
+pipeline's default (chosen on all of them). This script adds one stage, as the whiteness test
+was added: each of those candidates is scored with each variant of one setting (:data:`SETTINGS`)
+on every site, with the benchmark's own pairs, protocols and scores
+(:func:`cloudlab.heldout.score_site`). Each fold takes the variant of least mean loss
+(:func:`cloudlab.heldout.loss`) on the sites it was chosen on (the candidate as it was on a
+tie) and is scored on the site left out; the pipeline's default takes the variant of least mean
+loss on all sites.
+
+The settings (docs/REAL-CLOUDS.md):
+
+* ``shadow-edge``: a shadow extends into the pixels next to it darkened by at least 1.5σ or 2σ,
+  up to ``edge_reach`` pixels (``mask.shadow_edge``), or not;
+* ``white-clouds``: a flat brightening (shortest band ≥ 0.7 of the largest) is cloud from 3σ
+  (``mask.white_cloud``), with the candidate's whiteness test or a stricter one (0.25, 0.3), or
+  neither.
+
+Printed: the held-out table with the folds' variants beside the same folds' choices without one
+(which reproduces the run's ``heldout-capped.csv``: checked), and each fold's mean loss per
+variant.
+
+Usage::
+
+    python -m cloudlab heldout --out runs/heldout                                # about 20 min
+    python benchmarks/mask_stage.py shadow-edge --heldout runs/heldout           # seconds
+    python benchmarks/mask_stage.py white-clouds --heldout runs/heldout
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cloudlab.candidates import FLOORED_SOLVES, SHADOW_SOLVES, SOLVES, PostStep, post_steps
+from cloudlab.heldout import held_out, loss, pooled, score_site
+
+#: The shadow edges offered, in σ (0: none, first: it is kept on a tie). They bracket what an
+#: in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md, "A shadow's edge").
+EDGES = (0.0, 1.5, 2.0)
+
+#: White clouds: the lower threshold (σ) and the whiteness tests offered with it (the
+#: candidate's own, then stricter ones), from an in-sample look at the five sites (2026-11-28,
+#: docs/REAL-CLOUDS.md, "White clouds").
+WHITE_CLOUD = 3.0
+WHITE_GATES = (0.25, 0.3)
+
+
+def edges_of(step: PostStep) -> list[PostStep]:
+    """``step`` with each edge of :data:`EDGES` its rule admits (below its shadow threshold)."""
+    return [_with_rule(step, shadow_edge=e) for e in EDGES if e < step.rule.shadow]
+
+
+def white_clouds_of(step: PostStep) -> list[PostStep]:
+    """``step`` as it is, then with white clouds from :data:`WHITE_CLOUD` σ and its own
+    whiteness test or each of :data:`WHITE_GATES`."""
+    gates = dict.fromkeys((step.rule.white, *WHITE_GATES))
+    return [step] + [_with_rule(step, white_cloud=WHITE_CLOUD, white=g) for g in gates]
+
+
+def _with_rule(step: PostStep, **change: Any) -> PostStep:
+    return dataclasses.replace(step, rule=dataclasses.replace(step.rule, **change))
+
+
+#: The settings a stage can choose, by name: each gives a candidate's post-step its variants,
+#: the candidate's own first.
+SETTINGS = {"shadow-edge": edges_of, "white-clouds": white_clouds_of}
+
+#: The columns printed, as the benchmark's report names them.
+COLUMNS = {
+    "pred_drop": "r dropped",
+    "temporal-median_drop": "median",
+    "fid": "fidelity r",
+    "f1_cloud+haze": "F1 cloud+haze",
+    "f1_shadow": "F1 shadow",
+}
+
+
+def _read_picks(heldout: Path) -> tuple[dict[str, str], str]:
+    """Each site's capped fold choice and the pipeline's default, from a held-out run."""
+    table = heldout / "heldout-capped.csv"
+    if not table.is_file():
+        raise SystemExit(
+            f"{table}: not found; run `python -m cloudlab heldout --out {heldout}` first"
+        )
+    capped = pd.read_csv(table)
+    default = json.loads((heldout / "default.json").read_text())["pipeline_default"]
+    return dict(zip(capped.site, capped.chosen, strict=True)), str(default)
+
+
+def _label(solve: str, step: PostStep) -> str:
+    return f"{solve} | {step.name}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("setting", choices=sorted(SETTINGS), help="the setting chosen")
+    parser.add_argument("--heldout", type=Path, required=True, help="a held-out run's folder")
+    parser.add_argument("--out", type=Path, default=None, help="write the tables here (CSV)")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    picks, default = _read_picks(args.heldout)
+    names = list(picks)
+    every_solve = {s.name: s for s in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES}
+    every_step = {s.name: s for s in post_steps()}
+    chosen = [*picks.values(), default]
+    solves = tuple(dict.fromkeys(every_solve[c.split(" | ")[0]] for c in chosen))
+    variants_of = SETTINGS[args.setting]
+    variants = {c: variants_of(every_step[c.split(" | ")[1]]) for c in chosen}
+    steps = list(dict.fromkeys(v for vs in variants.values() for v in vs))
+
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        count = len(names)
+        results = list(
+            pool.map(
+                score_site,
+                names,
+                [4] * count,
+                [0] * count,
+                [solves] * count,
+                ["median"] * count,
+                [steps] * count,
+            )
+        )
+    scores = pooled(pd.DataFrame([r for res in results for r in res[0]]))
+    masks = pd.DataFrame([r for res in results for r in res[1]])
+
+    def best(candidate: str, sites: list[str]) -> tuple[str, dict[str, float]]:
+        """The variant of least mean loss on ``sites`` (the first on a tie), and each one's."""
+        solve = candidate.split(" | ")[0]
+        options = [_label(solve, v) for v in variants[candidate]]
+        means = loss(scores, sites).loc[options].mean(axis=1)
+        pairs = zip(variants[candidate], options, strict=True)
+        by_variant = {v.rule_name: float(means[o]) for v, o in pairs}
+        return options[int(np.argmin(means.to_numpy()))], by_variant
+
+    folds = {}
+    print("Each fold's mean loss on the sites it was chosen on, by mask rule:\n")
+    for site, pick in picks.items():
+        folds[site], by_variant = best(pick, [s for s in names if s != site])
+        print(f"- {site}: " + ", ".join(f"{r}: {v:.4f}" for r, v in by_variant.items()))
+    pipeline_default, by_variant = best(default, names)
+    print("- all sites: " + ", ".join(f"{r}: {v:.4f}" for r, v in by_variant.items()))
+    print(f"\nThe pipeline's default with the stage: {pipeline_default}\n")
+
+    without = held_out(scores, masks, names, picks=picks)
+    staged = held_out(scores, masks, names, picks=folds)
+    reference = pd.read_csv(args.heldout / "heldout-capped.csv").set_index("site")
+    for column in COLUMNS:  # the same folds as chosen are the run's own table
+        np.testing.assert_allclose(
+            without.set_index("site")[column], reference[column], rtol=1e-9, atol=1e-12
+        )
+    header = " | ".join(f"{label}, with (without)" for label in COLUMNS.values())
+    print(f"| site (left out) | chosen on the other sites | {header} |")
+    print("|---" * (len(COLUMNS) + 2) + "|")
+    for (_, a), (_, b) in zip(staged.iterrows(), without.iterrows(), strict=True):
+        cells = " | ".join(f"{a[c]:.3f} ({b[c]:.3f})" for c in COLUMNS)
+        print(f"| {a.site} | {a.chosen} | {cells} |")
+    means = " | ".join(f"{staged[c].mean():.3f} ({without[c].mean():.3f})" for c in COLUMNS)
+    print(f"| mean | | {means} |")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        staged.to_csv(args.out / f"heldout-{args.setting}.csv", index=False)
+        without.to_csv(args.out / "heldout-capped.csv", index=False)
+        summary = {"pipeline_default": pipeline_default, "loss": by_variant}
+        (args.out / f"default-{args.setting}.json").write_text(json.dumps(summary) + "\n")
+
+
+if __name__ == "__main__":
+    main()

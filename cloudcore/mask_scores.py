@@ -1,0 +1,116 @@
+"""The mask's per-entry scores, added one band at a time: the bands' mean anomaly in units of σ
+(:class:`BandMean`) and how white a brightening is (:class:`Whiteness`).
+
+A mask over many bands holds one band's arrays at once (the pipeline's mask pass reads one
+band's layers at a time); these accumulate what :func:`cloudcore.masks.classify_scores` reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["BandMean", "Whiteness", "band_mean"]
+
+
+class BandMean:
+    """The mean over bands of each band's anomaly in units of its σ, summed one band at a time
+    (a mask over many bands holds one band's arrays at once), in float32; 0 where no band has a
+    finite value.
+
+    Parameters
+    ----------
+    shape
+        The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.total = np.zeros(shape, np.float32)
+        self.count = np.zeros(shape, np.uint8)
+
+    def add(self, anomaly: np.ndarray, sigma: float) -> None:
+        """Add one band: its anomaly (NaN where not observed) and its σ (floored at the smallest
+        float32 so that a σ of 0 cannot divide by zero)."""
+        anomaly = np.asarray(anomaly)
+        if anomaly.shape != self.total.shape:
+            raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.total.shape}")
+        scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
+        # One pass in a compiled loop: the float32 quotients and sums of
+        # ``total += where(finite, anomaly, 0).astype(float32) / scale; count += finite``, bit
+        # for bit (tested), without its three temporaries (7 against 18 ms for 7 × 1028²).
+        _add_band(self.total.reshape(-1), self.count.reshape(-1), anomaly.reshape(-1), scale)
+
+    def mean(self) -> np.ndarray:
+        """The mean over the bands added."""
+        return self.total / np.maximum(self.count, 1)
+
+
+@njit(cache=True, nogil=True)
+def _add_band(
+    total: np.ndarray, count: np.ndarray, anomaly: np.ndarray, scale: np.float32
+) -> None:  # pragma: no cover - compiled; tested through BandMean
+    for i in range(total.size):
+        value = anomaly[i]
+        if np.isfinite(value):
+            total[i] += np.float32(value) / scale
+            count[i] += 1
+        else:
+            total[i] += np.float32(0.0)  # as the expression adds its 0 (−0 + 0 is +0)
+
+
+class Whiteness:
+    """Whether each entry's brightening is white or bluish enough to be cloud or haze
+    (:mod:`cloudcore.masks`): the shortest band's brightening against the largest of any
+    band's, added one band at a time in the data's units (not in units of σ: the test compares
+    colours, and a band's σ is how noisy it is, not how bright).
+
+    Parameters
+    ----------
+    shape
+        The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.short = np.full(shape, np.nan, np.float32)
+        self.peak = np.full(shape, np.nan, np.float32)
+
+    def add(self, anomaly: np.ndarray, short: bool = False) -> None:
+        """Add one band.
+
+        Parameters
+        ----------
+        anomaly
+            The band's D − L (or C + N), of the shape given; NaN where not observed.
+        short
+            This is the band of shortest wavelength.
+        """
+        anomaly = np.asarray(anomaly, dtype=np.float32)
+        if anomaly.shape != self.peak.shape:
+            raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
+        np.fmax(self.peak, anomaly, out=self.peak)  # NaN only where no band has a value
+        if short:
+            self.short[...] = anomaly
+
+    def passes(self, ratio: float) -> np.ndarray:
+        """Where a brightening may be cloud or haze.
+
+        Parameters
+        ----------
+        ratio
+            The whiteness ratio w (``MaskRule.white``).
+
+        Returns
+        -------
+        numpy.ndarray
+            Booleans: the shortest band brightened by at least ``ratio`` times the largest
+            brightening of any band, or that band has no value (nothing to tell the colour by).
+        """
+        return ~(self.short < np.float32(ratio) * self.peak)
+
+
+def band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Mean over bands (the first axis) of the finite x[b] / σ[b] (:class:`BandMean`)."""
+    mean = BandMean(x.shape[1:])
+    for band, sigma in zip(x, np.asarray(scales, dtype=np.float64), strict=True):
+        mean.add(band, float(sigma))
+    return mean.mean()
