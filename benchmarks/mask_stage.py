@@ -17,7 +17,8 @@ The settings (docs/REAL-CLOUDS.md):
   up to ``edge_reach`` pixels (``mask.shadow_edge``), or not;
 * ``white-clouds``: a flat brightening (shortest band ≥ 0.7 of the largest) is cloud from 3σ
   (``mask.white_cloud``), with the candidate's whiteness test or a stricter one (0.25, 0.3), or
-  neither.
+  neither (:func:`cloudlab.candidates.white_clouds_of`). Adopted: ``python -m cloudlab heldout``
+  now chooses it itself, as its third stage; this script reproduces the run that adopted it.
 
 Printed: the held-out table with the folds' variants beside the same folds' choices without one
 (which reproduces the run's ``heldout-capped.csv``: checked), and each fold's mean loss per
@@ -42,30 +43,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudlab.candidates import FLOORED_SOLVES, SHADOW_SOLVES, SOLVES, PostStep, post_steps
+from cloudlab.candidates import (
+    FLOORED_SOLVES,
+    SHADOW_SOLVES,
+    SOLVES,
+    PostStep,
+    post_steps,
+    white_clouds_of,
+)
 from cloudlab.heldout import held_out, loss, pooled, score_site
 
 #: The shadow edges offered, in σ (0: none, first: it is kept on a tie). They bracket what an
 #: in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md, "A shadow's edge").
 EDGES = (0.0, 1.5, 2.0)
 
-#: White clouds: the lower threshold (σ) and the whiteness tests offered with it (the
-#: candidate's own, then stricter ones), from an in-sample look at the five sites (2026-11-28,
-#: docs/REAL-CLOUDS.md, "White clouds").
-WHITE_CLOUD = 3.0
-WHITE_GATES = (0.25, 0.3)
-
 
 def edges_of(step: PostStep) -> list[PostStep]:
     """``step`` with each edge of :data:`EDGES` its rule admits (below its shadow threshold)."""
     return [_with_rule(step, shadow_edge=e) for e in EDGES if e < step.rule.shadow]
-
-
-def white_clouds_of(step: PostStep) -> list[PostStep]:
-    """``step`` as it is, then with white clouds from :data:`WHITE_CLOUD` σ and its own
-    whiteness test or each of :data:`WHITE_GATES`."""
-    gates = dict.fromkeys((step.rule.white, *WHITE_GATES))
-    return [step] + [_with_rule(step, white_cloud=WHITE_CLOUD, white=g) for g in gates]
 
 
 def _with_rule(step: PostStep, **change: Any) -> PostStep:

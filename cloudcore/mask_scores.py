@@ -73,6 +73,7 @@ class Whiteness:
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.short = np.full(shape, np.nan, np.float32)
         self.peak = np.full(shape, np.nan, np.float32)
+        self.bands = np.zeros(shape, np.uint8)  # bands with a value, for :meth:`flat`
 
     def add(self, anomaly: np.ndarray, short: bool = False) -> None:
         """Add one band.
@@ -88,6 +89,7 @@ class Whiteness:
         if anomaly.shape != self.peak.shape:
             raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
         np.fmax(self.peak, anomaly, out=self.peak)  # NaN only where no band has a value
+        self.bands += np.isfinite(anomaly)
         if short:
             self.short[...] = anomaly
 
@@ -106,6 +108,23 @@ class Whiteness:
             brightening of any band, or that band has no value (nothing to tell the colour by).
         """
         return ~(self.short < np.float32(ratio) * self.peak)
+
+    def flat(self, ratio: float) -> np.ndarray:
+        """Where a brightening is flat across the bands, as a cloud's: the shortest band
+        brightened by at least ``ratio`` times the largest brightening of any band, and at least
+        one other band has a value (one band alone has no colour to tell by).
+
+        Parameters
+        ----------
+        ratio
+            ``MaskRule.white_cloud_ratio``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Booleans (False where the shortest band has no value, unlike :meth:`passes`).
+        """
+        return (self.short >= np.float32(ratio) * self.peak) & (self.bands >= 2)
 
 
 def band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:

@@ -281,8 +281,8 @@ def whiteness_tests(
     whiteness: Whiteness, rule: MaskRule
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The whiteness tests a rule reads (:func:`classify_scores`'s ``white`` and ``flat``):
-    :meth:`Whiteness.passes` of ``rule.white`` where > 0 and of ``rule.white_cloud_ratio``
-    where ``rule.white_cloud`` > 0, else None.
+    :meth:`Whiteness.passes` of ``rule.white`` where > 0 and :meth:`Whiteness.flat` of
+    ``rule.white_cloud_ratio`` where ``rule.white_cloud`` > 0, else None.
 
     Parameters
     ----------
@@ -297,7 +297,7 @@ def whiteness_tests(
         ``white``, ``flat``.
     """
     white = whiteness.passes(rule.white) if rule.white > 0 else None
-    flat = whiteness.passes(rule.white_cloud_ratio) if rule.white_cloud > 0 else None
+    flat = whiteness.flat(rule.white_cloud_ratio) if rule.white_cloud > 0 else None
     return white, flat
 
 
@@ -313,7 +313,8 @@ def classify_scores(
     ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
     no shadow class); ``observed``, ``rule`` and the codes returned are :func:`classify`'s.
     ``white`` (:meth:`Whiteness.passes` of ``rule.white``) is where a brightening may be cloud or
-    haze, required when ``rule.white`` > 0; ``flat`` (of ``rule.white_cloud_ratio``) where it is
+    haze, required when ``rule.white`` > 0; ``flat`` (:meth:`Whiteness.flat` of
+    ``rule.white_cloud_ratio``) where it is
     white enough to be cloud from ``rule.white_cloud`` σ, required when that is > 0
     (:func:`whiteness_tests` gives both); neither is read otherwise."""
     if rule.white_cloud > 0:

@@ -30,6 +30,8 @@ with the haze written by one of :data:`cloudcore.compose.HAZE_FILLS`, and the da
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -49,11 +51,15 @@ __all__ = [
     "SHADOW_SOLVES",
     "SHADOW_WEIGHTS",
     "SOLVES",
+    "WHITE_CLOUD",
+    "WHITE_CLOUD_GATES",
     "WHITE_RATIOS",
     "PostStep",
     "SolveSpec",
     "ground_suffix",
     "post_steps",
+    "step_named",
+    "white_clouds_of",
     "without_ground_suffix",
 ]
 
@@ -193,7 +199,7 @@ SHADOW_SOLVES: tuple[SolveSpec, ...] = tuple(
 
 #: The mask whose non-clear entries the ``+joint`` re-solve leaves out: generous (a missed cloud
 #: left in would pull the ground up; a clear entry left out costs little).
-JOINT_RULE = MaskRule(cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1, white=0.0)
+JOINT_RULE = MaskRule(cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1, white=0.0, white_cloud=0.0)
 
 
 #: The offsets tried (:attr:`PostStep.offset`): none, and the date's departure from the ground
@@ -205,6 +211,13 @@ OFFSET_SCALES: tuple[float | None, ...] = (None, 8.0, 24.0)
 #: 0.2 or 0.4 of the most any band did. Chosen in a second stage, given the rest of the
 #: candidate (:func:`cloudlab.heldout.choose`).
 WHITE_RATIOS = (0.0, 0.2, 0.4)
+
+#: White clouds (``mask.white_cloud``: a flat brightening is cloud from this many σ) and the
+#: whiteness tests offered with them, besides the candidate's own: a third stage of the choice,
+#: given the rest (:func:`cloudlab.heldout.choose`); from an in-sample look at the five sites
+#: (docs/REAL-CLOUDS.md, "White clouds").
+WHITE_CLOUD = 3.0
+WHITE_CLOUD_GATES = (0.25, 0.3)
 
 #: A shadow threshold that no anomaly reaches: the rule has no shadow class.
 NO_SHADOW = 1e9
@@ -282,9 +295,60 @@ def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
             radius=radius,
             grow=grow,
             white=white,
+            white_cloud=0.0,  # offered in the third stage (white_clouds_of)
         )
         fills: tuple[HazeFill, ...] = ("ground",) if haze is None else HAZE_FILLS
         steps += [PostStep(rule, True, fill, offset) for fill in fills for offset in OFFSET_SCALES]
     # keep_clear off: the rule does not change the output; one per solve is enough to score it.
     steps.append(PostStep(MaskRule(), False))
     return steps
+
+
+def white_clouds_of(step: PostStep) -> list[PostStep]:
+    """The third stage's variants of a post-step: as it is, then with white clouds from
+    :data:`WHITE_CLOUD` σ and its own whiteness test or each of :data:`WHITE_CLOUD_GATES`
+    (keep_clear off: only as it is, the mask does not change the output).
+
+    Parameters
+    ----------
+    step
+        A post-step of the grid.
+
+    Returns
+    -------
+    list of PostStep
+        ``step`` first.
+    """
+    if not step.keep_clear:
+        return [step]
+    gates = dict.fromkeys((step.rule.white, *WHITE_CLOUD_GATES))
+    return [step] + [
+        dataclasses.replace(
+            step, rule=dataclasses.replace(step.rule, white_cloud=WHITE_CLOUD, white=gate)
+        )
+        for gate in gates
+    ]
+
+
+def step_named(name: str) -> PostStep:
+    """The post-step of the grid (:func:`post_steps`) labelled ``name``, or one of its white
+    clouds (:func:`white_clouds_of`).
+
+    Parameters
+    ----------
+    name
+        A :attr:`PostStep.name`.
+
+    Returns
+    -------
+    PostStep
+    """
+    steps = _steps_by_name()
+    if name not in steps:
+        raise KeyError(f"no post-step of the grid is labelled {name!r}")
+    return steps[name]
+
+
+@functools.cache
+def _steps_by_name() -> dict[str, PostStep]:
+    return {v.name: v for step in post_steps() for v in white_clouds_of(step)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ from cloudlab.candidates import (
     SolveSpec,
     ground_suffix,
     post_steps,
+    step_named,
+    white_clouds_of,
     without_ground_suffix,
 )
 from cloudlab.heldout_report import FlooredTable, write_report
@@ -172,24 +175,64 @@ def choose(
     solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in two stages: among the candidates without the mask's
-    whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate with
-    each whiteness ratio scored, the one of least mean loss (no test on a tie).
+    """The candidate chosen on ``sites``, in three stages: among the candidates without the
+    mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
+    with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
+    one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
+    the one of least mean loss (as it is on a tie).
 
-    The test is one step added to a default chosen without it: offered in the same grid as
+    Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
-    test then removed their false clouds) and did worse held out (docs/REAL-CLOUDS.md)."""
-    plain = scores[scores.step.map(white_of) == 0.0]
+    whiteness test then removed their false clouds) and did worse held out
+    (docs/REAL-CLOUDS.md)."""
+    plain = scores[(scores.step.map(white_of) == 0.0) & ~scores.step.map(_has_white_clouds)]
     best, info = least_loss(plain, sites, solves, masks)
     table = loss(scores, sites).dropna()
-    variants = [
-        c for c in dict.fromkeys(with_white(best, w) for w in WHITE_RATIOS) if c in table.index
-    ]
-    if len(variants) > 1:
-        means = table.loc[variants].mean(axis=1)
-        info["white"] = {f"{white_of(c.split(' | ')[1]):g}": float(means[c]) for c in variants}
-        best = str(means.idxmin())  # the first of equal losses: the ratios are in rising order
+    whites = [with_white(best, w) for w in WHITE_RATIOS]
+    best, info["white"] = _least_of(table, whites, lambda c: f"{white_of(c.split(' | ')[1]):g}")
+    best, info["white_clouds"] = _least_of(
+        table, white_cloud_variants(best), lambda c: c.split(" | ")[1]
+    )
     return best, info
+
+
+def _least_of(
+    table: pd.DataFrame, options: list[str], label: Callable[[str], str]
+) -> tuple[str, dict[str, float]]:
+    """Of the ``options`` scored in ``table`` (:func:`loss`), the one of least mean loss, the
+    first of equal ones (the first option alone where the others are not scored), and each
+    one's mean loss by ``label`` (empty with one option)."""
+    scored = [c for c in dict.fromkeys(options) if c in table.index]
+    if len(scored) < 2:
+        return options[0], {}
+    means = table.loc[scored].mean(axis=1)
+    return str(means.idxmin()), {label(c): float(means[c]) for c in scored}
+
+
+def white_cloud_variants(candidate: str) -> list[str]:
+    """A candidate as it is, then with each of its white clouds
+    (:func:`cloudlab.candidates.white_clouds_of`).
+
+    Parameters
+    ----------
+    candidate
+        ``solve | step``, as :func:`loss` indexes them.
+
+    Returns
+    -------
+    list of str
+        ``candidate`` first.
+    """
+    solve, step = candidate.split(" | ")
+    try:
+        steps = white_clouds_of(step_named(step))
+    except KeyError:  # not a step of the grid: nothing to vary
+        return [candidate]
+    return [f"{solve} | {v.name}" for v in steps]
+
+
+def _has_white_clouds(step: str) -> bool:
+    return any(part.startswith("wc") for part in str(step).split(" "))
 
 
 def white_of(step: str) -> float:
@@ -428,13 +471,56 @@ def run_heldout(
         count = len(names)
         args = [pairs] * count, [0] * count, [solves] * count, [scale_statistic] * count
         results = list(pool.map(score_site, names, *args))
-    rows = pd.DataFrame([r for res in results for r in res[0]])
+        rows = pd.DataFrame([r for res in results for r in res[0]])
+        masks = pd.DataFrame([r for res in results for r in res[1]])
+        # The third stage's variants, of the candidates the first two chose (choose).
+        stage_solves, stage_steps = third_stage(pooled(rows), masks, names, solves)
+        args = [pairs] * count, [0] * count, [stage_solves] * count, [scale_statistic] * count
+        staged = list(pool.map(score_site, names, *args, [stage_steps] * count))
+    extra = pd.DataFrame([r for res in staged for r in res[0]])
+    if not extra.empty:  # not the baselines again
+        rows = pd.concat([rows, extra[extra.step.isin({s.name for s in stage_steps})]])
+        masks = pd.concat([masks, pd.DataFrame([r for res in staged for r in res[1]])])
     pooled(rows).to_csv(out / "scores.csv", index=False)
-    pd.DataFrame([r for res in results for r in res[1]]).to_csv(out / "masks.csv", index=False)
+    masks.to_csv(out / "masks.csv", index=False)
     pd.DataFrame([res[2] for res in results]).to_csv(out / "sites.csv", index=False)
     # The solves' growth of μ, which no table shows: a run with --rho is told apart by it.
     (out / "settings.json").write_text(json.dumps({"rho": PAPER_RHO if rho is None else rho}))
     return summarise(out, seconds=time.perf_counter() - started)
+
+
+def third_stage(
+    scores: pd.DataFrame,
+    masks: pd.DataFrame,
+    sites: list[str],
+    solves: tuple[SolveSpec, ...],
+) -> tuple[tuple[SolveSpec, ...], list[PostStep]]:
+    """What the third stage of :func:`choose` needs scored beyond the grid: the white clouds
+    (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the choice on
+    all ``sites``, on every solve of ``solves`` that shares a chosen solve's method and λ (its
+    ground capped, floored or not: the held-out tables score each way).
+
+    Parameters
+    ----------
+    scores, masks
+        The grid's pooled scores (:func:`pooled`) and mask counts.
+    sites
+        The sites.
+    solves
+        The solves scored.
+
+    Returns
+    -------
+    tuple
+        The solves and the post-steps to score.
+    """
+    if scores.empty:
+        return (), []
+    picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
+    bases = {without_ground_suffix(c.split(" | ")[0]) for c in picks}
+    chosen = tuple(s for s in solves if without_ground_suffix(s.name) in bases)
+    steps = [v for c in picks for v in white_clouds_of(step_named(c.split(" | ")[1]))[1:]]
+    return chosen, list(dict.fromkeys(steps))
 
 
 def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:

@@ -99,7 +99,8 @@ def write_report(
         _means(held),
         "",
         f"**Chosen on all sites:** `{summary['default']}` (least loss without the "
-        f"whiteness test: `{summary['best']}`; {_white_losses(summary)}). **The pipeline's "
+        f"whiteness test: `{summary['best']}`; {_white_losses(summary)}; "
+        f"{_white_cloud_losses(summary)}). **The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",
         "",
@@ -205,6 +206,16 @@ def _held(table: pd.DataFrame) -> pd.DataFrame:
         "f1_shadow": "F1 shadow",
     }
     return held[list(cols)].rename(columns=cols)
+
+
+def _white_cloud_losses(summary: dict[str, Any]) -> str:
+    """The third stage's mean loss of each white-cloud variant, as the report words it."""
+    variants = summary.get("white_clouds") or {}
+    if not variants:
+        return "no white clouds scored"
+    return "mean loss with white clouds: " + ", ".join(
+        f"`{step}` {v:.3f}" for step, v in variants.items()
+    )
 
 
 def _white_losses(summary: dict[str, Any]) -> str:

@@ -116,6 +116,7 @@ class Solved:
         self.bright, self.dark = bright.mean(), dark.mean()
 
         self._passed: dict[float, np.ndarray] = {}  # Whiteness.passes of each ratio, once
+        self._flats: dict[float, np.ndarray] = {}  # Whiteness.flat likewise
 
     def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
         """The mask of ``rule`` (:func:`~cloudcore.masks.classify_scores`) from this solve's
@@ -137,8 +138,14 @@ class Solved:
         """
         pick = slice(None) if date is None else slice(date, date + 1)
         white = self._passes(rule.white)[pick] if rule.white > 0 else None
-        flat = self._passes(rule.white_cloud_ratio)[pick] if rule.white_cloud > 0 else None
+        flat = self._flat(rule.white_cloud_ratio)[pick] if rule.white_cloud > 0 else None
         return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white, flat)
+
+    def _flat(self, ratio: float) -> np.ndarray:
+        """:meth:`~cloudcore.masks.Whiteness.flat` of ``ratio``, computed once."""
+        if ratio not in self._flats:
+            self._flats[ratio] = self.whiteness.flat(ratio)
+        return self._flats[ratio]
 
     def _passes(self, ratio: float) -> np.ndarray:
         """:meth:`~cloudcore.masks.Whiteness.passes` of ``ratio``, computed once (the grid's

@@ -303,7 +303,7 @@ def _short_band(config: Config, bands: tuple[str, ...]) -> int:
         log.warning(
             "mask.white: the bands' wavelengths are unknown, so the whiteness test reads the "
             "first band, %r, as the shortest; set mask.white_band to the bluest band (or "
-            "mask.white: 0)",
+            "mask.white: 0 and mask.white_cloud: 0)",
             bands[index],
         )
     return index

@@ -20,6 +20,7 @@ from cloudcore.masks import (
     classify,
     classify_scores,
     result_scale,
+    whiteness_tests,
 )
 
 
@@ -55,7 +56,7 @@ def test_the_quartile_scale_holds_where_shadows_are_most_of_what_lies_below() ->
 
 
 def test_classes_by_threshold_with_bands_averaged_and_specks_opened() -> None:
-    rule = MaskRule(cloud=8, haze=4, shadow=8, radius=1, white=0.0)  # thresholds alone
+    rule = MaskRule(cloud=8, haze=4, shadow=8, radius=1, white=0.0, white_cloud=0.0)  # alone
     bright = np.zeros((2, 1, 9, 9))
     bright[:, 0, 1:5, 1:5] = 10.0  # a 4 × 4 cloud in both bands
     bright[0, 0, 6:9, 6:9] = 10.0  # one band only: mean 5 → haze
@@ -99,8 +100,9 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
         sums[0].add(bright[b], sigma)
         sums[1].add(dark[b], sigma)
         white.add(bright[b], short=b == 0)
-    streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule, white.passes(0.2))
-    assert rule.white == 0.2 and np.array_equal(streamed, whole)
+    tests = whiteness_tests(white, rule)
+    streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule, *tests)
+    assert rule.white == 0.25 and rule.white_cloud == 3 and np.array_equal(streamed, whole)
     assert len(np.unique(whole)) == 5  # every class occurs: the comparison means something
 
 
@@ -162,7 +164,7 @@ def test_grow_widens_cloud_and_shadow_by_its_radius_within_observed_entries() ->
     dark[0, 5:8, 5:8] = 10.0  # a 3 × 3 shadow touching the cloud's corner
     observed = np.ones((1, 9, 9), bool)
     observed[0, 0, :] = False
-    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, grow=0, white=0.0)
+    rule = cloudcore.MaskRule(cloud=6, haze=4, shadow=3, radius=1, white=0.0, white_cloud=0.0)
     plain = cloudcore.classify_scores(bright, dark, observed, rule)
     grown = cloudcore.classify_scores(bright, dark, observed, replace(rule, grow=1))
     assert (plain == CLOUD).sum() == 9 and (plain == SHADOW).sum() == 9
@@ -185,7 +187,7 @@ def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
     bright[0, 3, 0] = 8.0  # a cloud under the shadow
     dark[0, 3, 1] = 2.0  # an edge pixel diagonal to the shadow
     observed = np.ones(dark.shape, bool)
-    rule = MaskRule(cloud=6, haze=6, shadow=3, white=0.0, shadow_edge=1.5, edge_reach=3)
+    rule = MaskRule(cloud=6, shadow=3, white=0, white_cloud=0, shadow_edge=1.5, edge_reach=3)
     codes = classify_scores(bright, dark, observed, rule)
     assert (codes[0, 2, 0:4] == SHADOW).all()  # the shadow and three steps along the chain
     assert (codes[0, 2, 4:8] == CLEAR).all()  # beyond its reach
@@ -233,7 +235,7 @@ def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
     """A cloud brightens every band alike, haze the short band most; the ground's own change
     (greening, bare soil) brightens the long bands. With ``white`` only the first two are cloud
     or haze; where the short band has no value the colour cannot be told and the test passes."""
-    rule = MaskRule(cloud=6, haze=3, shadow=6, white=0.3)
+    rule = MaskRule(cloud=6, haze=3, shadow=6, white=0.3, white_cloud=0.0)
     # Three bands, shortest first; four pixels in one row: white cloud, bluish haze, a change of
     # the long bands (the short one brightens by 0.25 of the most), and no short-band value.
     bright = np.array(
@@ -245,7 +247,7 @@ def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
     )
     sigma = np.full(3, 0.01)
     observed = np.ones((1, 1, 4), bool)
-    plain = classify(bright, None, sigma, observed, MaskRule(cloud=6, haze=3, shadow=6, white=0))
+    plain = classify(bright, None, sigma, observed, replace(rule, white=0.0))
     assert plain[0, 0].tolist() == [CLOUD, HAZE, CLOUD, CLOUD]
     tested = classify(bright, None, sigma, observed, rule, short_band=0)
     # The bands' order says nothing of their wavelengths: with several bands, name the short one.
@@ -264,3 +266,34 @@ def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
     assert np.array_equal(classify_scores(scores, None, observed, rule, white.passes(0.3)), tested)
     with pytest.raises(ValueError, match=r"white=0\.3"):
         classify_scores(scores, None, observed, rule)
+
+
+def test_a_flat_brightening_is_cloud_from_the_lower_threshold() -> None:
+    """``white_cloud``: a brightening as flat across the bands as a cloud's (the shortest band
+    at least ``white_cloud_ratio`` of the largest) is cloud from 3σ; one that is not, or whose
+    colour cannot be told (no short-band value, or one band alone), needs the cloud threshold."""
+    rule = MaskRule(cloud=6, haze=6, shadow=6, white=0.25, white_cloud=3.0)
+    # Three bands, shortest first; five pixels brightened by a mean of 4σ: flat, coloured
+    # (short/max 0.5), flat but without a short-band value, bluish (the short band the most);
+    # and one flat at 2σ.
+    bright = np.array(
+        [
+            [[[0.04, 0.02, np.nan, 0.06, 0.02]]],
+            [[[0.04, 0.04, 0.04, 0.04, 0.02]]],
+            [[[0.04, 0.04, 0.04, 0.02, 0.02]]],
+        ]
+    )
+    sigma = np.full(3, 0.01)
+    observed = np.ones((1, 1, 5), bool)
+    codes = classify(bright, None, sigma, observed, rule, short_band=0)
+    assert codes[0, 0].tolist() == [CLOUD, CLEAR, CLEAR, CLOUD, CLEAR]
+    assert (classify(bright, None, sigma, observed, replace(rule, white_cloud=0.0), 0) == 0).all()
+    # A looser ratio takes the coloured one too (short/max 0.5, a mean of 3.3σ).
+    loose = classify(bright, None, sigma, observed, replace(rule, white_cloud_ratio=0.4), 0)
+    assert loose[0, 0].tolist() == [CLOUD, CLOUD, CLEAR, CLOUD, CLEAR]
+    # One band alone has no colour: nothing is a white cloud there.
+    alone = classify(bright[1:2], None, sigma[:1], observed, rule)
+    assert (alone == CLEAR).all()
+    # From the bands' means the rule needs the flat test too.
+    with pytest.raises(ValueError, match="white_cloud=3 needs the bands' whiteness"):
+        classify_scores(np.full((1, 1, 5), 4.0), None, observed, rule, np.ones((1, 1, 5), bool))

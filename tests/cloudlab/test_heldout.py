@@ -103,6 +103,36 @@ def test_the_whiteness_test_is_chosen_given_the_rest_of_the_candidate() -> None:
     assert with_white(f"x | {white}", 0.0) == f"x | {STEP}" and white_of(white) == 0.2
 
 
+def test_white_clouds_are_chosen_third_given_the_rest_of_the_candidate() -> None:
+    """Stage three only adds white clouds (with the chosen whiteness test or a stricter one) to
+    the candidate the first two chose, as it is on a tie; a rule with white clouds does not
+    enter stage one, even without a whiteness test."""
+    flat = "c6 h3 s2 r0 g0 w0.25 wc3 keep:observed"
+    pred = {
+        ("aatm-star", STEP): {s: 0.20 for s in SITES},
+        ("aatm-star", flat): {s: 0.15 for s in SITES},
+        ("rpca-auto", STEP): {s: 0.30 for s in SITES},
+        ("rpca-auto", "c6 h3 s2 r0 g0 wc3 keep:observed"): {s: 0.05 for s in SITES},
+    }
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {flat}" and set(info["white_clouds"]) == {STEP, flat}
+    pred[("aatm-star", flat)] = {s: 0.20 for s in SITES}  # a tie: as it is
+    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
+
+
+def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves() -> None:
+    from cloudlab.candidates import CAPPED_SOLVES, step_named, white_clouds_of
+    from cloudlab.heldout import third_stage
+
+    pred = {("aatm-starx1.4", STEP): {s: 0.2 for s in SITES}}
+    masks = _masks(SITES, ["aatm-starx1.4"])
+    solves, steps = third_stage(_scores(pred, SITES), masks, SITES, SOLVES)
+    # The chosen solve with its ground capped too (the held-out tables score it both ways).
+    assert {s.name for s in solves} == {"aatm-starx1.4", "aatm-starx1.4-cap"}
+    assert all(s in SOLVES for s in solves) and any(s in CAPPED_SOLVES for s in solves)
+    assert steps == white_clouds_of(step_named(STEP))[1:] and len(steps) == 3
+
+
 def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> None:
     assert capped(f"aatm-starx1.4 | {STEP}") == f"aatm-starx1.4-cap | {STEP}"
     assert capped(f"aatm-starx1.4-cap | {STEP}") == f"aatm-starx1.4-cap | {STEP}"
@@ -213,13 +243,15 @@ def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> N
 
 
 def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
-    from cloudlab.candidates import PostStep, SolveSpec
+    from cloudlab.candidates import PostStep, SolveSpec, white_clouds_of
     from pipeline.config import MaskConfig, SolverConfig
 
     solver, mask = SolverConfig(), MaskConfig()
     default_step = PostStep.of(mask)
     assert default_step.name.endswith("+offset8")
-    assert default_step.name in {step.name for step in post_steps()}  # the pipeline's default
+    # The pipeline's default: a step of the grid with its third stage's white clouds.
+    grid = {v.name for step in post_steps() for v in white_clouds_of(step)}
+    assert default_step.name in grid and default_step.name not in {s.name for s in post_steps()}
     assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names

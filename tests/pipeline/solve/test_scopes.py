@@ -118,6 +118,7 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
         "keep_haze": False,
         "offset": 0,
         "white": 0,
+        "white_cloud": 0,
     }
     for keep in (False, True):
         mask = {**before, "keep_clear": keep}
@@ -151,7 +152,9 @@ def test_the_whiteness_test_reads_the_band_of_shortest_wavelength(
 
     plan = make_plan(_config(tmp_path / "a", geotiff_series.paths))
     assert plan.bands[:2] == ("B1", "B2") and plan.bands[plan.short_band] == "B2"
-    off = make_plan(_config(tmp_path / "b", geotiff_series.paths, mask={"white": 0}))
+    off = make_plan(
+        _config(tmp_path / "b", geotiff_series.paths, mask={"white": 0, "white_cloud": 0})
+    )
     b3 = make_plan(_config(tmp_path / "c", geotiff_series.paths, mask={"white_band": "B3"}))
     assert b3.bands[b3.short_band] == "B3"
     assert len({plan.cube_token, off.cube_token, b3.cube_token}) == 3
@@ -160,7 +163,7 @@ def test_the_whiteness_test_reads_the_band_of_shortest_wavelength(
         return zarr.open_group(str(open_cube(p)), mode="r").attrs["mask"]
 
     assert "white" not in mask_attrs(off) and "white_band" not in mask_attrs(off)
-    assert mask_attrs(plan)["white"] == 0.2 and mask_attrs(plan)["white_band"] == "B2"
+    assert mask_attrs(plan)["white"] == 0.25 and mask_attrs(plan)["white_band"] == "B2"
     assert mask_attrs(b3)["white_band"] == "B3"
     with pytest.raises(ConfigError, match=r"mask.white_band: 'B9' is not one of .*B1, B2"):
         make_plan(_config(tmp_path / "d", geotiff_series.paths, mask={"white_band": "B9"}))
@@ -175,7 +178,7 @@ def test_a_whiteness_test_on_bands_of_unknown_wavelength_says_which_it_reads(
     with caplog.at_level(logging.WARNING, logger="pipeline.plan"):
         _short_band(_config(Path("o")), ("B1", "B2"))  # GF-4's: known
         _short_band(_config(Path("o"), mask={"white_band": "nir"}), ("nir", "red"))
-        _short_band(_config(Path("o"), mask={"white": 0}), ("nir", "red"))
+        _short_band(_config(Path("o"), mask={"white": 0, "white_cloud": 0}), ("nir", "red"))
         assert not caplog.records
         _short_band(_config(Path("o")), ("nir", "red"))
     assert "reads the first band, 'nir', as the shortest; set mask.white_band" in caplog.text
