@@ -559,6 +559,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-offset": {"solver": {}, "mask": {"offset": 0}},
     # Today's default without the mask's whiteness test (mask.white): what the test costs.
     "no-white": {"solver": {}, "mask": {"white": 0}},
+    # The default before white clouds (mask.white_cloud 0, mask.white 0.2): what they cost.
+    "no-white-clouds": {"solver": {}, "mask": {"white_cloud": 0, "white": 0.2}},
     # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
     "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
     # Today's default with the ground floored (solver.floor_ground, an option): what it costs.

@@ -179,7 +179,8 @@ def choose(
     mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
     with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
     one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
-    the one of least mean loss (as it is on a tie).
+    the one of least mean loss (as it is on a tie) with the solve's ground bounded as the
+    pipeline bounds it (:func:`capped`), where that is scored.
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
@@ -190,10 +191,13 @@ def choose(
     table = loss(scores, sites).dropna()
     whites = [with_white(best, w) for w in WHITE_RATIOS]
     best, info["white"] = _least_of(table, whites, lambda c: f"{white_of(c.split(' | ')[1]):g}")
-    best, info["white_clouds"] = _least_of(
-        table, white_cloud_variants(best), lambda c: c.split(" | ")[1]
-    )
-    return best, info
+    # White clouds are set for the candidate as the pipeline runs it, its ground bounded as by
+    # default (capped: docs/REAL-CLOUDS.md, "White clouds"), where that solve is scored.
+    variants = white_cloud_variants(best)
+    run = [capped(v, GROUND_FLOOR) for v in variants]
+    ranked = run if all(r in table.index for r in run) else variants
+    chosen, info["white_clouds"] = _least_of(table, ranked, lambda c: c.split(" | ")[1])
+    return variants[ranked.index(chosen)], info
 
 
 def _least_of(
