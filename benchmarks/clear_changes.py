@@ -66,10 +66,13 @@ def _table() -> None:
     spec = SolveSpec.of(SolverConfig())
     default = PostStep.of(MaskConfig())
     steps = {
-        "no test": dataclasses.replace(default, rule=dataclasses.replace(default.rule, white=0.0)),
+        # Neither whiteness test: no gate and no white clouds.
+        "no test": dataclasses.replace(
+            default, rule=dataclasses.replace(default.rule, white=0.0, white_cloud=0.0)
+        ),
         f"white {default.rule.white:g}": default,
     }
-    print(f"solve {spec.name}; mask {default.name} with and without its whiteness test\n")
+    print(f"solve {spec.name}; mask {default.name} with and without its whiteness tests\n")
     print(
         "| site | mask | clear px flagged | share | fidelity r | prediction r "
         "| short/max band, clear called cloud (median) | same, pasted clouds called cloud |"

@@ -18,7 +18,10 @@ The settings (docs/REAL-CLOUDS.md):
 * ``white-clouds``: a flat brightening (shortest band ≥ 0.7 of the largest) is cloud from 3σ
   (``mask.white_cloud``), with the candidate's whiteness test or a stricter one (0.25, 0.3), or
   neither (:func:`cloudlab.candidates.white_clouds_of`). Adopted: ``python -m cloudlab heldout``
-  now chooses it itself, as its third stage; this script reproduces the run that adopted it.
+  now chooses it itself, as its third stage; this script reproduces the run that adopted it
+  (a20b8da's run, whose choices had no white clouds). On a run of today's, whose choices have
+  them already, its variants are those of the chosen step (white clouds with each whiteness
+  test), and the as-it-is row is that choice.
 
 Printed: the held-out table with the folds' variants beside the same folds' choices without one
 (which reproduces the run's ``heldout-capped.csv``: checked), and each fold's mean loss per
@@ -48,7 +51,7 @@ from cloudlab.candidates import (
     SHADOW_SOLVES,
     SOLVES,
     PostStep,
-    post_steps,
+    step_named,
     white_clouds_of,
 )
 from cloudlab.heldout import held_out, loss, pooled, score_site
@@ -108,11 +111,10 @@ def main() -> None:
     picks, default = _read_picks(args.heldout)
     names = list(picks)
     every_solve = {s.name: s for s in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES}
-    every_step = {s.name: s for s in post_steps()}
     chosen = [*picks.values(), default]
     solves = tuple(dict.fromkeys(every_solve[c.split(" | ")[0]] for c in chosen))
     variants_of = SETTINGS[args.setting]
-    variants = {c: variants_of(every_step[c.split(" | ")[1]]) for c in chosen}
+    variants = {c: variants_of(step_named(c.split(" | ")[1])) for c in chosen}
     steps = list(dict.fromkeys(v for vs in variants.values() for v in vs))
 
     with ProcessPoolExecutor(max_workers=args.workers) as pool:

@@ -557,7 +557,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "default": {"solver": {}, "mask": {}},
     # Today's default without the date's offset (mask.offset): what the offset costs.
     "no-offset": {"solver": {}, "mask": {"offset": 0}},
-    # Today's default without the mask's whiteness test (mask.white): what the test costs.
+    # Today's default without the mask's whiteness gate (mask.white; its white clouds stay).
     "no-white": {"solver": {}, "mask": {"white": 0}},
     # The default before white clouds (mask.white_cloud 0, mask.white 0.2): what they cost.
     "no-white-clouds": {"solver": {}, "mask": {"white_cloud": 0, "white": 0.2}},

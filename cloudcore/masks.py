@@ -253,8 +253,8 @@ def classify(
         Thresholds and opening radius.
     short_band
         The index of the band of shortest wavelength (:class:`Whiteness`): required with
-        ``rule.white`` > 0 and more than one band (the bands' order says nothing of their
-        wavelengths), not read otherwise.
+        ``rule.white`` or ``rule.white_cloud`` > 0 and more than one band (the bands' order
+        says nothing of their wavelengths), not read otherwise.
 
     Returns
     -------
@@ -317,13 +317,8 @@ def classify_scores(
     ``rule.white_cloud_ratio``) where it is
     white enough to be cloud from ``rule.white_cloud`` σ, required when that is > 0
     (:func:`whiteness_tests` gives both); neither is read otherwise."""
-    if rule.white_cloud > 0:
-        if flat is None:
-            raise ValueError(
-                f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness"
-            )
-        # Before the gate below, which a flat brightening passes anyway (ratio ≥ white).
-        white_cloud = (bright >= rule.white_cloud) & flat
+    if rule.white_cloud > 0 and flat is None:
+        raise ValueError(f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness")
     if rule.white > 0:
         if white is None:
             raise ValueError(f"a rule with white={rule.white:g} needs the bands' whiteness")
@@ -331,8 +326,10 @@ def classify_scores(
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
     codes[bright >= rule.haze] = HAZE
     cloud = bright >= rule.cloud
-    if rule.white_cloud > 0:
-        cloud |= white_cloud
+    if flat is not None and rule.white_cloud > 0:
+        # After the gate: a white cloud passes the whiteness test too, whatever the two ratios
+        # (so a brightening is never cloud at 3σ and clear at 6σ).
+        cloud |= (bright >= rule.white_cloud) & flat
     shadow = (dark >= rule.shadow) & ~cloud if dark is not None else None
     if rule.radius > 0:
         # Within each date; in place, one scratch array for both (cloudcore._morphology).

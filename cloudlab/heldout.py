@@ -194,10 +194,17 @@ def choose(
     # White clouds are set for the candidate as the pipeline runs it, its ground bounded as by
     # default (capped: docs/REAL-CLOUDS.md, "White clouds"), where that solve is scored.
     variants = white_cloud_variants(best)
-    run = [capped(v, GROUND_FLOOR) for v in variants]
+    run = [_as_run(v) for v in variants]
     ranked = run if all(r in table.index for r in run) else variants
     chosen, info["white_clouds"] = _least_of(table, ranked, lambda c: c.split(" | ")[1])
     return variants[ranked.index(chosen)], info
+
+
+def _as_run(candidate: str) -> str:
+    """A candidate as the pipeline runs it: its ground capped (and floored) as by default where
+    its solve bounds no ground yet; as it is where it does (``…-cap``, ``…-cap-floor…``)."""
+    solve = candidate.split(" | ")[0]
+    return capped(candidate, GROUND_FLOOR) if without_ground_suffix(solve) == solve else candidate
 
 
 def _least_of(
@@ -479,8 +486,10 @@ def run_heldout(
         masks = pd.DataFrame([r for res in results for r in res[1]])
         # The third stage's variants, of the candidates the first two chose (choose).
         stage_solves, stage_steps = third_stage(pooled(rows), masks, names, solves)
-        args = [pairs] * count, [0] * count, [stage_solves] * count, [scale_statistic] * count
-        staged = list(pool.map(score_site, names, *args, [stage_steps] * count))
+        staged = []
+        if stage_steps:
+            args = [pairs] * count, [0] * count, [stage_solves] * count, [scale_statistic] * count
+            staged = list(pool.map(score_site, names, *args, [stage_steps] * count))
     extra = pd.DataFrame([r for res in staged for r in res[0]])
     if not extra.empty:  # not the baselines again
         rows = pd.concat([rows, extra[extra.step.isin({s.name for s in stage_steps})]])
@@ -502,7 +511,9 @@ def third_stage(
     """What the third stage of :func:`choose` needs scored beyond the grid: the white clouds
     (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the choice on
     all ``sites``, on every solve of ``solves`` that shares a chosen solve's method and λ (its
-    ground capped, floored or not: the held-out tables score each way).
+    ground capped, floored or not: the held-out tables score each way). Only these: a table
+    whose folds choose among other solves (the joint re-solve's, a floor's own choice) gets
+    no third stage where its choice differs (:func:`choose` keeps it as it is).
 
     Parameters
     ----------
@@ -518,7 +529,7 @@ def third_stage(
     tuple
         The solves and the post-steps to score.
     """
-    if scores.empty:
+    if scores.empty or len(sites) < 2:  # no fold to choose on
         return (), []
     picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
     bases = {without_ground_suffix(c.split(" | ")[0]) for c in picks}

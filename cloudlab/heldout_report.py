@@ -213,7 +213,7 @@ def _white_cloud_losses(summary: dict[str, Any]) -> str:
     variants = summary.get("white_clouds") or {}
     if not variants:
         return "no white clouds scored"
-    return "mean loss with white clouds: " + ", ".join(
+    return "mean loss with white clouds, the ground capped: " + ", ".join(
         f"`{step}` {v:.3f}" for step, v in variants.items()
     )
 

@@ -150,7 +150,8 @@ class RunPlan:
         offset = self.config.applied_offset
         settings += f"offset={offset:g}" if offset is not None else ""
         # The whiteness test named only where it is on: a cube of earlier settings resumes with
-        # `white: 0`; a default run's cube from before the test is solved again (its mask changed).
+        # `white: 0` (and `white_cloud: 0`, below); a default run's cube from before the test is
+        # solved again (its mask changed).
         settings += f"white={mask.white:g}@{self.short_band}" if mask.white > 0 else ""
         # A shadow's edge likewise, where it is on (off by default: earlier cubes resume).
         edge = mask.shadow_edge

@@ -66,8 +66,8 @@ class MaskConfig(ConfigSection):
     # wavelength among GF-4's, B2 blue for PMS; the first band if none is known).
     white_band: str | None = None
     # White clouds from a lower threshold: a brightening whose shortest band brightened by at
-    # least white_cloud_ratio of the most any band did (flat, as clouds brighten the bands) is
-    # cloud from this many σ (below `cloud`). 0: off.
+    # least white_cloud_ratio of the most any band did (as a cloud brightens them all about
+    # alike) is cloud from this many σ. 0: off; at or above `cloud` it changes nothing.
     white_cloud: float = Field(default=MASK_WHITE_CLOUD, ge=0)
     white_cloud_ratio: float = Field(default=MASK_WHITE_CLOUD_RATIO, gt=0, le=1)
 
@@ -100,10 +100,5 @@ class MaskConfig(ConfigSection):
             raise ValueError(
                 f"mask.shadow_edge {self.shadow_edge:g} must be below mask.shadow "
                 f"{self.shadow:g} (it is the lower threshold a shadow extends into), or 0 (off)"
-            )
-        if self.white_cloud >= self.cloud:
-            raise ValueError(
-                f"mask.white_cloud {self.white_cloud:g} must be below mask.cloud "
-                f"{self.cloud:g} (the lower threshold of white clouds), or 0 (off)"
             )
         return self

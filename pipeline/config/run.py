@@ -262,10 +262,11 @@ class SolverConfig(ConfigSection):
 
     # The default (aATM, 1.4 × λ̂*, not refined) was chosen by leave-one-site-out on five real
     # cloudy series from three sensors (docs/REAL-CLOUDS.md, `python -m cloudlab heldout`), with
-    # the mask settings below and the ground capped: held out, its mean r on pasted real clouds
-    # is 0.189 (the temporal median's 0.360; λ̂* itself, chosen the same way, 0.48), and it
-    # changes the reference-clear pixels by r 0.039 on average. The earlier default (rpca 1/√d,
-    # refined), chosen on one site, was worse than the median on three of the other four.
+    # the mask's settings (pipeline/config/mask.py) and the ground capped: held out, its mean r
+    # on pasted real clouds is 0.179 (the temporal median's 0.360; λ̂* itself, chosen the same
+    # way, 0.48), and it changes the reference-clear pixels by r 0.032 on average. The earlier
+    # default (rpca 1/√d, refined), chosen on one site, was worse than the median on three of
+    # the other four.
     method: Method = "aatm"
     lam: Literal["auto", "star"] | float = "star"
     # λ = lam_scale × the rule's λ (lam auto or star); with lam a number, that number is λ and

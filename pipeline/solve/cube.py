@@ -96,7 +96,7 @@ def _mask_attrs(config: Any, white_band: str | None) -> dict[str, Any]:
     mask = config.mask
     exclude = {"keep_clear", "keep_haze", "white_band"} | (set() if mask.grow else {"grow"})
     exclude |= set() if config.applied_offset is not None else {"offset"}
-    exclude |= set() if white_band is not None else {"white"}
+    exclude |= set() if mask.white > 0 else {"white"}
     exclude |= set() if mask.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
     exclude |= set() if mask.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
     attrs = dict(mask.model_dump(mode="json", exclude=exclude))

@@ -297,3 +297,18 @@ def test_a_flat_brightening_is_cloud_from_the_lower_threshold() -> None:
     # From the bands' means the rule needs the flat test too.
     with pytest.raises(ValueError, match="white_cloud=3 needs the bands' whiteness"):
         classify_scores(np.full((1, 1, 5), 4.0), None, observed, rule, np.ones((1, 1, 5), bool))
+
+
+def test_a_white_cloud_passes_the_whiteness_test_too() -> None:
+    """With a whiteness test stricter than the white clouds' ratio, a brightening between the
+    two is neither a white cloud from 3σ nor a cloud from 6σ: the mask never calls a pixel cloud
+    at 4σ and clear at 7σ."""
+    rule = MaskRule(cloud=6, haze=6, shadow=6, white=0.8, white_cloud=3.0, white_cloud_ratio=0.7)
+    long = np.array([0.05, 0.08])
+    short = 0.75 * long  # short/max 0.75: flat at 0.7, not white at 0.8
+    bright = np.array([[[short]], [[long]], [[long]]])  # means of 4.6σ and 7.3σ
+    sigma = np.full(3, 0.01)
+    codes = classify(bright, None, sigma, np.ones((1, 1, 2), bool), rule, short_band=0)
+    assert codes[0, 0].tolist() == [CLEAR, CLEAR]
+    looser = classify(bright, None, sigma, np.ones((1, 1, 2), bool), replace(rule, white=0.7), 0)
+    assert looser[0, 0].tolist() == [CLOUD, CLOUD]

@@ -377,6 +377,64 @@ def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkey
     assert json.loads((tmp_path / "b" / "settings.json").read_text()) == {"rho": 2.0}
 
 
+def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
+    tmp_path, monkeypatch
+) -> None:
+    """``run_heldout`` scores the grid, then the white clouds of the candidates chosen on it
+    (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
+    grid's, the second pass's baselines and grid steps left out (each is scored once)."""
+    import cloudlab.heldout as heldout
+    from cloudlab.candidates import step_named, white_clouds_of
+
+    sites = ["a", "b", "c"]
+    calls: list[tuple] = []
+
+    def rows(site: str, solve: str, step: str, pred: float) -> list[dict]:
+        sums = {"pred_num": pred**2, "pred_den": 1.0, "fid_num": 1e-4, "fid_den": 1.0}
+        return [
+            {"site": site, "protocol": p, "pair": 0, "solve": solve, "step": step, **sums}
+            for p in ("drop-source", "keep-source")
+        ]
+
+    class Pool:  # the process pool, in this process: each map answers from `rows`
+        def __init__(self, max_workers, initializer, initargs) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def map(self, fn, names, pairs, seeds, solves, stats, *steps):
+            calls.append((tuple(s.name for s in solves[0]), steps))
+            out = []
+            for n in names:
+                r = rows(n, "temporal-median", "", 0.5) + rows(n, "nearest-clear", "", 0.4)
+                if steps:  # the third stage: its variants, and a baseline that must not count
+                    r = rows(n, "temporal-median", "", 9.0)
+                    for solve in solves[0]:
+                        r += [x for v in steps[0][0] for x in rows(n, solve.name, v.name, 0.1)]
+                else:
+                    r += rows(n, "aatm-starx1.4", STEP, 0.2) + rows(n, "rpca-auto", STEP, 0.3)
+                out.append((r, [], {"site": n}))
+            return out
+
+    monkeypatch.setattr(heldout, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(heldout, "site_names", lambda: sites)
+    monkeypatch.setattr(heldout, "summarise", lambda out, seconds=None: {"pipeline_default": "-"})
+    monkeypatch.setattr(heldout, "_mean_f1", lambda masks, s, c: [0.0] * len(c))
+    heldout.run_heldout(tmp_path)
+    assert len(calls) == 2 and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
+    variants = white_clouds_of(step_named(STEP))[1:]
+    assert [v.name for v in calls[1][1][0][0]] == [v.name for v in variants]
+    scores = pd.read_csv(tmp_path / "scores.csv", keep_default_na=False)
+    median = scores[scores.solve == "temporal-median"]
+    assert len(median) == 2 * len(sites) and np.allclose(median.pred, 0.5)  # once, the grid's
+    scored = set(zip(scores.solve, scores.step, strict=True))
+    assert {("aatm-starx1.4-cap", v.name) for v in variants} <= scored
+
+
 @pytest.mark.parametrize("rho", ["1", "0.5", "nan", "inf", "abc"])
 def test_a_growth_that_does_not_grow_is_refused_before_anything_runs(rho, tmp_path, capsys) -> None:
     from cloudlab.cli import main

@@ -189,3 +189,10 @@ def test_a_shadow_edge_must_lie_below_the_shadow_threshold() -> None:
     message = str(info.value)
     assert "mask.shadow_edge" in message and "below mask.shadow" in message
     assert "\n" not in message
+
+
+def test_a_low_cloud_threshold_is_accepted_with_the_default_white_clouds() -> None:
+    """White clouds at or above the cloud threshold change nothing (every brightening that high
+    is cloud already): ``cloud: 3`` with the default ``white_cloud: 3`` is a valid mask."""
+    rule = parse(_with("mask", {"cloud": 3.0, "haze": 3.0}), Config).mask.rule()
+    assert (rule.cloud, rule.white_cloud) == (3.0, 3.0)

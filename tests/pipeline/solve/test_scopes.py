@@ -138,6 +138,17 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
     assert edged.cube_token != plan.cube_token
     attrs = zarr.open_group(str(open_cube(edged)), mode="r").attrs
     assert (attrs["mask"]["shadow_edge"], attrs["mask"]["edge_reach"]) == (1.5, 3)
+    # White clouds likewise: on, another cube; another ratio, another again; recorded.
+    flat = {**mask, "white_cloud": 3}
+    tokens = {
+        make_plan(_config(tmp_path / f"w{k}", geotiff_series.paths, mask=m)).cube_token
+        for k, m in enumerate([mask, flat, {**flat, "white_cloud_ratio": 0.8}])
+    }
+    assert len(tokens) == 3
+    clouds = make_plan(_config(tmp_path / "wc", geotiff_series.paths, mask=flat))
+    attrs = zarr.open_group(str(open_cube(clouds)), mode="r").attrs
+    assert (attrs["mask"]["white_cloud"], attrs["mask"]["white_cloud_ratio"]) == (3, 0.7)
+    assert "white" not in attrs["mask"] and attrs["mask"]["white_band"] == "B2"
 
 
 def test_the_whiteness_test_reads_the_band_of_shortest_wavelength(
