@@ -317,17 +317,22 @@ def white_clouds_of(step: PostStep) -> list[PostStep]:
     Returns
     -------
     list of PostStep
-        ``step`` first.
+        ``step`` first, each label once.
     """
     if not step.keep_clear:
         return [step]
     gates = dict.fromkeys((step.rule.white, *WHITE_CLOUD_GATES))
-    return [step] + [
+    variants = [step] + [
         dataclasses.replace(
             step, rule=dataclasses.replace(step.rule, white_cloud=WHITE_CLOUD, white=gate)
         )
         for gate in gates
     ]
+    # Once each (a step with white clouds already is one of its own variants), in this order.
+    unique: dict[str, PostStep] = {}
+    for variant in variants:
+        unique.setdefault(variant.name, variant)
+    return list(unique.values())
 
 
 def step_named(name: str) -> PostStep:

@@ -120,6 +120,18 @@ def test_white_clouds_are_chosen_third_given_the_rest_of_the_candidate() -> None
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
 
 
+def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
+    """A step with white clouds is one of its own variants: a run of today's chooses among
+    its variants without a label twice (``benchmarks/mask_stage.py`` on such a run)."""
+    from cloudlab.candidates import step_named, white_clouds_of
+
+    plain = [v.name for v in white_clouds_of(step_named(STEP))]
+    assert len(plain) == 4 and plain[0] == STEP
+    chosen = plain[2]  # white clouds with the whiteness test at 0.25
+    again = [v.name for v in white_clouds_of(step_named(chosen))]
+    assert again == [chosen, plain[3]]
+
+
 def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves() -> None:
     from cloudlab.candidates import CAPPED_SOLVES, step_named, white_clouds_of
     from cloudlab.heldout import third_stage
