@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["BandMean", "Whiteness", "band_mean"]
+__all__ = ["BandMean", "Whiteness", "add_bands"]
 
 
 class BandMean:
@@ -73,7 +73,6 @@ class Whiteness:
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.short = np.full(shape, np.nan, np.float32)
         self.peak = np.full(shape, np.nan, np.float32)
-        self.bands = np.zeros(shape, np.uint8)  # bands with a value, for :meth:`flat`
 
     def add(self, anomaly: np.ndarray, short: bool = False) -> None:
         """Add one band.
@@ -89,7 +88,6 @@ class Whiteness:
         if anomaly.shape != self.peak.shape:
             raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
         np.fmax(self.peak, anomaly, out=self.peak)  # NaN only where no band has a value
-        self.bands += np.isfinite(anomaly)
         if short:
             self.short[...] = anomaly
 
@@ -109,27 +107,31 @@ class Whiteness:
         """
         return ~(self.short < np.float32(ratio) * self.peak)
 
-    def flat(self, ratio: float) -> np.ndarray:
-        """Where a brightening is flat across the bands, as a cloud's: the shortest band
-        brightened by at least ``ratio`` times the largest brightening of any band, and at least
-        one other band has a value (one band alone has no colour to tell by).
+    def flat(self, ratio: float, bands: np.ndarray) -> np.ndarray:
+        """Where a brightening is white enough to be a cloud's: the shortest band brightened
+        by at least ``ratio`` times the largest brightening of any band, and at least one other
+        band has a value (one band alone has no colour to tell by).
 
         Parameters
         ----------
         ratio
             ``MaskRule.white_cloud_ratio``.
+        bands
+            How many bands have a value at each entry: the :attr:`BandMean.count` of the same
+            brightenings (kept there already, not counted twice).
 
         Returns
         -------
         numpy.ndarray
             Booleans (False where the shortest band has no value, unlike :meth:`passes`).
         """
-        return (self.short >= np.float32(ratio) * self.peak) & (self.bands >= 2)
+        return (self.short >= np.float32(ratio) * self.peak) & (bands >= 2)
 
 
-def band_mean(x: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Mean over bands (the first axis) of the finite x[b] / σ[b] (:class:`BandMean`)."""
+def add_bands(x: np.ndarray, scales: np.ndarray) -> BandMean:
+    """The bands (the first axis) of ``x`` in units of their σ ``scales``, added
+    (:class:`BandMean`)."""
     mean = BandMean(x.shape[1:])
     for band, sigma in zip(x, np.asarray(scales, dtype=np.float64), strict=True):
         mean.add(band, float(sigma))
-    return mean.mean()
+    return mean

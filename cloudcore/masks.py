@@ -62,7 +62,7 @@ from cloudcore.catalog import (
     MASK_WHITE_CLOUD,
     MASK_WHITE_CLOUD_RATIO,
 )
-from cloudcore.mask_scores import BandMean, Whiteness, band_mean
+from cloudcore.mask_scores import BandMean, Whiteness, add_bands
 from cloudcore.result import Decomposition
 
 __all__ = [
@@ -261,8 +261,9 @@ def classify(
     numpy.ndarray
         ``(dates, rows, cols)`` uint8: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no data.
     """
-    bright = band_mean(brightening, scales)
-    dark = band_mean(darkening, scales) if darkening is not None else None
+    added = add_bands(brightening, scales)
+    bright = added.mean()
+    dark = add_bands(darkening, scales).mean() if darkening is not None else None
     if not rule.reads_whiteness:
         return classify_scores(bright, dark, observed, rule)
     if short_band is None and len(brightening) > 1:
@@ -273,12 +274,12 @@ def classify(
     whiteness = Whiteness(brightening.shape[1:])
     for b, band in enumerate(brightening):
         whiteness.add(band, short=b == (short_band or 0))
-    white, flat = whiteness_tests(whiteness, rule)
+    white, flat = whiteness_tests(whiteness, rule, added.count)
     return classify_scores(bright, dark, observed, rule, white, flat)
 
 
 def whiteness_tests(
-    whiteness: Whiteness, rule: MaskRule
+    whiteness: Whiteness, rule: MaskRule, bands: np.ndarray
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The whiteness tests a rule reads (:func:`classify_scores`'s ``white`` and ``flat``):
     :meth:`Whiteness.passes` of ``rule.white`` where > 0 and :meth:`Whiteness.flat` of
@@ -290,6 +291,8 @@ def whiteness_tests(
         The bands' brightenings, added.
     rule
         The mask rule.
+    bands
+        How many bands have a value at each entry (:attr:`BandMean.count` of the brightenings).
 
     Returns
     -------
@@ -297,7 +300,7 @@ def whiteness_tests(
         ``white``, ``flat``.
     """
     white = whiteness.passes(rule.white) if rule.white > 0 else None
-    flat = whiteness.flat(rule.white_cloud_ratio) if rule.white_cloud > 0 else None
+    flat = whiteness.flat(rule.white_cloud_ratio, bands) if rule.white_cloud > 0 else None
     return white, flat
 
 

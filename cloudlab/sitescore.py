@@ -114,6 +114,7 @@ class Solved:
                 dark.add(-frames, sigma)
             self.whiteness.add(frames, short=b == short_band)
         self.bright, self.dark = bright.mean(), dark.mean()
+        self.bands = bright.count  # bands with a value, for the white clouds' test
 
         self._passed: dict[float, np.ndarray] = {}  # Whiteness.passes of each ratio, once
         self._flats: dict[float, np.ndarray] = {}  # Whiteness.flat likewise
@@ -144,7 +145,7 @@ class Solved:
     def _flat(self, ratio: float) -> np.ndarray:
         """:meth:`~cloudcore.masks.Whiteness.flat` of ``ratio``, computed once."""
         if ratio not in self._flats:
-            self._flats[ratio] = self.whiteness.flat(ratio)
+            self._flats[ratio] = self.whiteness.flat(ratio, self.bands)
         return self._flats[ratio]
 
     def _passes(self, ratio: float) -> np.ndarray:

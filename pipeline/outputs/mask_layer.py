@@ -423,7 +423,9 @@ def _scores(
         else:
             shadow = np.negative(anomaly, out=anomaly)
         dark.add(shadow, sigma)
-    white, flat = whiteness_tests(whiteness, job.rule) if whiteness is not None else (None, None)
+    white, flat = (None, None)
+    if whiteness is not None:
+        white, flat = whiteness_tests(whiteness, job.rule, bright.count)
     return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat)
 
 

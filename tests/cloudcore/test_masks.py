@@ -100,7 +100,7 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
         sums[0].add(bright[b], sigma)
         sums[1].add(dark[b], sigma)
         white.add(bright[b], short=b == 0)
-    tests = whiteness_tests(white, rule)
+    tests = whiteness_tests(white, rule, sums[0].count)
     streamed = classify_scores(sums[0].mean(), sums[1].mean(), observed, rule, *tests)
     assert rule.white == 0.25 and rule.white_cloud == 3 and np.array_equal(streamed, whole)
     assert len(np.unique(whole)) == 5  # every class occurs: the comparison means something
