@@ -131,20 +131,10 @@ class RunPlan:
         settings with ``mask.keep_clear`` (the mask pass writes the clear layer with them)."""
         # Spelt as before keep_clear moved into the mask section: earlier cubes still resume.
         mask = self.config.mask
-        settings = mask.model_dump_json(
-            exclude={
-                "keep_clear",
-                "grow",
-                "keep_haze",
-                "offset",
-                "white",
-                "white_band",
-                "shadow_edge",
-                "edge_reach",
-                "white_cloud",
-                "white_cloud_ratio",
-            }
-        )
+        # The options that came later are in the dump only where on (MaskConfig.options_off);
+        # those spelt below (grow, white) never are.
+        named = {"keep_clear", "grow", "keep_haze", "offset", "white", "white_band"}
+        settings = mask.model_dump_json(exclude=named | mask.options_off())
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
         offset = self.config.applied_offset
@@ -153,11 +143,8 @@ class RunPlan:
         # `white: 0` (and `white_cloud: 0`, below); a default run's cube from before the test is
         # solved again (its mask changed).
         settings += f"white={mask.white:g}@{self.short_band}" if mask.white > 0 else ""
-        # A shadow's edge likewise, where it is on (off by default: earlier cubes resume).
-        edge = mask.shadow_edge
-        settings += f"shadow_edge={edge:g}x{mask.edge_reach}" if edge > 0 else ""
-        tier = f"white_cloud={mask.white_cloud:g}@{mask.white_cloud_ratio:g}@{self.short_band}"
-        settings += tier if mask.white_cloud > 0 else ""
+        # White clouds read the short band too.
+        settings += f"short={self.short_band}" if mask.white_cloud > 0 else ""
         quality = self.config.quality
         settings += f"quality={quality.combine}" if quality is not None else ""
         return digest([*(self.blended_id(b) for b in self.bands), settings])

@@ -3,6 +3,7 @@ what the outputs keep (:class:`cloudcore.MaskRule`, docs/MASK.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -78,21 +79,21 @@ class MaskConfig(ConfigSection):
         return self.offset if self.keep_clear and self.offset > 0 else None
 
     def rule(self) -> Any:
-        """As a :class:`cloudcore.MaskRule`."""
+        """As a :class:`cloudcore.MaskRule` (its fields, read by name from this section)."""
         from cloudcore.masks import MaskRule
 
-        return MaskRule(
-            self.cloud,
-            self.haze,
-            self.shadow,
-            self.radius,
-            self.grow,
-            self.white,
-            self.shadow_edge,
-            self.edge_reach,
-            self.white_cloud,
-            self.white_cloud_ratio,
-        )
+        return MaskRule(**{f.name: getattr(self, f.name) for f in dataclasses.fields(MaskRule)})
+
+    def options_off(self) -> set[str]:
+        """The fields of the settings that came after the first cubes and are off here
+        (``grow`` 0, ``white`` 0, no shadow edge, no white clouds): a cube's identity and
+        attributes leave them out, as before they existed, so cubes of earlier versions resume
+        (:attr:`pipeline.plan.RunPlan.cube_token`, :func:`pipeline.solve.cube.open_cube`)."""
+        off = set() if self.grow else {"grow"}
+        off |= set() if self.white > 0 else {"white"}
+        off |= set() if self.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
+        off |= set() if self.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
+        return off
 
     @model_validator(mode="after")
     def _lower_thresholds_below_their_own(self) -> MaskConfig:

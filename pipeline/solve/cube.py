@@ -90,15 +90,12 @@ def _mask_attrs(config: Any, white_band: str | None) -> dict[str, Any]:
     """The mask's thresholds as the cube records them: as before ``grow``, ``keep_haze``,
     ``offset`` and ``white`` came (``grow`` only when set, ``offset`` only when applied,
     :attr:`pipeline.config.Config.applied_offset`, ``white`` with the band it read as the
-    shortest, :attr:`pipeline.plan.RunPlan.white_band`, only when on; ``shadow_edge`` and
-    ``edge_reach``, ``white_cloud`` and its ratio only when on; ``keep_haze`` in an attribute
-    of its own)."""
+    shortest, :attr:`pipeline.plan.RunPlan.white_band`, only when on; the later options only
+    when on, :meth:`pipeline.config.MaskConfig.options_off`; ``keep_haze`` in an attribute of
+    its own)."""
     mask = config.mask
-    exclude = {"keep_clear", "keep_haze", "white_band"} | (set() if mask.grow else {"grow"})
+    exclude = {"keep_clear", "keep_haze", "white_band"} | mask.options_off()
     exclude |= set() if config.applied_offset is not None else {"offset"}
-    exclude |= set() if mask.white > 0 else {"white"}
-    exclude |= set() if mask.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
-    exclude |= set() if mask.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
     attrs = dict(mask.model_dump(mode="json", exclude=exclude))
     return attrs | ({"white_band": white_band} if white_band is not None else {})
 
