@@ -24,7 +24,6 @@ Usage::
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,18 +161,13 @@ def _score_pair(
     )
 
 
-def _variant(step: PostStep, change: dict[str, Any]) -> PostStep:
-    """``step`` with its mask rule changed by ``change``."""
-    return dataclasses.replace(step, rule=dataclasses.replace(step.rule, **change))
-
-
 def _label(change: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in change.items()) or "the default"
 
 
 def main() -> None:
     spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
-    steps = [_variant(step, change) for change in VARIANTS]
+    steps = [step.with_rule(**change) for change in VARIANTS]
     print(f"the default: {spec.name} | {step.name}; pairs with the source dropped\n")
     scored = {name: score_site(name, spec, steps) for name in site_names()}
     print(

@@ -37,11 +37,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -54,7 +52,7 @@ from cloudlab.candidates import (
     step_named,
     white_clouds_of,
 )
-from cloudlab.heldout import held_out, loss, pooled, score_site
+from cloudlab.heldout import held_out, least_of, loss, pooled, score_site
 
 #: The shadow edges offered, in σ (0: none, first: it is kept on a tie). They bracket what an
 #: in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md, "A shadow's edge").
@@ -63,11 +61,7 @@ EDGES = (0.0, 1.5, 2.0)
 
 def edges_of(step: PostStep) -> list[PostStep]:
     """``step`` with each edge of :data:`EDGES` its rule admits (below its shadow threshold)."""
-    return [_with_rule(step, shadow_edge=e) for e in EDGES if e < step.rule.shadow]
-
-
-def _with_rule(step: PostStep, **change: Any) -> PostStep:
-    return dataclasses.replace(step, rule=dataclasses.replace(step.rule, **change))
+    return [step.with_rule(shadow_edge=e) for e in EDGES if e < step.rule.shadow]
 
 
 #: The settings a stage can choose, by name: each gives a candidate's post-step its variants,
@@ -137,10 +131,7 @@ def main() -> None:
         """The variant of least mean loss on ``sites`` (the first on a tie), and each one's."""
         solve = candidate.split(" | ")[0]
         options = [_label(solve, v) for v in variants[candidate]]
-        means = loss(scores, sites).loc[options].mean(axis=1)
-        pairs = zip(variants[candidate], options, strict=True)
-        by_variant = {v.rule_name: float(means[o]) for v, o in pairs}
-        return options[int(np.argmin(means.to_numpy()))], by_variant
+        return least_of(loss(scores, sites), options, lambda c: c.split(" | ")[1])
 
     folds = {}
     print("Each fold's mean loss on the sites it was chosen on, by mask rule:\n")

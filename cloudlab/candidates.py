@@ -249,6 +249,10 @@ class PostStep:
         fill: HazeFill = "observed" if mask.keep_haze and rule.haze < rule.cloud else "ground"
         return cls(rule, mask.keep_clear, fill, mask.kept_offset)
 
+    def with_rule(self, **change: Any) -> PostStep:
+        """This post-step with its mask rule's fields ``change``-d (e.g. ``white=0.3``)."""
+        return dataclasses.replace(self, rule=dataclasses.replace(self.rule, **change))
+
     @property
     def rule_name(self) -> str:
         """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
@@ -322,12 +326,7 @@ def white_clouds_of(step: PostStep) -> list[PostStep]:
     if not step.keep_clear:
         return [step]
     gates = dict.fromkeys((step.rule.white, *WHITE_CLOUD_GATES))
-    variants = [step] + [
-        dataclasses.replace(
-            step, rule=dataclasses.replace(step.rule, white_cloud=WHITE_CLOUD, white=gate)
-        )
-        for gate in gates
-    ]
+    variants = [step] + [step.with_rule(white_cloud=WHITE_CLOUD, white=gate) for gate in gates]
     # Once each (a step with white clouds already is one of its own variants), in this order.
     unique: dict[str, PostStep] = {}
     for variant in variants:

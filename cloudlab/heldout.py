@@ -62,6 +62,7 @@ __all__ = [
     "FIDELITY_LIMIT",
     "choose",
     "least_loss",
+    "least_of",
     "loss",
     "run_heldout",
     "runs_in_pipeline",
@@ -190,13 +191,13 @@ def choose(
     best, info = least_loss(plain, sites, solves, masks)
     table = loss(scores, sites).dropna()
     whites = [with_white(best, w) for w in WHITE_RATIOS]
-    best, info["white"] = _least_of(table, whites, lambda c: f"{white_of(c.split(' | ')[1]):g}")
+    best, info["white"] = least_of(table, whites, lambda c: f"{white_of(c.split(' | ')[1]):g}")
     # White clouds are set for the candidate as the pipeline runs it, its ground bounded as by
     # default (capped: docs/REAL-CLOUDS.md, "White clouds"), where that solve is scored.
     variants = white_cloud_variants(best)
     run = [_as_run(v) for v in variants]
     ranked = run if all(r in table.index for r in run) else variants
-    chosen, info["white_clouds"] = _least_of(table, ranked, lambda c: c.split(" | ")[1])
+    chosen, info["white_clouds"] = least_of(table, ranked, lambda c: c.split(" | ")[1])
     return variants[ranked.index(chosen)], info
 
 
@@ -207,12 +208,27 @@ def _as_run(candidate: str) -> str:
     return capped(candidate, GROUND_FLOOR) if without_ground_suffix(solve) == solve else candidate
 
 
-def _least_of(
+def least_of(
     table: pd.DataFrame, options: list[str], label: Callable[[str], str]
 ) -> tuple[str, dict[str, float]]:
     """Of the ``options`` scored in ``table`` (:func:`loss`), the one of least mean loss, the
     first of equal ones (the first option alone where the others are not scored), and each
-    one's mean loss by ``label`` (empty with one option)."""
+    one's mean loss by ``label`` (empty with one option).
+
+    Parameters
+    ----------
+    table
+        :func:`loss`'s table: a row per candidate, a column per site.
+    options
+        Candidates, in the order ties are broken.
+    label
+        Names a candidate in the returned losses.
+
+    Returns
+    -------
+    tuple
+        The candidate chosen and the mean losses.
+    """
     scored = [c for c in dict.fromkeys(options) if c in table.index]
     if len(scored) < 2:
         return options[0], {}

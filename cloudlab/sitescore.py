@@ -28,7 +28,14 @@ import numpy as np
 import cloudcore
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
-from cloudcore.masks import BandMean, MaskRule, Whiteness, anomaly_scale, classify_scores
+from cloudcore.masks import (
+    BandMean,
+    MaskRule,
+    Whiteness,
+    anomaly_scale,
+    classify_scores,
+    whiteness_tests,
+)
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
@@ -116,8 +123,8 @@ class Solved:
         self.bright, self.dark = bright.mean(), dark.mean()
         self.bands = bright.count  # bands with a value, for the white clouds' test
 
-        self._passed: dict[float, np.ndarray] = {}  # Whiteness.passes of each ratio, once
-        self._flats: dict[float, np.ndarray] = {}  # Whiteness.flat likewise
+        # The whiteness tests of each rule's ratios, once (the grid's ~100 rules share a few).
+        self._tests: dict[tuple[float, bool, float], tuple[Any, Any]] = {}
 
     def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
         """The mask of ``rule`` (:func:`~cloudcore.masks.classify_scores`) from this solve's
@@ -138,22 +145,11 @@ class Solved:
             ``(dates, rows, cols)`` or ``(1, rows, cols)`` uint8 codes.
         """
         pick = slice(None) if date is None else slice(date, date + 1)
-        white = self._passes(rule.white)[pick] if rule.white > 0 else None
-        flat = self._flat(rule.white_cloud_ratio)[pick] if rule.white_cloud > 0 else None
+        key = (rule.white, rule.white_cloud > 0, rule.white_cloud_ratio)
+        if key not in self._tests:
+            self._tests[key] = whiteness_tests(self.whiteness, rule, self.bands)
+        white, flat = (None if t is None else t[pick] for t in self._tests[key])
         return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white, flat)
-
-    def _flat(self, ratio: float) -> np.ndarray:
-        """:meth:`~cloudcore.masks.Whiteness.flat` of ``ratio``, computed once."""
-        if ratio not in self._flats:
-            self._flats[ratio] = self.whiteness.flat(ratio, self.bands)
-        return self._flats[ratio]
-
-    def _passes(self, ratio: float) -> np.ndarray:
-        """:meth:`~cloudcore.masks.Whiteness.passes` of ``ratio``, computed once (the grid's
-        ~100 rules share a few ratios)."""
-        if ratio not in self._passed:
-            self._passed[ratio] = self.whiteness.passes(ratio)
-        return self._passed[ratio]
 
 
 def solve_series(
