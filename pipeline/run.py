@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.cluster import connect
 from pipeline.config import Config
-from pipeline.control.folders import check_writable, remove_if_empty
+from pipeline.control.folders import check_space, check_writable, remove_if_empty
 from pipeline.control.progress import Progress
 from pipeline.control.publish import publish
 from pipeline.control.status import RunSummary, TileFailure
@@ -90,6 +90,7 @@ def _run(config: Config, layout: Layout, started: float) -> RunSummary:
         tiles.tile_size,
         tiles.overlap,
     )
+    check_space(plan)
     scope = scope_for(config.solver)
     progress = Progress(plan, started, scope.progress_units(plan))
     outputs = ProductTasks(plan, scope.record_markers(plan))

@@ -1,15 +1,32 @@
-"""The output folder's guards: prove it can be written before hours of computing, and leave no
-empty folder behind when a run stops on bad input."""
+"""The output folder's guards: prove it can be written and say whether it has room before hours
+of computing, and leave no empty folder behind when a run stops on bad input."""
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from cloudcore.catalog import layers, writes_haze
 from pipeline.store.durable import OutputError, storage_error
 from pipeline.store.layout import Layout
 
-__all__ = ["check_writable", "remove_if_empty"]
+__all__ = ["check_space", "check_writable", "expected_bytes", "remove_if_empty"]
+
+log = logging.getLogger(__name__)
+
+#: Bytes on disk per raw byte of what a run writes, measured with the default settings on the
+#: full-size benchmark (10240² PMS frames, 7 dates × 5 bands, an 11506 × 11551 grid; docs/RUN.md,
+#: "Disk"): the staged input (float32 observations, uint8 codes: 10.1 GB of 23.3), the cube
+#: (float32 layers, uint8 provenance and mask, Blosc LZ4: 28.6 GB of 61.4) and the COGs
+#: (DEFLATE: 3.7 GB of 10.2). Reflectance's low mantissa bits are noise, so these vary little
+#: between scenes; pixels outside every footprint compress to almost nothing.
+STORED_FRACTION = {"input": 0.44, "cube": 0.47, "cogs": 0.36}
 
 
 def check_writable(layout: Layout) -> list[Path]:
@@ -62,3 +79,78 @@ def remove_if_empty(directories: Sequence[Path]) -> None:
             directory.rmdir()
         except OSError:
             return  # not empty (or gone): its parents are not empty either
+
+
+def expected_bytes(plan: Any) -> int:
+    """The bytes a run is expected to leave under ``output.path`` once finished: each store's raw
+    size (dates × bands × the grid's pixels, by data type) times its :data:`STORED_FRACTION`.
+
+    Parameters
+    ----------
+    plan
+        The run's :class:`~pipeline.plan.RunPlan`.
+
+    Returns
+    -------
+    int
+        Bytes; strips, previews and quicklooks (a few hundred MB at full size) are not in it.
+    """
+    config = plan.config
+    pixels = plan.grid.height * plan.grid.width
+    dates, bands = len(plan.acquisitions), len(plan.bands)
+    values = dates * bands * pixels  # one (time, band, y, x) layer
+    method, refines = config.solver.method, config.solver.refines
+    # A method without haze writes its haze layer as zeros, which compress to nothing.
+    solved = len(layers(method, refines)) - (0 if writes_haze(method, refines) else 1)
+    cog = np.dtype(config.output.cog_dtype).itemsize
+    raw = {
+        "input": values * (4 + 1),  # observations float32, where observed uint8
+        "cube": values * (4 * solved + 1) + dates * pixels,  # layers, provenance; the mask
+        "cogs": values * cog + dates * pixels,  # a COG per date and band; the masks' COGs
+    }
+    return int(sum(raw[k] * STORED_FRACTION[k] for k in raw))
+
+
+def _bytes_under(root: Path) -> int:
+    """The bytes of the files under ``root`` (what an earlier run of the same output left)."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue  # removed while counted
+    return total
+
+
+def check_space(plan: Any) -> int:
+    """Warn, before any work starts, when ``output.path`` has less free space than the run is
+    expected to write (:func:`expected_bytes`, less what an earlier run left there to resume
+    from). A run that finds the disk full stops cleanly (:mod:`pipeline.store.durable`), but
+    only when it gets there, hours in. A warning, not an error: compression varies with the
+    scene (footprints that cover part of the grid, a flat ocean), so the estimate may be high.
+    Everything under ``output.path`` counts as already written: a rerun with other settings
+    keeps the published cube until it publishes its own, which this does not foresee.
+
+    Parameters
+    ----------
+    plan
+        The run's :class:`~pipeline.plan.RunPlan`.
+
+    Returns
+    -------
+    int
+        The bytes the run is expected to still write.
+    """
+    root = plan.layout.root
+    needed = max(expected_bytes(plan) - _bytes_under(root), 0)
+    free = shutil.disk_usage(root).free
+    if free < needed:
+        log.warning(
+            "output.path: %s has %.1f GB free and this run is expected to write %.1f GB more; "
+            "free space or choose another `output.path`, or the run may stop with the disk full",
+            root,
+            free / 1e9,
+            needed / 1e9,
+        )
+    return needed
