@@ -8,13 +8,16 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cloudcore.catalog import layers, writes_haze
 from pipeline.store.durable import OutputError, storage_error
 from pipeline.store.layout import Layout
+
+if TYPE_CHECKING:
+    from pipeline.plan import RunPlan
 
 __all__ = ["check_space", "check_writable", "expected_bytes", "remove_if_empty"]
 
@@ -81,7 +84,7 @@ def remove_if_empty(directories: Sequence[Path]) -> None:
             return  # not empty (or gone): its parents are not empty either
 
 
-def expected_bytes(plan: Any) -> int:
+def expected_bytes(plan: RunPlan) -> int:
     """The bytes a run is expected to leave under ``output.path`` once finished: each store's raw
     size (dates × bands × the grid's pixels, by data type) times its :data:`STORED_FRACTION`.
 
@@ -123,7 +126,7 @@ def _bytes_under(root: Path) -> int:
     return total
 
 
-def check_space(plan: Any) -> int:
+def check_space(plan: RunPlan) -> int:
     """Warn, before any work starts, when ``output.path`` has less free space than the run is
     expected to write (:func:`expected_bytes`, less what an earlier run left there to resume
     from). A run that finds the disk full stops cleanly (:mod:`pipeline.store.durable`), but

@@ -28,7 +28,16 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from pipeline.config import SolverConfig
 
-__all__ = ["LOCK_PATH", "KernelWarmup", "machine_lock", "warm_dn_blocks", "warm_kernels"]
+__all__ = [
+    "LOCK_PATH",
+    "WARMUP_TOL",
+    "KernelWarmup",
+    "brief_solver",
+    "machine_lock",
+    "warm_dn_blocks",
+    "warm_kernels",
+    "warmup_matrix",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,25 +71,20 @@ def machine_lock(path: Path) -> Iterator[None]:
 def warm_kernels(solver: SolverConfig) -> float:
     """Solve one tiny masked matrix as a tile of ``solver`` is solved
     (:func:`pipeline.solve.tile.solve_matrix`: its method, then :func:`cloudcore.refine` if it
-    refines; its precision, since kernels are compiled per argument type), in 3 iterations on
-    one thread, so that every kernel a tile or scene solve calls is loaded (compiled if numba's
-    cache lacks it); returns the seconds.
+    refines; its precision, since kernels are compiled per argument type), in one iteration
+    (:func:`brief_solver`) on one thread, so that every kernel a tile or scene solve calls is
+    loaded (compiled if numba's cache lacks it); returns the seconds.
 
     The matrix has a partly observed date, so the masked path and the refit are taken; the
     unmasked path calls the same kernels with the same argument types. The row tasks' blend
     kernel (:mod:`pipeline.solve._feather`) is loaded too, and with the ground capped
     (``solver.cap_ground``) the cap's (:func:`cloudcore.cap_ground`).
     """
-    import numpy as np
-
     from pipeline.solve.tile import resolve_lambda, solve_matrix, tile_layers
 
     started = time.perf_counter()
-    rng = np.random.default_rng(0)
-    D = rng.random((4096, 4)).astype(solver.dtype)
-    mask = np.ones(D.shape, dtype=bool)
-    mask[:1024, 1] = False
-    brief = solver.model_copy(update={"max_iter": 3})  # loading the kernels is all it is for
+    D, mask = warmup_matrix(solver.dtype)
+    brief = brief_solver(solver)
     with machine_lock(LOCK_PATH):
         result = solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
         tile_layers(result, mask, brief, threads=1)  # the cap's kernel, if the solver caps
@@ -89,6 +93,32 @@ def warm_kernels(solver: SolverConfig) -> float:
         if solver.scope == "scene":
             warm_dn_blocks(brief)
     return time.perf_counter() - started
+
+
+def warmup_matrix(dtype: str) -> tuple[Any, Any]:
+    """The tiny matrix the warm-up solves: 4096 random pixels × 4 dates in ``dtype``, the second
+    date seen on 3072 of them (the masked path and the refit), and that mask."""
+    import numpy as np
+
+    D = np.random.default_rng(0).random((4096, 4)).astype(dtype)
+    mask = np.ones(D.shape, dtype=bool)
+    mask[:1024, 1] = False
+    return D, mask
+
+
+#: The warm-up's tolerance: met after the first iteration (whose residual is about 0.2 on its
+#: matrix), which calls every kernel later iterations call.
+WARMUP_TOL = 1.0
+
+
+def brief_solver(solver: SolverConfig) -> SolverConfig:
+    """``solver`` stopped, converged, after its first iteration: loading the kernels is all the
+    warm-up solves for. Converged, so that it has nothing to warn about: with 3 iterations it did
+    not converge, and :func:`~pipeline.solve.tile.solve_matrix` silences that warning with
+    ``warnings.catch_warnings``, which is not thread-safe. The warm-up runs in a thread beside
+    the worker's first tasks, whose solves enter and leave the same context: a warm-up's "aatm
+    did not converge in 3 iterations" reached the demo's log."""
+    return solver.model_copy(update={"max_iter": 3, "tol": WARMUP_TOL})
 
 
 def warm_dn_blocks(solver: SolverConfig) -> None:
@@ -117,7 +147,13 @@ def warm_dn_blocks(solver: SolverConfig) -> None:
         warnings.simplefilter("ignore", ConvergenceWarning)
         shards = LocalShards([BlockGroup([block], threads=1)])
         solve_blocks(
-            shards, d=side * side, n=n, dtype=solver.dtype, method=solver.method, max_iter=3
+            shards,
+            d=side * side,
+            n=n,
+            dtype=solver.dtype,
+            method=solver.method,
+            tol=WARMUP_TOL,  # converged, nothing to warn about (brief_solver)
+            max_iter=3,
         )
 
 

@@ -62,3 +62,25 @@ def test_a_failed_warmup_only_logs(monkeypatch, caplog):
     monkeypatch.setattr(warmup, "warm_kernels", broken)
     warmup.KernelWarmup(SolverConfig())._warm()
     assert "no kernels here" in caplog.text
+
+
+def test_the_warm_up_solve_converges_so_it_has_nothing_to_warn_about():
+    """Its own silencing of "did not converge" (``warnings.catch_warnings`` in solve_matrix) is
+    not thread-safe beside the worker's first tasks: a warm-up that stopped unconverged after 3
+    iterations reached the demo's log."""
+    from pipeline.solve.tile import resolve_lambda, solve_matrix
+
+    for solver in (
+        SolverConfig(),
+        SolverConfig(dtype="float64"),
+        SolverConfig(method="rpca", refine=True),
+        SolverConfig(method="aatm-shadow"),
+    ):
+        D, mask = warmup.warmup_matrix(solver.dtype)
+        lam = resolve_lambda("auto", *D.shape)
+        brief = warmup.brief_solver(solver)
+        result = solve_matrix(D, mask, brief, (64, 64), lam, threads=1)
+        assert result.converged, solver  # in one iteration (a refined solve: one a pass)
+        # What it replaced did not converge: the tolerance is what makes the difference.
+        plain = solver.model_copy(update={"max_iter": brief.max_iter})
+        assert not solve_matrix(D, mask, plain, (64, 64), lam, threads=1).converged
