@@ -129,13 +129,12 @@ def warm_dn_blocks(solver: SolverConfig) -> None:
     Parameters
     ----------
     solver
-        The run's ``solver`` section (its method and precision; a few iterations suffice).
+        The warm-up's solver (:func:`brief_solver`): its method, precision and stopping rule.
+        Its solve converges, so nothing here silences warnings (``warnings.catch_warnings``
+        in this thread would race the worker's tasks, as :func:`brief_solver` says).
     """
-    import warnings
-
     import numpy as np
 
-    from cloudcore import ConvergenceWarning
     from cloudcore.scene import Block, BlockGroup, LocalShards, solve_blocks
 
     n, side, max_dn = 4, 64, 1023.0
@@ -143,18 +142,16 @@ def warm_dn_blocks(solver: SolverConfig) -> None:
     stack = dn.astype(np.float32) / np.float32(max_dn)
     stack[1, :, : side // 4] = np.nan  # a partly observed date: the masked path and the refit
     block = Block(stack, solver.dtype, max_dn=max_dn)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        shards = LocalShards([BlockGroup([block], threads=1)])
-        solve_blocks(
-            shards,
-            d=side * side,
-            n=n,
-            dtype=solver.dtype,
-            method=solver.method,
-            tol=WARMUP_TOL,  # converged, nothing to warn about (brief_solver)
-            max_iter=3,
-        )
+    shards = LocalShards([BlockGroup([block], threads=1)])
+    solve_blocks(
+        shards,
+        d=side * side,
+        n=n,
+        dtype=solver.dtype,
+        method=solver.method,
+        tol=solver.tol,
+        max_iter=solver.max_iter,
+    )
 
 
 class KernelWarmup(WorkerPlugin):

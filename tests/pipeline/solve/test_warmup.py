@@ -84,3 +84,21 @@ def test_the_warm_up_solve_converges_so_it_has_nothing_to_warn_about():
         # What it replaced did not converge: the tolerance is what makes the difference.
         plain = solver.model_copy(update={"max_iter": brief.max_iter})
         assert not solve_matrix(D, mask, plain, (64, 64), lam, threads=1).converged
+
+
+def test_the_scene_warm_up_converges_too_without_silencing_warnings():
+    """``warm_dn_blocks`` no longer wraps its solve in ``warnings.catch_warnings`` (which, in
+    the warm-up's thread, races the worker's tasks): given the warm-up's solver it converges,
+    so with convergence warnings as errors it passes; given the run's own 3 iterations, not."""
+    import warnings
+
+    import pytest
+
+    from cloudcore import ConvergenceWarning
+
+    solver = SolverConfig(scope="scene")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        warmup.warm_dn_blocks(warmup.brief_solver(solver))
+        with pytest.raises(ConvergenceWarning):
+            warmup.warm_dn_blocks(solver.model_copy(update={"max_iter": 3}))
