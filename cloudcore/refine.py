@@ -150,6 +150,7 @@ def refine(
     tol: float = 1e-7,
     max_iter: int = 1000,
     threads: int | None = None,
+    warn: bool = True,
 ) -> Decomposition:
     """Re-solve a decomposition with its outlying entries left out (see the module docstring).
 
@@ -165,8 +166,9 @@ def refine(
         Threshold, radius, rounds and the re-solve's λ scale.
     mask
         Boolean (d, n), True where observed (None: every entry).
-    tol, max_iter, threads
-        As in :func:`cloudcore.decompose`, for the re-solves.
+    tol, max_iter, threads, warn
+        As in :func:`cloudcore.decompose`, for the re-solves (one warning for the last
+        re-solve, not one per round).
 
     Returns
     -------
@@ -197,11 +199,16 @@ def refine(
         )
         keep = np.logical_not(flags)
         keep &= observed
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # reported once, below
-            last = decompose(
-                data, "rpca", lam=lam, tol=tol, max_iter=max_iter, mask=keep, threads=threads
-            )
+        last = decompose(  # warned of once, below
+            data,
+            "rpca",
+            lam=lam,
+            tol=tol,
+            max_iter=max_iter,
+            mask=keep,
+            threads=threads,
+            warn=False,
+        )
         del keep
         iterations += last.iterations
         converged, residual = last.converged, last.residual
@@ -214,7 +221,7 @@ def refine(
         del unpinned
         ground = resolved
         del last  # its C and N are not used
-    if not converged:
+    if warn and not converged:
         warnings.warn(
             f"refine: the re-solve stopped at max_iter={max_iter} (residual {residual:.2e})",
             ConvergenceWarning,

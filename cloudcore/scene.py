@@ -402,6 +402,7 @@ def solve_blocks(
     max_iter: int = 1000,
     shadow_weight: float = SHADOW_WEIGHT,
     refit: bool = True,
+    warn: bool = True,
 ) -> SceneOutcome:
     """Solve the matrix held by ``shards`` exactly as :func:`cloudcore.decompose` solves it whole.
 
@@ -419,13 +420,16 @@ def solve_blocks(
     refit
         As in :func:`cloudcore.decompose`: refit the partly observed dates of a masked matrix
         (:mod:`cloudcore.scene_refit`); False leaves them as the ALM returns them.
+    warn
+        As in :func:`cloudcore.decompose`: False does not warn at ``max_iter`` (``converged``
+        on the outcome says so either way).
 
     Returns
     -------
     SceneOutcome
         Iterations, convergence, residual, λ. The layers are in the blocks
         (:meth:`Block.layers`). A run that stops at ``max_iter`` warns with
-        :class:`ConvergenceWarning`, as decompose does.
+        :class:`ConvergenceWarning` (unless ``warn`` is False), as decompose does.
     """
     if method not in SCENE_METHODS:
         raise ValueError(
@@ -466,7 +470,7 @@ def solve_blocks(
     if stats.masked:
         rounds = refit_blocks(shards, stats, method, lam, beta, shadow_weight, refit)
     refit_seconds = time.perf_counter() - refit_started
-    if not converged:
+    if warn and not converged:
         warnings.warn(
             f"{method} did not converge in {max_iter} iterations (residual {res:.2e} > tol "
             f"{tol:.0e}); raise max_iter or check λ = {lam:.3g}",

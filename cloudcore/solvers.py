@@ -83,6 +83,7 @@ def decompose(
     threads: int | None = None,
     shadow_weight: float = SHADOW_WEIGHT,
     refit: bool = True,
+    warn: bool = True,
 ) -> Decomposition:
     """Split a scene-series matrix into ground, cloud and haze.
 
@@ -119,6 +120,11 @@ def decompose(
         With a mask, refit the dates observed on some pixels only (:mod:`cloudcore.refit`):
         without the refit the ALM returns them biased dark (issue #14). False is for studies of
         that bias; it changes nothing without a mask.
+    warn
+        Emit the :class:`ConvergenceWarning` when ``max_iter`` is reached (``converged`` on the
+        result says so either way). False is for callers that record convergence themselves
+        and solve in threads: silencing the warning with ``warnings.catch_warnings`` instead is
+        not thread-safe (each thread's exit restores the filters it saw on entry).
 
     Returns
     -------
@@ -153,7 +159,7 @@ def decompose(
         )
     if problem.obs is not None:
         iterate = partial(_debiased, iterate, problem, method, lam, beta, shadow_weight, refit)
-    return solve(problem, method, lam, tol, max_iter, threads, iterate)
+    return solve(problem, method, lam, tol, max_iter, threads, iterate, warn=warn)
 
 
 Outcome = tuple[np.ndarray, np.ndarray, np.ndarray, int, float]  # L, C, N, iterations, residual
@@ -167,11 +173,14 @@ def solve(
     max_iter: int,
     threads: int | None,
     iterate: Callable[..., Outcome],
+    *,
+    warn: bool = True,
 ) -> Decomposition:
     """Run a solver on a validated problem and package its result (shared by every method).
 
     ``iterate(norm_two, tol=…, max_iter=…)`` runs the iterations. This applies the float32 tolerance
-    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning.
+    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning
+    (unless ``warn`` is False).
     """
     if problem.D.dtype == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
@@ -181,7 +190,7 @@ def solve(
     with numba_threads(threads):
         L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter)
     converged = res < tol
-    if not converged:
+    if warn and not converged:
         warnings.warn(
             f"{method} did not converge in {max_iter} iterations (residual {res:.2e} > tol "
             f"{tol:.0e}); raise max_iter or check λ = {lam:.3g}",

@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,25 +329,23 @@ def solve_band(client: Any, job: BandJob) -> dict[str, Any]:
 
 def solve_shards(shards: Any, d: int, n: int, solver: SolverConfig) -> SceneOutcome:
     """One band's matrix (d pixels × n dates, held by ``shards``) solved as ``solver`` asks, by
-    :func:`cloudcore.scene.solve_blocks`; convergence warnings are silenced (the diagnostics
-    record it)."""
-    import cloudcore
+    :func:`cloudcore.scene.solve_blocks`, without convergence warnings (``warn=False``: the
+    diagnostics record convergence)."""
     from cloudcore.scene import solve_blocks
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-        return solve_blocks(
-            shards,
-            d=d,
-            n=n,
-            dtype=solver.dtype,
-            method=solver.method,
-            lam=solver_lambda(solver, d, n),
-            beta=solver.beta,
-            tol=solver.tol,
-            max_iter=solver.max_iter,
-            shadow_weight=solver.shadow_weight,
-        )
+    return solve_blocks(
+        shards,
+        d=d,
+        n=n,
+        dtype=solver.dtype,
+        method=solver.method,
+        lam=solver_lambda(solver, d, n),
+        beta=solver.beta,
+        tol=solver.tol,
+        max_iter=solver.max_iter,
+        shadow_weight=solver.shadow_weight,
+        warn=False,
+    )
 
 
 def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:

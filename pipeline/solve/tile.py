@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,24 +133,24 @@ def solve_matrix(
     threads: int,
 ) -> Decomposition:
     """The tile's decomposition as ``solver`` asks: :func:`cloudcore.decompose`, then
-    :func:`refine_matrix` when it refines (``solver.refines``); convergence warnings are
-    silenced (the diagnostics record it per tile). Returns the
+    :func:`refine_matrix` when it refines (``solver.refines``); without convergence warnings
+    (``warn=False``: the diagnostics record convergence per tile, and silencing the warnings
+    with ``warnings.catch_warnings`` races the worker's other threads). Returns the
     :class:`cloudcore.Decomposition`; the solver's ``ValueError`` passes through."""
     import cloudcore
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-        result = cloudcore.decompose(
-            D,
-            solver.method,
-            lam=lam,
-            beta=solver.beta,
-            tol=solver.tol,
-            max_iter=solver.max_iter,
-            mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
-            threads=threads,
-            shadow_weight=solver.shadow_weight,
-        )
+    result = cloudcore.decompose(
+        D,
+        solver.method,
+        lam=lam,
+        beta=solver.beta,
+        tol=solver.tol,
+        max_iter=solver.max_iter,
+        mask=mask,  # an all-True mask is solved as unmasked by cloudcore itself
+        threads=threads,
+        shadow_weight=solver.shadow_weight,
+        warn=False,
+    )
     if not solver.refines:
         return result
     first = _ground_only(result)
@@ -168,20 +167,19 @@ def refine_matrix(
     threads: int,
 ) -> Decomposition:
     """:func:`cloudcore.refine` of the first decomposition ``first`` of ``D`` with ``solver``'s
-    tolerance and iterations, convergence warnings silenced (as :func:`solve_matrix`)."""
+    tolerance and iterations, without convergence warnings (as :func:`solve_matrix`)."""
     import cloudcore
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-        return cloudcore.refine(
-            D,
-            first,
-            image_shape,
-            mask=mask,
-            tol=solver.tol,
-            max_iter=solver.max_iter,
-            threads=threads,
-        )
+    return cloudcore.refine(
+        D,
+        first,
+        image_shape,
+        mask=mask,
+        tol=solver.tol,
+        max_iter=solver.max_iter,
+        threads=threads,
+        warn=False,
+    )
 
 
 def _ground_only(result: Decomposition) -> Decomposition:

@@ -113,11 +113,10 @@ WARMUP_TOL = 1.0
 
 def brief_solver(solver: SolverConfig) -> SolverConfig:
     """``solver`` stopped, converged, after its first iteration: loading the kernels is all the
-    warm-up solves for. Converged, so that it has nothing to warn about: with 3 iterations it did
-    not converge, and :func:`~pipeline.solve.tile.solve_matrix` silences that warning with
-    ``warnings.catch_warnings``, which is not thread-safe. The warm-up runs in a thread beside
-    the worker's first tasks, whose solves enter and leave the same context: a warm-up's "aatm
-    did not converge in 3 iterations" reached the demo's log."""
+    warm-up solves for, and a converged solve has nothing to warn about. (With 3 iterations and
+    the run's tolerance it stopped unconverged, and a warm-up's "aatm did not converge in 3
+    iterations" reached the demo's log through the ``warnings.catch_warnings`` that silenced
+    it, which is not thread-safe; the pipeline's solves now pass ``warn=False`` instead.)"""
     return solver.model_copy(update={"max_iter": 3, "tol": WARMUP_TOL})
 
 
@@ -130,8 +129,8 @@ def warm_dn_blocks(solver: SolverConfig) -> None:
     ----------
     solver
         The warm-up's solver (:func:`brief_solver`): its method, precision and stopping rule.
-        Its solve converges, so nothing here silences warnings (``warnings.catch_warnings``
-        in this thread would race the worker's tasks, as :func:`brief_solver` says).
+        Its solve converges; nothing here silences warnings (``warnings.catch_warnings`` in
+        this thread would race the worker's tasks).
     """
     import numpy as np
 

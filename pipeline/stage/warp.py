@@ -50,7 +50,6 @@ margin), :mod:`pipeline.stage.rpc_lattice` (the lattice warp), :mod:`pipeline.st
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -60,7 +59,7 @@ import numpy as np
 import rasterio
 import rasterio.windows
 from affine import Affine
-from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
+from rasterio.errors import RasterioIOError
 from rasterio.rpc import RPC
 from rasterio.warp import reproject
 from rasterio.windows import Window
@@ -252,11 +251,14 @@ def _copy_window(
 
 
 def _open(acq: Acquisition) -> rasterio.io.DatasetReader:
-    """Open an acquisition's raster; an unreadable file is the user's to replace."""
+    """Open an acquisition's raster; an unreadable file is the user's to replace.
+
+    Nothing is silenced here: discovery admitted only rasters with a geotransform or RPCs, which
+    rasterio (≥ 1.3) opens without a ``NotGeoreferencedWarning``, and this runs in a worker's
+    threads, where ``warnings.catch_warnings`` is not safe (a thread's exit restores the filters
+    it saw on entry, undoing another thread's)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NotGeoreferencedWarning)
-            return rasterio.open(acq.path)
+        return rasterio.open(acq.path)
     except RasterioIOError as exc:
         raise InputError(
             f"{acq.path.name}: not readable ({exc}); re-download the product or "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,17 @@ def test_flags_are_the_opening_then_the_dilation(radius: int) -> None:
         frames = ndimage.binary_dilation(ndimage.binary_opening(frames, square), grow)
     assert got.any() and not got.all()
     assert np.array_equal(got, frames.reshape(N, -1).T & observed)
+
+
+def test_an_unconverged_re_solve_warns_once_or_not_at_all() -> None:
+    D, _, _ = _series()
+    first = cloudcore.decompose(D, "rpca")
+    with pytest.warns(cloudcore.ConvergenceWarning) as caught:
+        stopped = cloudcore.refine(D, first, (H, W), max_iter=2)
+    assert len(caught) == 1 and "refine" in str(caught[0].message)
+    assert not stopped.converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = cloudcore.refine(D, first, (H, W), max_iter=2, warn=False)
+    assert not quiet.converged
+    np.testing.assert_array_equal(quiet.L, stopped.L)

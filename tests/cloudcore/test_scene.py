@@ -180,6 +180,13 @@ def test_stopped_by_max_iter_like_decompose(footprint_series: np.ndarray) -> Non
     _assert_same(got, ref, _bound(footprint_series, ref))
 
 
+def test_warn_false_stops_at_max_iter_without_a_warning(footprint_series: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outcome, _ = _solve_tiled(footprint_series, (64, 64), groups=2, max_iter=4, warn=False)
+    assert outcome.iterations == 4 and not outcome.converged
+
+
 def test_all_zero_matrix_is_the_defined_answer() -> None:
     stack = np.zeros((3, 20, 20), np.float32)
     outcome, got = _solve_tiled(stack, (8, 8), groups=2)

@@ -225,6 +225,19 @@ def test_non_convergence_warns_and_is_reported(case_64x7):
     assert not res.converged and res.iterations == 3 and res.residual > 1e-7
 
 
+def test_warn_false_reports_non_convergence_without_a_warning(case_64x7):
+    # For callers that solve in threads and record convergence themselves (the pipeline):
+    # warnings.catch_warnings around the call is not thread-safe.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = decompose(case_64x7.D, "aatm", max_iter=3, warn=False)
+        masked = decompose(
+            case_64x7.D, "aatm", max_iter=3, mask=np.ones(case_64x7.D.shape, bool), warn=False
+        )
+    assert not res.converged and res.iterations == 3
+    assert not masked.converged
+
+
 def test_convergence_emits_no_warning(case_64x7):
     with warnings.catch_warnings():
         warnings.simplefilter("error")

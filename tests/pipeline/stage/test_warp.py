@@ -251,6 +251,19 @@ def test_bad_arguments(clear) -> None:
         read_window(acqs[0], grid, Window(0, 0, 8, 8), bands=[6])
 
 
+@pytest.mark.filterwarnings("error")
+def test_staging_reads_without_a_warning_to_silence(
+    clear, geotiff_series: SimulatedProducts
+) -> None:
+    # Staging opens rasters in a worker's threads, where silencing a warning with
+    # warnings.catch_warnings races the other threads; an L1A frame (RPCs only) and a GeoTIFF
+    # must open with nothing to silence.
+    acqs, grid, _ = clear
+    read_window(acqs[0], grid, Window(0, 0, 8, 8))
+    tiffs = discover_geotiffs(geotiff_series.paths)
+    read_window(tiffs[0], derive_grid(tiffs), Window(0, 0, 8, 8))
+
+
 def test_geotiff_series(geotiff_series: SimulatedProducts) -> None:
     acqs = discover_geotiffs(geotiff_series.paths)
     grid = derive_grid(acqs)
