@@ -15,6 +15,8 @@ The settings (docs/REAL-CLOUDS.md):
 
 * ``shadow-edge``: a shadow extends into the pixels next to it darkened by at least 1.5σ or 2σ,
   up to ``edge_reach`` pixels (``mask.shadow_edge``), or not;
+* ``shadow-near``: a darkening of at least 1.5σ or 2σ within 8 or 16 px of a cloud of the same
+  date is shadow (``mask.shadow_near``, ``mask.near_reach``), or not;
 * ``white-clouds``: a flat brightening (shortest band ≥ 0.7 of the largest) is cloud from 3σ
   (``mask.white_cloud``), with the candidate's whiteness test or a stricter one (0.25, 0.3), or
   neither (:func:`cloudlab.candidates.white_clouds_of`). Adopted: ``python -m cloudlab heldout``
@@ -31,6 +33,7 @@ Usage::
 
     python -m cloudlab heldout --out runs/heldout                                # about 20 min
     python benchmarks/mask_stage.py shadow-edge --heldout runs/heldout           # seconds
+    python benchmarks/mask_stage.py shadow-near --heldout runs/heldout
     python benchmarks/mask_stage.py white-clouds --heldout runs/heldout
 """
 
@@ -64,9 +67,25 @@ def edges_of(step: PostStep) -> list[PostStep]:
     return [step.with_rule(shadow_edge=e) for e in EDGES if e < step.rule.shadow]
 
 
+#: A shadow beside its cloud: (σ, reach in px) offered (none first: it is kept on a tie). They
+#: bracket what an in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md,
+#: "A shadow beside its cloud").
+NEAR = ((1.5, 8), (1.5, 16), (2.0, 8), (2.0, 16))
+
+
+def near_of(step: PostStep) -> list[PostStep]:
+    """``step`` as it is, then with each shadow beside its cloud of :data:`NEAR` its rule
+    admits (below its shadow threshold; keep_clear off: only as it is)."""
+    if not step.keep_clear:
+        return [step]
+    return [step] + [
+        step.with_rule(shadow_near=s, near_reach=reach) for s, reach in NEAR if s < step.rule.shadow
+    ]
+
+
 #: The settings a stage can choose, by name: each gives a candidate's post-step its variants,
 #: the candidate's own first.
-SETTINGS = {"shadow-edge": edges_of, "white-clouds": white_clouds_of}
+SETTINGS = {"shadow-edge": edges_of, "shadow-near": near_of, "white-clouds": white_clouds_of}
 
 #: The columns printed, as the benchmark's report names them.
 COLUMNS = {

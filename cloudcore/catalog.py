@@ -21,10 +21,12 @@ __all__ = [
     "MASK_EDGE_REACH",
     "MASK_GROW",
     "MASK_HAZE",
+    "MASK_NEAR_REACH",
     "MASK_OFFSET",
     "MASK_RADIUS",
     "MASK_SHADOW",
     "MASK_SHADOW_EDGE",
+    "MASK_SHADOW_NEAR",
     "MASK_WHITE",
     "MASK_WHITE_CLOUD",
     "MASK_WHITE_CLOUD_RATIO",
@@ -91,6 +93,13 @@ MASK_WHITE_CLOUD_RATIO = 0.7
 #: shadow-edge``): not adopted, off.
 MASK_SHADOW_EDGE = 0.0
 MASK_EDGE_REACH = 3
+#: A shadow beside its cloud (:func:`cloudcore.masks.classify_scores`): a darkening of at least
+#: this many σ within :data:`MASK_NEAR_REACH` pixels of a cloud of the same date is shadow; 0:
+#: off. A cloud casts its shadow on the same date, displaced from it along the sun's azimuth
+#: by the cloud's height times the tangent of the sun's zenith angle (Fmask matches the two
+#: for the same reason); a darkening far from any cloud is more likely the ground's own change.
+MASK_SHADOW_NEAR = 0.0
+MASK_NEAR_REACH = 16
 
 #: The quantile of its dates each pixel's capped ground is raised to by default (the pipeline's
 #: ``solver.floor_ground`` left out, for the methods that cap and have no shadow layer;

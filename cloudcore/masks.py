@@ -55,9 +55,11 @@ from cloudcore.catalog import (
     MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
+    MASK_NEAR_REACH,
     MASK_RADIUS,
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
+    MASK_SHADOW_NEAR,
     MASK_WHITE,
     MASK_WHITE_CLOUD,
     MASK_WHITE_CLOUD_RATIO,
@@ -131,6 +133,11 @@ class MaskRule:
     #: ``cloud``; 0: off.
     white_cloud: float = MASK_WHITE_CLOUD
     white_cloud_ratio: float = MASK_WHITE_CLOUD_RATIO
+    #: A shadow beside its cloud: an entry darkened by at least this many σ within
+    #: ``near_reach`` pixels of a cloud of the same date is shadow (below ``shadow``: a
+    #: cloud's shadow is where a darkening is most likely one); 0: off.
+    shadow_near: float = MASK_SHADOW_NEAR
+    near_reach: int = MASK_NEAR_REACH
 
     @property
     def reads_whiteness(self) -> bool:
@@ -142,7 +149,8 @@ class MaskRule:
         """How far (pixels) the codes of an entry depend on the scores around it on its date:
         the opening's erosion and dilation, the shadow's edge and the growth."""
         edge = self.edge_reach if self.shadow_edge > 0 else 0
-        return 2 * self.radius + edge + self.grow
+        near = self.near_reach if self.shadow_near > 0 else 0
+        return 2 * self.radius + max(edge, near) + self.grow
 
 
 def sample_entries(
@@ -340,6 +348,8 @@ def classify_scores(
         opening(cloud, rule.radius, out=cloud, scratch=scratch)
         if shadow is not None:
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
+    if shadow is not None and dark is not None and rule.shadow_near > 0:
+        shadow |= (dark >= rule.shadow_near) & dilate(cloud, rule.near_reach) & ~cloud
     if shadow is not None and dark is not None and rule.shadow_edge > 0:
         shadow = extend(shadow, (dark >= rule.shadow_edge) & ~cloud, rule.edge_reach)
     if rule.grow > 0:

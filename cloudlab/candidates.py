@@ -257,8 +257,8 @@ class PostStep:
     def rule_name(self) -> str:
         """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
         ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
-        than the default's), ``wc3`` with white clouds from 3σ (``wc3@0.8`` with a ratio other
-        than the default's)."""
+        than the default's), ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px), ``wc3``
+        with white clouds from 3σ (``wc3@0.8`` with a ratio other than the default's)."""
         r = self.rule
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
         shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
@@ -267,6 +267,8 @@ class PostStep:
         if r.shadow_edge > 0:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
             edge = f" e{r.shadow_edge:g}{reach}"
+        if r.shadow_near > 0:
+            edge += f" n{r.shadow_near:g}x{r.near_reach}"
         flat = ""
         if r.white_cloud > 0:
             ratio = (

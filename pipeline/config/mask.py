@@ -13,10 +13,12 @@ from cloudcore.catalog import (
     MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
+    MASK_NEAR_REACH,
     MASK_OFFSET,
     MASK_RADIUS,
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
+    MASK_SHADOW_NEAR,
     MASK_WHITE,
     MASK_WHITE_CLOUD,
     MASK_WHITE_CLOUD_RATIO,
@@ -42,6 +44,12 @@ class MaskConfig(ConfigSection):
     # penumbra belongs to its shadow, an isolated pixel that dark is not a shadow. 0: off.
     shadow_edge: float = Field(default=MASK_SHADOW_EDGE, ge=0)
     edge_reach: int = Field(default=MASK_EDGE_REACH, ge=1, le=16)
+    # A shadow beside its cloud: a pixel darkened by at least this many σ (below `shadow`)
+    # within `near_reach` pixels of a cloud of the same date is shadow; a cloud casts its
+    # shadow on its own date, a little way off. 0: off. Each core then reads `near_reach` px
+    # more around it.
+    shadow_near: float = Field(default=MASK_SHADOW_NEAR, ge=0)
+    near_reach: int = Field(default=MASK_NEAR_REACH, ge=1, le=64)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere; where a band did not observe the pixel the output is no data. With
     # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen;
@@ -86,12 +94,14 @@ class MaskConfig(ConfigSection):
 
     def options_off(self) -> set[str]:
         """The fields of the settings that came after the first cubes and are off here
-        (``grow`` 0, ``white`` 0, no shadow edge, no white clouds): a cube's identity and
-        attributes leave them out, as before they existed, so cubes of earlier versions resume
-        (:attr:`pipeline.plan.RunPlan.cube_token`, :func:`pipeline.solve.cube.open_cube`)."""
+        (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud, no white clouds):
+        a cube's identity and attributes leave them out, as before they existed, so cubes of
+        earlier versions resume (:attr:`pipeline.plan.RunPlan.cube_token`,
+        :func:`pipeline.solve.cube.open_cube`)."""
         off = set() if self.grow else {"grow"}
         off |= set() if self.white > 0 else {"white"}
         off |= set() if self.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
+        off |= set() if self.shadow_near > 0 else {"shadow_near", "near_reach"}
         off |= set() if self.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
         return off
 
@@ -101,5 +111,10 @@ class MaskConfig(ConfigSection):
             raise ValueError(
                 f"mask.shadow_edge {self.shadow_edge:g} must be below mask.shadow "
                 f"{self.shadow:g} (it is the lower threshold a shadow extends into), or 0 (off)"
+            )
+        if self.shadow_near >= self.shadow:
+            raise ValueError(
+                f"mask.shadow_near {self.shadow_near:g} must be below mask.shadow "
+                f"{self.shadow:g} (it is the lower threshold beside a cloud), or 0 (off)"
             )
         return self

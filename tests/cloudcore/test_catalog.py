@@ -71,6 +71,10 @@ def test_mask_defaults_are_the_catalogs() -> None:
         catalog.MASK_SHADOW_EDGE,
         catalog.MASK_EDGE_REACH,
     )
+    assert (rule.shadow_near, rule.near_reach) == (
+        catalog.MASK_SHADOW_NEAR,
+        catalog.MASK_NEAR_REACH,
+    )
     assert catalog.MASK_SHADOW < catalog.MASK_HAZE <= catalog.MASK_CLOUD
 
 

@@ -208,6 +208,32 @@ def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
     assert replace(rule, radius=1, grow=2).context == 2 + 3 + 2
 
 
+def test_a_darkening_beside_a_cloud_of_its_date_is_shadow() -> None:
+    """``shadow_near``: an entry darkened by at least that many σ within ``near_reach`` pixels
+    (a square) of a cloud of the same date is shadow; as dark farther away, on a date without
+    that cloud, or less dark, it stays clear."""
+    bright = np.zeros((2, 9, 30), np.float32)
+    dark = np.zeros_like(bright)
+    bright[0, 4, 2] = 8.0  # a cloud on date 0
+    dark[0, 4, 3:30] = 2.0  # a darkening to its right, 27 long
+    dark[0, 0, 6] = 2.0  # diagonal, 4 rows up and 4 columns right: within a square of 4
+    dark[1, 4, 3:30] = 2.0  # the same darkening on date 1, which has no cloud
+    dark[0, 8, 2] = 1.0  # beside the cloud but less dark
+    observed = np.ones(dark.shape, bool)
+    rule = MaskRule(cloud=6, shadow=3, white=0, white_cloud=0, shadow_near=1.5, near_reach=4)
+    codes = classify_scores(bright, dark, observed, rule)
+    assert codes[0, 4, 2] == CLOUD
+    assert (codes[0, 4, 3:7] == SHADOW).all() and (codes[0, 4, 7:] == CLEAR).all()
+    assert codes[0, 0, 6] == SHADOW
+    assert (codes[1] == CLEAR).all()
+    assert codes[0, 8, 2] == CLEAR
+    # Off, or a higher threshold: none; the rule's context counts the reach.
+    for other in (replace(rule, shadow_near=0), replace(rule, shadow_near=2.5)):
+        assert not (classify_scores(bright, dark, observed, other) == SHADOW).any()
+    assert (rule.context, replace(rule, shadow_near=0).context) == (4, 0)
+    assert replace(rule, shadow_edge=1.5, edge_reach=3, grow=1).context == 4 + 1
+
+
 def test_classify_result_reads_shadows_below_the_ground_without_a_shadow_layer() -> None:
     # RPCA has no S: the mask reads the residual below the ground, L − D = −C, as darkening.
     rng = np.random.default_rng(5)

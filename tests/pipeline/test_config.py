@@ -180,14 +180,21 @@ def test_mask_shadow_and_layers_are_cloudcores() -> None:
     )
 
 
-def test_a_shadow_edge_must_lie_below_the_shadow_threshold() -> None:
-    cfg = parse(_with("mask", {"shadow_edge": 1.5, "edge_reach": 5}), Config)
+@pytest.mark.parametrize(
+    ("lower", "reach"), [("shadow_edge", "edge_reach"), ("shadow_near", "near_reach")]
+)
+def test_a_lower_shadow_threshold_must_lie_below_the_shadow_threshold(
+    lower: str, reach: str
+) -> None:
+    cfg = parse(_with("mask", {lower: 1.5, reach: 5}), Config)
     rule = cfg.mask.rule()
-    assert (rule.shadow_edge, rule.edge_reach) == (1.5, 5)
+    assert (getattr(rule, lower), getattr(rule, reach)) == (1.5, 5)
+    assert {lower, reach}.isdisjoint(cfg.mask.options_off())
+    assert {lower, reach} <= parse(_with("mask", {}), Config).mask.options_off()
     with pytest.raises(ConfigError) as info:
-        parse(_with("mask", {"shadow": 2.0, "shadow_edge": 2.0}), Config)
+        parse(_with("mask", {"shadow": 2.0, lower: 2.0}), Config)
     message = str(info.value)
-    assert "mask.shadow_edge" in message and "below mask.shadow" in message
+    assert f"mask.{lower}" in message and "below mask.shadow" in message
     assert "\n" not in message
 
 

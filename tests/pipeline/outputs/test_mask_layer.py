@@ -129,13 +129,21 @@ def _mask_all_rows(
 
 
 @pytest.mark.parametrize(
-    ("width", "radius", "white", "edge"),
+    ("width", "radius", "white", "edge", "near"),
     # last tile column 22 px wide; 1 px wide, narrower than the opening; a whiteness test whose
-    # shortest band is the second; shadows extended into their edges (mask.shadow_edge)
-    [(150, 1, 0.0, 0.0), (129, 2, 0.0, 0.0), (150, 1, 0.5, 0.0), (129, 1, 0.0, 1.0)],
+    # shortest band is the second; shadows extended into their edges (mask.shadow_edge);
+    # shadows beside their clouds, 12 px away at most, farther than a tile's overlap
+    # (mask.shadow_near)
+    [
+        (150, 1, 0.0, 0.0, 0.0),
+        (129, 2, 0.0, 0.0, 0.0),
+        (150, 1, 0.5, 0.0, 0.0),
+        (129, 1, 0.0, 1.0, 0.0),
+        (129, 1, 0.0, 0.0, 1.25),
+    ],
 )
 def test_row_sweep_equals_the_whole_scene_classification(
-    tmp_path: Path, width: int, radius: int, white: float, edge: float
+    tmp_path: Path, width: int, radius: int, white: float, edge: float, near: float
 ) -> None:
     height = 70  # tile rows of 32, 32 and 6
     grid = TileGrid(height, width, TILE, OVERLAP)
@@ -148,9 +156,20 @@ def test_row_sweep_equals_the_whole_scene_classification(
         blobs = scene["shadow"] > 0.04
         rims = ndimage.binary_dilation(blobs, np.ones((1, 1, 3, 3), bool), iterations=4)
         scene["shadow"][rims & ~blobs & np.isfinite(scene["observed"])] += 0.015
+    if near:  # every observed entry darkened by 1.5σ (the bands' mean): shadow near a cloud
+        scene["shadow"][np.isfinite(scene["observed"])] += 0.02
     source, cube = _stores(tmp_path, scene, grid)
     # Every class can occur.
-    rule = MaskRule(cloud=6, haze=4, shadow=3, radius=radius, white=white, shadow_edge=edge)
+    rule = MaskRule(
+        cloud=6,
+        haze=4,
+        shadow=3,
+        radius=radius,
+        white=white,
+        shadow_edge=edge,
+        shadow_near=near,
+        near_reach=12,
+    )
     scales = (0.01, 0.02)
     # Each band's σ is the median of its tiles' records, read from the row markers: here one
     # marker per band with three tiles (one empty, whose σ 0 does not count).
@@ -179,6 +198,12 @@ def test_row_sweep_equals_the_whole_scene_classification(
     if edge:  # the shadows grew into their edges
         plain = classify(bright, dark, np.array(scales), seen, replace(rule, shadow_edge=0.0), 1)
         assert ((codes == 3) & (plain == 0)).any() and not ((plain == 3) & (codes != 3)).any()
+    if near:  # the darkened entries near clouds became shadow, those far from any did not
+        plain = classify(bright, dark, np.array(scales), seen, replace(rule, shadow_near=0.0), 1)
+        added = (codes == 3) & (plain == 0)
+        assert added.any() and ((plain == 0) & (codes == 0)).any()
+        clouds = ndimage.binary_dilation(codes == 2, np.ones((1, 25, 25), bool))
+        assert not (added & ~clouds).any()
     if white:  # the first band's own brightening is not cloud: the test removed it
         untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1)
         assert (untested[1, 22:38, 42:58] == 2).all() and (codes[1, 22:38, 42:58] == 0).all()

@@ -138,6 +138,13 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
     assert edged.cube_token != plan.cube_token
     attrs = zarr.open_group(str(open_cube(edged)), mode="r").attrs
     assert (attrs["mask"]["shadow_edge"], attrs["mask"]["edge_reach"]) == (1.5, 3)
+    # A shadow beside its cloud likewise.
+    near = make_plan(
+        _config(tmp_path / "near", geotiff_series.paths, mask={**mask, "shadow_near": 1.5})
+    )
+    assert near.cube_token not in {plan.cube_token, edged.cube_token}
+    attrs = zarr.open_group(str(open_cube(near)), mode="r").attrs
+    assert (attrs["mask"]["shadow_near"], attrs["mask"]["near_reach"]) == (1.5, 16)
     # White clouds likewise: on, another cube; another ratio, another again; recorded.
     flat = {**mask, "white_cloud": 3}
     tokens = {
