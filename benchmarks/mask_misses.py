@@ -11,8 +11,7 @@ The temporal median's r is beside it (the issue's ratio is against it).
 
 A second table scores the default with each of :data:`VARIANTS` of its mask rule (lower
 thresholds, growth, a shadow's edge, white clouds, a shadow beside its cloud): the pasted
-pixels missed, the prediction r
-and the fidelity r (on the target's other reference-clear pixels), so the trade between the
+pixels missed, the prediction r and the fidelity r (on the target's other reference-clear pixels), so the trade between the
 mask's recall and the clear pixels it changes is in numbers.
 
 In-sample: the default was chosen on all five sites (docs/REAL-CLOUDS.md); this says where its
