@@ -10,9 +10,10 @@ fill would have if the mask had flagged every pasted pixel: what a perfect mask 
 The temporal median's r is beside it (the issue's ratio is against it).
 
 A second table scores the default with each of :data:`VARIANTS` of its mask rule (lower
-thresholds, growth, a shadow's edge, white clouds, a shadow beside its cloud): the pasted
-pixels missed, the prediction r and the fidelity r (on the target's other reference-clear pixels), so the trade between the
-mask's recall and the clear pixels it changes is in numbers.
+thresholds, growth, a shadow's edge, white clouds, a shadow beside its cloud or none): the
+pasted pixels missed, the prediction r and the fidelity r (on the target's other
+reference-clear pixels), so the trade between the mask's recall and the clear pixels it
+changes is in numbers.
 
 In-sample: the default was chosen on all five sites (docs/REAL-CLOUDS.md); this says where its
 error is, not what to choose.
@@ -65,6 +66,7 @@ VARIANTS: tuple[dict[str, Any], ...] = (
     {"shadow_edge": 1.5},
     {"white_cloud": 0.0, "white": 0.2},
     {"white": 0.3},
+    {"shadow_near": 0.0},
     {"shadow_near": 2.0, "near_reach": 8},
     {"shadow_near": 2.0, "near_reach": 16},
     {"shadow_near": 1.5, "near_reach": 8},

@@ -52,6 +52,7 @@ from cloudlab.candidates import (
     SHADOW_SOLVES,
     SOLVES,
     PostStep,
+    near_of,
     step_named,
     white_clouds_of,
 )
@@ -65,22 +66,6 @@ EDGES = (0.0, 1.5, 2.0)
 def edges_of(step: PostStep) -> list[PostStep]:
     """``step`` with each edge of :data:`EDGES` its rule admits (below its shadow threshold)."""
     return [step.with_rule(shadow_edge=e) for e in EDGES if e < step.rule.shadow]
-
-
-#: A shadow beside its cloud: (σ, reach in px) offered (none first: it is kept on a tie). They
-#: bracket what an in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md,
-#: "A shadow beside its cloud").
-NEAR = ((1.5, 8), (1.5, 16), (2.0, 8), (2.0, 16))
-
-
-def near_of(step: PostStep) -> list[PostStep]:
-    """``step`` as it is, then with each shadow beside its cloud of :data:`NEAR` its rule
-    admits (below its shadow threshold; keep_clear off: only as it is)."""
-    if not step.keep_clear:
-        return [step]
-    return [step] + [
-        step.with_rule(shadow_near=s, near_reach=reach) for s, reach in NEAR if s < step.rule.shadow
-    ]
 
 
 #: The settings a stage can choose, by name: each gives a candidate's post-step its variants,

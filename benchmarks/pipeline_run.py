@@ -561,6 +561,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-white": {"solver": {}, "mask": {"white": 0}},
     # The default before white clouds (mask.white_cloud 0, mask.white 0.2): what they cost.
     "no-white-clouds": {"solver": {}, "mask": {"white_cloud": 0, "white": 0.2}},
+    # The default before a shadow beside its cloud (mask.shadow_near 0): what it costs.
+    "no-shadow-near": {"solver": {}, "mask": {"shadow_near": 0}},
     # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
     "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
     # Today's default with the ground floored (solver.floor_ground, an option): what it costs.
@@ -573,7 +575,15 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "tol": 1e-7,
             "cap_ground": False,
         },
-        "mask": {"cloud": 6.0, "haze": 4.0, "shadow": 3.0, "radius": 1, "keep_clear": False},
+        # shadow_near 0: as measured before it was the default (the reference stays the same).
+        "mask": {
+            "cloud": 6.0,
+            "haze": 4.0,
+            "shadow": 3.0,
+            "radius": 1,
+            "keep_clear": False,
+            "shadow_near": 0,
+        },
     },
 }
 

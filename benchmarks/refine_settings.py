@@ -97,7 +97,9 @@ def mask_table(cfg: RealCloudsConfig) -> None:
     print("|---" * (3 + len(MASK_CLASSES)) + "|")
     for cloud, haze, shadow in product((6.0, 8.0, 10.0, 14.0), (3.0, 4.0), (3.0, 4.0, 6.0, 10.0)):
         # The grid's figures (docs/REAL-CLOUDS.md) were made without the whiteness test.
-        rule = cloudcore.MaskRule(cloud=cloud, haze=haze, shadow=shadow, white=0.0, white_cloud=0.0)
+        rule = cloudcore.MaskRule(
+            cloud=cloud, haze=haze, shadow=shadow, white=0.0, white_cloud=0.0, shadow_near=0.0
+        )
         cells = []
         for ref_codes, pred_codes in MASK_CLASSES.values():
             tp = fp = fn = 0

@@ -93,12 +93,14 @@ MASK_WHITE_CLOUD_RATIO = 0.7
 #: shadow-edge``): not adopted, off.
 MASK_SHADOW_EDGE = 0.0
 MASK_EDGE_REACH = 3
-#: A shadow beside its cloud (:func:`cloudcore.masks.classify_scores`): a darkening of at least
-#: this many σ within :data:`MASK_NEAR_REACH` pixels of a cloud of the same date is shadow; 0:
-#: off. A cloud casts its shadow on the same date, displaced from it along the sun's azimuth
-#: by the cloud's height times the tangent of the sun's zenith angle (Fmask matches the two
-#: for the same reason); a darkening far from any cloud is more likely the ground's own change.
-MASK_SHADOW_NEAR = 0.0
+#: A shadow beside its cloud (:func:`cloudcore.masks.classify_scores`): a pixel darker than
+#: its date around it (:func:`cloudcore.masks.darkening_level`) by at least this many σ and
+#: within :data:`MASK_NEAR_REACH` pixels of a cloud of the same date is shadow; 0: off. A cloud
+#: casts its shadow on its own date, a little way off along the sun's azimuth (Fmask pairs the
+#: two for the same reason); a darkening far from every cloud is more likely the ground's own
+#: change. Chosen in a fourth stage by leave-one-site-out, given the rest (``benchmarks/
+#: mask_stage.py shadow-near``; docs/REAL-CLOUDS.md, "A shadow beside its cloud").
+MASK_SHADOW_NEAR = 1.5
 MASK_NEAR_REACH = 16
 
 #: The quantile of its dates each pixel's capped ground is raised to by default (the pipeline's

@@ -38,8 +38,11 @@ does not decide. An opening by a (2·``radius`` + 1)² square then removes cloud
 specks smaller than the square (they become haze or clear by the rules above). With a shadow
 edge (``MaskRule.shadow_edge``) a shadow then extends into the entries next to it darkened by
 at least that lower threshold, up to ``edge_reach`` pixels (hysteresis, as in edge detection):
-a penumbra is a shadow's, an isolated entry that dark is not. The factors were chosen on real
-cloudy series with reference masks (docs/REAL-CLOUDS.md).
+a penumbra is a shadow's, an isolated entry that dark is not. Beside a cloud
+(``MaskRule.shadow_near``, within ``near_reach`` pixels of a cloud of the same date) an entry
+is shadow from a lower threshold, measured from its date's darkening around it (a date darker
+as a whole is not a shadow): a cloud casts its shadow on its own date, a little way off. The
+factors were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ __all__ = [
     "classify",
     "classify_result",
     "classify_scores",
+    "darkening_level",
     "keep_clear",
     "kept_codes",
     "result_scale",
@@ -133,9 +137,10 @@ class MaskRule:
     #: ``cloud``; 0: off.
     white_cloud: float = MASK_WHITE_CLOUD
     white_cloud_ratio: float = MASK_WHITE_CLOUD_RATIO
-    #: A shadow beside its cloud: an entry darkened by at least this many σ within
-    #: ``near_reach`` pixels of a cloud of the same date is shadow (below ``shadow``: a
-    #: cloud's shadow is where a darkening is most likely one); 0: off.
+    #: A shadow beside its cloud: an entry darker than its date around it
+    #: (:func:`darkening_level`) by at least this many σ, within ``near_reach`` pixels of a
+    #: cloud of the same date, is shadow (below ``shadow``: beside a cloud is where a darkening
+    #: is most likely its shadow); 0: off.
     shadow_near: float = MASK_SHADOW_NEAR
     near_reach: int = MASK_NEAR_REACH
 
@@ -349,7 +354,9 @@ def classify_scores(
         if shadow is not None:
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
     if shadow is not None and dark is not None and rule.shadow_near > 0:
-        shadow |= (dark >= rule.shadow_near) & dilate(cloud, rule.near_reach) & ~cloud
+        beside = dilate(cloud, rule.near_reach) & ~cloud
+        level = darkening_level(dark, observed & ~cloud, rule.near_reach)
+        shadow |= beside & (dark - level >= rule.shadow_near)
     if shadow is not None and dark is not None and rule.shadow_edge > 0:
         shadow = extend(shadow, (dark >= rule.shadow_edge) & ~cloud, rule.edge_reach)
     if rule.grow > 0:
@@ -362,6 +369,41 @@ def classify_scores(
     codes[cloud] = CLOUD
     codes[~observed] = NODATA
     return codes
+
+
+def darkening_level(dark: np.ndarray, counted: np.ndarray, reach: int) -> np.ndarray:
+    """How much darker each date is around each pixel than its ground, at least 0: the mean of
+    ``dark`` over the ``counted`` entries of the (2·``reach`` + 1)² square around it on its
+    date (0 where it counts none). A date darker as a whole (a lower sun, a clearer or hazier
+    atmosphere than the ground's dates) darkens every pixel alike; a shadow darkens a few
+    pixels more than those around them.
+
+    Parameters
+    ----------
+    dark
+        ``(dates, rows, cols)`` darkening in units of σ (NaN where unobserved is fine).
+    counted
+        Booleans of the same shape: the entries the mean reads (observed, not cloud).
+    reach
+        The square's half-width in pixels.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dates, rows, cols)`` levels, ``dark``'s dtype.
+
+    Notes
+    -----
+    The sums are exact (:func:`cloudcore._window.window_means`: integers), so a pixel's level
+    depends only on the entries within ``reach`` of it, not on where the array starts, and a
+    tile classified with that margin gives the whole scene's codes bit for bit.
+    """
+    from cloudcore._window import window_means
+
+    level = np.empty(dark.shape, dtype=np.float64)
+    window_means(dark, np.ascontiguousarray(counted), reach, level)
+    np.maximum(level, 0.0, out=level)
+    return level.astype(dark.dtype, copy=False)
 
 
 def classify_result(

@@ -47,6 +47,7 @@ __all__ = [
     "FLOOR_QUANTILES",
     "JOINT_RULE",
     "LAM_SCALES",
+    "NEAR",
     "OFFSET_SCALES",
     "SHADOW_SOLVES",
     "SHADOW_WEIGHTS",
@@ -57,6 +58,7 @@ __all__ = [
     "PostStep",
     "SolveSpec",
     "ground_suffix",
+    "near_of",
     "post_steps",
     "step_named",
     "white_clouds_of",
@@ -199,7 +201,9 @@ SHADOW_SOLVES: tuple[SolveSpec, ...] = tuple(
 
 #: The mask whose non-clear entries the ``+joint`` re-solve leaves out: generous (a missed cloud
 #: left in would pull the ground up; a clear entry left out costs little).
-JOINT_RULE = MaskRule(cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1, white=0.0, white_cloud=0.0)
+JOINT_RULE = MaskRule(
+    cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1, white=0.0, white_cloud=0.0, shadow_near=0.0
+)
 
 
 #: The offsets tried (:attr:`PostStep.offset`): none, and the date's departure from the ground
@@ -302,11 +306,12 @@ def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
             grow=grow,
             white=white,
             white_cloud=0.0,  # offered in the third stage (white_clouds_of)
+            shadow_near=0.0,  # offered in a fourth (benchmarks/mask_stage.py shadow-near)
         )
         fills: tuple[HazeFill, ...] = ("ground",) if haze is None else HAZE_FILLS
         steps += [PostStep(rule, True, fill, offset) for fill in fills for offset in OFFSET_SCALES]
     # keep_clear off: the rule does not change the output; one per solve is enough to score it.
-    steps.append(PostStep(MaskRule(), False))
+    steps.append(PostStep(MaskRule(shadow_near=0.0), False))
     return steps
 
 
@@ -334,6 +339,37 @@ def white_clouds_of(step: PostStep) -> list[PostStep]:
     for variant in variants:
         unique.setdefault(variant.name, variant)
     return list(unique.values())
+
+
+#: A shadow beside its cloud, the fourth stage's variants: (σ, reach in px). They bracket
+#: what an in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md, "A shadow
+#: beside its cloud").
+NEAR = ((1.5, 8), (1.5, 16), (2.0, 8), (2.0, 16))
+
+
+def near_of(step: PostStep) -> list[PostStep]:
+    """The fourth stage's variants of a post-step (``benchmarks/mask_stage.py shadow-near``):
+    without a shadow beside its cloud, then with each of :data:`NEAR` its rule admits (below
+    its shadow threshold); keep_clear off: only as it is.
+
+    Parameters
+    ----------
+    step
+        A post-step of the grid, or one of its white clouds.
+
+    Returns
+    -------
+    list of PostStep
+        ``step`` without the rule first.
+    """
+    if not step.keep_clear:
+        return [step]
+    plain = step.with_rule(shadow_near=0.0)
+    return [plain] + [
+        plain.with_rule(shadow_near=s, near_reach=reach)
+        for s, reach in NEAR
+        if s < step.rule.shadow
+    ]
 
 
 def step_named(name: str) -> PostStep:

@@ -44,10 +44,11 @@ class MaskConfig(ConfigSection):
     # penumbra belongs to its shadow, an isolated pixel that dark is not a shadow. 0: off.
     shadow_edge: float = Field(default=MASK_SHADOW_EDGE, ge=0)
     edge_reach: int = Field(default=MASK_EDGE_REACH, ge=1, le=16)
-    # A shadow beside its cloud: a pixel darkened by at least this many σ (below `shadow`)
-    # within `near_reach` pixels of a cloud of the same date is shadow; a cloud casts its
-    # shadow on its own date, a little way off. 0: off. Each core then reads `near_reach` px
-    # more around it.
+    # A shadow beside its cloud: a pixel darker than its date around it (the mean darkening
+    # within the same square) by at least this many σ (below `shadow`), within `near_reach`
+    # pixels of a cloud of the same date, is shadow; a cloud casts its shadow on its own date,
+    # a little way off. 0: off. Each core then reads `near_reach` px more around it. Chosen by
+    # leave-one-site-out with the rest (docs/REAL-CLOUDS.md).
     shadow_near: float = Field(default=MASK_SHADOW_NEAR, ge=0)
     near_reach: int = Field(default=MASK_NEAR_REACH, ge=1, le=64)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
@@ -112,7 +113,8 @@ class MaskConfig(ConfigSection):
                 f"mask.shadow_edge {self.shadow_edge:g} must be below mask.shadow "
                 f"{self.shadow:g} (it is the lower threshold a shadow extends into), or 0 (off)"
             )
-        if self.shadow_near >= self.shadow:
+        # Only when set: with a lower `shadow` the default shadow_near merely adds nothing.
+        if "shadow_near" in self.model_fields_set and self.shadow_near >= self.shadow > 0:
             raise ValueError(
                 f"mask.shadow_near {self.shadow_near:g} must be below mask.shadow "
                 f"{self.shadow:g} (it is the lower threshold beside a cloud), or 0 (off)"

@@ -77,8 +77,9 @@ def warm_kernels(solver: SolverConfig) -> float:
 
     The matrix has a partly observed date, so the masked path and the refit are taken; the
     unmasked path calls the same kernels with the same argument types. The row tasks' blend
-    kernel (:mod:`pipeline.solve._feather`) is loaded too, and with the ground capped
-    (``solver.cap_ground``) the cap's (:func:`cloudcore.cap_ground`).
+    kernel (:mod:`pipeline.solve._feather`) is loaded too, the mask pass's
+    (:func:`warm_mask_kernel`), and with the ground capped (``solver.cap_ground``) the cap's
+    (:func:`cloudcore.cap_ground`).
     """
     from pipeline.solve.tile import resolve_lambda, solve_matrix, tile_layers
 
@@ -90,9 +91,21 @@ def warm_kernels(solver: SolverConfig) -> float:
         tile_layers(result, mask, brief, threads=1)  # the cap's kernel, if the solver caps
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
 
+        warm_mask_kernel()
+
         if solver.scope == "scene":
             warm_dn_blocks(brief)
     return time.perf_counter() - started
+
+
+def warm_mask_kernel() -> None:
+    """Load the mask pass's kernel (:func:`cloudcore.masks.darkening_level` of a shadow beside
+    its cloud) for the float32 scores the pass holds (:class:`cloudcore.masks.BandMean`)."""
+    import numpy as np
+
+    from cloudcore.masks import darkening_level
+
+    darkening_level(np.zeros((1, 4, 4), np.float32), np.ones((1, 4, 4), bool), 1)
 
 
 def warmup_matrix(dtype: str) -> tuple[Any, Any]:

@@ -19,6 +19,7 @@ from cloudcore.masks import (
     Whiteness,
     classify,
     classify_scores,
+    darkening_level,
     result_scale,
     whiteness_tests,
 )
@@ -187,7 +188,9 @@ def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
     bright[0, 3, 0] = 8.0  # a cloud under the shadow
     dark[0, 3, 1] = 2.0  # an edge pixel diagonal to the shadow
     observed = np.ones(dark.shape, bool)
-    rule = MaskRule(cloud=6, shadow=3, white=0, white_cloud=0, shadow_edge=1.5, edge_reach=3)
+    rule = MaskRule(
+        cloud=6, shadow=3, white=0, white_cloud=0, shadow_edge=1.5, edge_reach=3, shadow_near=0
+    )
     codes = classify_scores(bright, dark, observed, rule)
     assert (codes[0, 2, 0:4] == SHADOW).all()  # the shadow and three steps along the chain
     assert (codes[0, 2, 4:8] == CLEAR).all()  # beyond its reach
@@ -209,9 +212,10 @@ def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
 
 
 def test_a_darkening_beside_a_cloud_of_its_date_is_shadow() -> None:
-    """``shadow_near``: an entry darkened by at least that many σ within ``near_reach`` pixels
-    (a square) of a cloud of the same date is shadow; as dark farther away, on a date without
-    that cloud, or less dark, it stays clear."""
+    """``shadow_near``: an entry darker than its date around it by at least that many σ within
+    ``near_reach`` pixels (a square) of a cloud of the same date is shadow; as dark farther
+    away, on a date without that cloud, less dark, or on a date as dark everywhere, it stays
+    clear."""
     bright = np.zeros((2, 9, 30), np.float32)
     dark = np.zeros_like(bright)
     bright[0, 4, 2] = 8.0  # a cloud on date 0
@@ -227,6 +231,11 @@ def test_a_darkening_beside_a_cloud_of_its_date_is_shadow() -> None:
     assert codes[0, 0, 6] == SHADOW
     assert (codes[1] == CLEAR).all()
     assert codes[0, 8, 2] == CLEAR
+    # A date darker as a whole is not a shadow: darkened by 2σ everywhere but its cloud, no
+    # pixel beside the cloud is darker than the date around it.
+    darker = np.where(bright > 0, 0.0, 2.0).astype(np.float32)
+    assert not (classify_scores(bright, darker, observed, rule) == SHADOW).any()
+    assert (classify_scores(bright, darker, observed, replace(rule, shadow=1.9)) == SHADOW).any()
     # Off, or a higher threshold: none; the rule's context counts the reach.
     for other in (replace(rule, shadow_near=0), replace(rule, shadow_near=2.5)):
         assert not (classify_scores(bright, dark, observed, other) == SHADOW).any()
@@ -338,3 +347,29 @@ def test_a_white_cloud_passes_the_whiteness_test_too() -> None:
     assert codes[0, 0].tolist() == [CLEAR, CLEAR]
     looser = classify(bright, None, sigma, np.ones((1, 1, 2), bool), replace(rule, white=0.7), 0)
     assert looser[0, 0].tolist() == [CLOUD, CLOUD]
+
+
+def test_the_darkening_level_is_the_window_mean_and_the_same_in_any_crop() -> None:
+    from scipy.ndimage import correlate1d
+
+    rng = np.random.default_rng(0)
+    dark = rng.normal(0, 2, (3, 40, 57)).astype(np.float32)
+    dark[0, :5] = np.nan  # unobserved rows, not counted
+    counted = np.isfinite(dark) & (rng.random(dark.shape) > 0.2)
+    reach = 5
+    got = darkening_level(dark, counted, reach)
+    ones = np.ones(2 * reach + 1)
+    total = np.where(counted, dark, 0.0).astype(np.float64)
+    count = counted.astype(np.float64)
+    for axis in (-1, -2):
+        total = correlate1d(total, ones, axis=axis, mode="constant")
+        count = correlate1d(count, ones, axis=axis, mode="constant")
+    expected = np.maximum(np.divide(total, count, out=np.zeros_like(total), where=count > 0), 0)
+    # Each value is summed rounded to 2^-16 (an error of at most 2^-17 in the mean), and the
+    # level is returned in float32 (2^-24 relative).
+    np.testing.assert_allclose(got, expected, rtol=2.0**-24, atol=2.0**-17)
+    assert got.dtype == np.float32 and (got > 0).any() and (got == 0).any()
+    # Exact sums: a crop with the reach as its margin gives the same bits in its interior.
+    crop = darkening_level(dark[:, 10:30, 20:50], counted[:, 10:30, 20:50], reach)
+    inner = (slice(None), slice(reach, -reach), slice(reach, -reach))
+    assert np.array_equal(crop[inner], got[:, 10 + reach : 30 - reach, 20 + reach : 50 - reach])

@@ -255,15 +255,18 @@ def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> N
 
 
 def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
-    from cloudlab.candidates import PostStep, SolveSpec, white_clouds_of
+    from cloudlab.candidates import PostStep, SolveSpec, near_of, white_clouds_of
     from pipeline.config import MaskConfig, SolverConfig
 
     solver, mask = SolverConfig(), MaskConfig()
     default_step = PostStep.of(mask)
     assert default_step.name.endswith("+offset8")
-    # The pipeline's default: a step of the grid with its third stage's white clouds.
-    grid = {v.name for step in post_steps() for v in white_clouds_of(step)}
-    assert default_step.name in grid and default_step.name not in {s.name for s in post_steps()}
+    # The pipeline's default: a step of the grid with its third stage's white clouds and its
+    # fourth stage's shadow beside its cloud; the grid itself has neither.
+    third = {v.name: v for step in post_steps() for v in white_clouds_of(step)}
+    fourth = {n.name for v in third.values() for n in near_of(v)[1:]}
+    assert default_step.name in fourth and default_step.name not in third
+    assert not any(s.rule.shadow_near for s in post_steps())
     assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names

@@ -58,6 +58,13 @@ def test_wrong_type_names_key_got_and_expected() -> None:
     assert "\n" not in message
 
 
+def test_the_default_shadow_near_does_not_stop_a_lower_shadow_threshold() -> None:
+    # shadow_near is on by default (1.5σ); a user who lowers mask.shadow to 1 did not set it,
+    # and a lower threshold beside clouds than everywhere is then simply nothing more.
+    cfg = parse(_with("mask", {"shadow": 1.0}), Config)
+    assert (cfg.mask.shadow, cfg.mask.shadow_near) == (1.0, 1.5)
+
+
 @pytest.mark.parametrize(
     ("section", "values", "fragment"),
     [
@@ -190,7 +197,7 @@ def test_a_lower_shadow_threshold_must_lie_below_the_shadow_threshold(
     rule = cfg.mask.rule()
     assert (getattr(rule, lower), getattr(rule, reach)) == (1.5, 5)
     assert {lower, reach}.isdisjoint(cfg.mask.options_off())
-    assert {lower, reach} <= parse(_with("mask", {}), Config).mask.options_off()
+    assert {lower, reach} <= parse(_with("mask", {lower: 0}), Config).mask.options_off()
     with pytest.raises(ConfigError) as info:
         parse(_with("mask", {"shadow": 2.0, lower: 2.0}), Config)
     message = str(info.value)

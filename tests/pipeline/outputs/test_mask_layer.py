@@ -156,8 +156,10 @@ def test_row_sweep_equals_the_whole_scene_classification(
         blobs = scene["shadow"] > 0.04
         rims = ndimage.binary_dilation(blobs, np.ones((1, 1, 3, 3), bool), iterations=4)
         scene["shadow"][rims & ~blobs & np.isfinite(scene["observed"])] += 0.015
-    if near:  # every observed entry darkened by 1.5σ (the bands' mean): shadow near a cloud
-        scene["shadow"][np.isfinite(scene["observed"])] += 0.02
+    if near:  # rings 6 px wide around the clouds darkened by 2.25σ (the bands' mean)
+        blobs = scene["cloud"] > 0.04
+        rings = ndimage.binary_dilation(blobs, np.ones((1, 1, 3, 3), bool), iterations=6)
+        scene["shadow"][rings & ~blobs & np.isfinite(scene["observed"])] += 0.03
     source, cube = _stores(tmp_path, scene, grid)
     # Every class can occur.
     rule = MaskRule(

@@ -34,6 +34,14 @@ def test_scene_scope_warms_the_kernels_that_read_d_as_dn(tmp_path, monkeypatch):
     assert any("uint16" in str(sig[0]) for sig in _kernels.fused_iteration.signatures)
 
 
+def test_the_mask_pass_kernel_is_warmed_for_its_float32_scores(tmp_path, monkeypatch):
+    from cloudcore._window import window_means
+
+    monkeypatch.setattr(warmup, "LOCK_PATH", tmp_path / "kernels.lock")
+    warmup.warm_kernels(SolverConfig())
+    assert any("float32" in str(sig[0]) for sig in window_means.signatures)
+
+
 def test_the_lock_makes_warmups_take_turns(tmp_path):
     lock = tmp_path / "kernels.lock"
     inside: list[int] = []
