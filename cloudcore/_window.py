@@ -25,9 +25,12 @@ QUANTUM = 2.0**16
 
 
 @njit(cache=True, nogil=True)
-def window_means(values: np.ndarray, counted: np.ndarray, reach: int, out: np.ndarray) -> None:
+def window_means(
+    values: np.ndarray, counted: np.ndarray, reach: int, floor: float, out: np.ndarray
+) -> None:
     """``out[t, r, c]`` = the mean of ``values[t]`` over the ``counted`` entries of the
-    (2·``reach`` + 1)² square centred on (r, c), 0 where it counts none.
+    (2·``reach`` + 1)² square centred on (r, c), 0 where it counts none, and at least
+    ``floor``.
 
     Parameters
     ----------
@@ -37,8 +40,10 @@ def window_means(values: np.ndarray, counted: np.ndarray, reach: int, out: np.nd
         Booleans of the same shape.
     reach
         The square's half-width.
+    floor
+        The least mean written (``-inf``: none).
     out
-        ``(dates, rows, cols)`` floats, written.
+        ``(dates, rows, cols)`` floats, written (computed in float64, stored in its dtype).
     """
     n, h, w = values.shape
     rows_total = np.empty((h, w), np.int64)
@@ -77,10 +82,8 @@ def window_means(values: np.ndarray, counted: np.ndarray, reach: int, out: np.nd
                 total += rows_total[enter]
                 count += rows_count[enter]
             for c in range(w):
-                if count[c] > 0:
-                    out[t, r, c] = total[c] / (count[c] * QUANTUM)
-                else:
-                    out[t, r, c] = 0.0
+                mean = total[c] / (count[c] * QUANTUM) if count[c] > 0 else 0.0
+                out[t, r, c] = max(mean, floor)
             leave = r - reach
             if leave >= 0:
                 total -= rows_total[leave]

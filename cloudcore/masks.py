@@ -355,8 +355,12 @@ def classify_scores(
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
     if shadow is not None and dark is not None and rule.shadow_near > 0:
         beside = dilate(cloud, rule.near_reach) & ~cloud
-        level = darkening_level(dark, observed & ~cloud, rule.near_reach)
-        shadow |= beside & (dark - level >= rule.shadow_near)
+        # In place: the level becomes the darkening beyond it (one float array, not two).
+        beyond = darkening_level(dark, observed & ~cloud, rule.near_reach)
+        np.subtract(dark, beyond, out=beyond)
+        beside &= beyond >= rule.shadow_near
+        del beyond
+        shadow |= beside
     if shadow is not None and dark is not None and rule.shadow_edge > 0:
         shadow = extend(shadow, (dark >= rule.shadow_edge) & ~cloud, rule.edge_reach)
     if rule.grow > 0:
@@ -400,10 +404,9 @@ def darkening_level(dark: np.ndarray, counted: np.ndarray, reach: int) -> np.nda
     """
     from cloudcore._window import window_means
 
-    level = np.empty(dark.shape, dtype=np.float64)
-    window_means(dark, np.ascontiguousarray(counted), reach, level)
-    np.maximum(level, 0.0, out=level)
-    return level.astype(dark.dtype, copy=False)
+    level = np.empty(dark.shape, dtype=dark.dtype)
+    window_means(dark, np.ascontiguousarray(counted), reach, 0.0, level)
+    return level
 
 
 def classify_result(
