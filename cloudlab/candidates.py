@@ -393,4 +393,5 @@ def step_named(name: str) -> PostStep:
 
 @functools.cache
 def _steps_by_name() -> dict[str, PostStep]:
-    return {v.name: v for step in post_steps() for v in white_clouds_of(step)}
+    clouds = [v for step in post_steps() for v in white_clouds_of(step)]
+    return {n.name: n for v in clouds for n in near_of(v)}

@@ -43,6 +43,7 @@ from cloudlab.candidates import (
     PostStep,
     SolveSpec,
     ground_suffix,
+    near_of,
     post_steps,
     step_named,
     white_clouds_of,
@@ -176,29 +177,47 @@ def choose(
     solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in three stages: among the candidates without the
+    """The candidate chosen on ``sites``, in four stages: among the candidates without the
     mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
     with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
     one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
     the one of least mean loss (as it is on a tie) with the solve's ground bounded as the
-    pipeline bounds it (:func:`capped`), where that is scored.
+    pipeline bounds it (:func:`capped`), where that is scored; then that one with a shadow
+    beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way.
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
     whiteness test then removed their false clouds) and did worse held out
     (docs/REAL-CLOUDS.md)."""
-    plain = scores[(scores.step.map(white_of) == 0.0) & ~scores.step.map(_has_white_clouds)]
+    later = scores.step.map(_has_white_clouds) | scores.step.map(_has_near)
+    plain = scores[(scores.step.map(white_of) == 0.0) & ~later]
     best, info = least_loss(plain, sites, solves, masks)
     table = loss(scores, sites).dropna()
     whites = [with_white(best, w) for w in WHITE_RATIOS]
     best, info["white"] = least_of(table, whites, lambda c: f"{white_of(c.split(' | ')[1]):g}")
     # White clouds are set for the candidate as the pipeline runs it, its ground bounded as by
     # default (capped: docs/REAL-CLOUDS.md, "White clouds"), where that solve is scored.
-    variants = white_cloud_variants(best)
+    best, info["white_clouds"] = _as_run_least(table, white_cloud_variants(best))
+    return _as_run_least(table, near_variants(best), info, "shadow_near")
+
+
+def _as_run_least(
+    table: pd.DataFrame,
+    variants: list[str],
+    info: dict[str, Any] | None = None,
+    key: str = "",
+) -> Any:
+    """Of a candidate's ``variants`` (itself first), the one of least mean loss as the
+    pipeline runs it (:func:`_as_run`) where that is scored, else as named; itself on a tie.
+    Returns it and the losses, or with ``info``, it and ``info`` with the losses as ``key``."""
     run = [_as_run(v) for v in variants]
     ranked = run if all(r in table.index for r in run) else variants
-    chosen, info["white_clouds"] = least_of(table, ranked, lambda c: c.split(" | ")[1])
-    return variants[ranked.index(chosen)], info
+    chosen, losses = least_of(table, ranked, lambda c: c.split(" | ")[1])
+    picked = variants[ranked.index(chosen)]
+    if info is None:
+        return picked, losses
+    info[key] = losses
+    return picked, info
 
 
 def _as_run(candidate: str) -> str:
@@ -256,6 +275,32 @@ def white_cloud_variants(candidate: str) -> list[str]:
     except KeyError:  # not a step of the grid: nothing to vary
         return [candidate]
     return [f"{solve} | {v.name}" for v in steps]
+
+
+def near_variants(candidate: str) -> list[str]:
+    """A candidate as it is, then with each shadow beside its cloud of the fourth stage
+    (:func:`cloudlab.candidates.near_of`).
+
+    Parameters
+    ----------
+    candidate
+        ``solve | step``, the step one of the grid or of its white clouds.
+
+    Returns
+    -------
+    list of str
+        ``candidate`` first.
+    """
+    solve, step = candidate.split(" | ")
+    try:
+        steps = near_of(step_named(step))
+    except KeyError:  # not a step of the grid or its white clouds: nothing to vary
+        return [candidate]
+    return [f"{solve} | {v.name}" for v in steps]
+
+
+def _has_near(step: str) -> bool:
+    return any(part.startswith("n") and "x" in part for part in str(step).split(" "))
 
 
 def _has_white_clouds(step: str) -> bool:
@@ -524,12 +569,14 @@ def third_stage(
     sites: list[str],
     solves: tuple[SolveSpec, ...],
 ) -> tuple[tuple[SolveSpec, ...], list[PostStep]]:
-    """What the third stage of :func:`choose` needs scored beyond the grid: the white clouds
-    (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the choice on
-    all ``sites``, on every solve of ``solves`` that shares a chosen solve's method and λ (its
-    ground capped, floored or not: the held-out tables score each way). Only these: a table
-    whose folds choose among other solves (the joint re-solve's, a floor's own choice) gets
-    no third stage where its choice differs (:func:`choose` keeps it as it is).
+    """What the third and fourth stages of :func:`choose` need scored beyond the grid: the
+    white clouds (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the
+    choice on all ``sites``, and each of those (and the choice itself) with a shadow beside its
+    cloud (:func:`cloudlab.candidates.near_of`), on every solve of ``solves`` that shares a
+    chosen solve's method and λ (its ground capped, floored or not: the held-out tables score
+    each way). Only these: a table whose folds choose among other solves (the joint
+    re-solve's, a floor's own choice) gets no third or fourth stage where its choice differs
+    (:func:`choose` keeps it as it is).
 
     Parameters
     ----------
@@ -550,7 +597,11 @@ def third_stage(
     picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
     bases = {without_ground_suffix(c.split(" | ")[0]) for c in picks}
     chosen = tuple(s for s in solves if without_ground_suffix(s.name) in bases)
+    clouds = [v for c in picks for v in white_clouds_of(step_named(c.split(" | ")[1]))]
+    # The fourth stage's too, of every white-cloud variant: which one the third stage takes is
+    # known only once they are scored.
     steps = [v for c in picks for v in white_clouds_of(step_named(c.split(" | ")[1]))[1:]]
+    steps += [n for v in clouds for n in near_of(v)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 

@@ -100,7 +100,7 @@ def write_report(
         "",
         f"**Chosen on all sites:** `{summary['default']}` (least loss without the "
         f"whiteness test: `{summary['best']}`; {_white_losses(summary)}; "
-        f"{_white_cloud_losses(summary)}). **The pipeline's "
+        f"{_white_cloud_losses(summary)}; {_near_losses(summary)}). **The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",
         "",
@@ -214,6 +214,16 @@ def _white_cloud_losses(summary: dict[str, Any]) -> str:
     if not variants:
         return "no white clouds scored"
     return "mean loss with white clouds, the ground capped: " + ", ".join(
+        f"`{step}` {v:.3f}" for step, v in variants.items()
+    )
+
+
+def _near_losses(summary: dict[str, Any]) -> str:
+    """The fourth stage's mean loss of each shadow beside its cloud, as the report words it."""
+    variants = summary.get("shadow_near") or {}
+    if not variants:
+        return "no shadow beside its cloud scored"
+    return "mean loss with a shadow beside its cloud, the ground capped: " + ", ".join(
         f"`{step}` {v:.3f}" for step, v in variants.items()
     )
 

@@ -120,6 +120,22 @@ def test_white_clouds_are_chosen_third_given_the_rest_of_the_candidate() -> None
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
 
 
+def test_a_shadow_beside_its_cloud_is_chosen_fourth_given_the_rest_of_the_candidate() -> None:
+    """Stage four only adds a shadow beside its cloud to the candidate the first three chose,
+    as it is on a tie; a rule with one does not enter stage one."""
+    near = "c6 h3 s2 r0 g0 n1.5x16 keep:observed"
+    pred = {
+        ("aatm-star", STEP): {s: 0.20 for s in SITES},
+        ("aatm-star", near): {s: 0.15 for s in SITES},
+        ("rpca-auto", STEP): {s: 0.30 for s in SITES},
+        ("rpca-auto", "c6 h3 s2 r0 g0 n1.5x8 keep:observed"): {s: 0.05 for s in SITES},
+    }
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {near}" and set(info["shadow_near"]) == {STEP, near}
+    pred[("aatm-star", near)] = {s: 0.20 for s in SITES}  # a tie: as it is
+    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
+
+
 def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
     """A step with white clouds is one of its own variants: a run of today's chooses among
     its variants without a label twice (``benchmarks/mask_stage.py`` on such a run)."""
@@ -133,7 +149,7 @@ def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
 
 
 def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves() -> None:
-    from cloudlab.candidates import CAPPED_SOLVES, step_named, white_clouds_of
+    from cloudlab.candidates import CAPPED_SOLVES, near_of, step_named, white_clouds_of
     from cloudlab.heldout import third_stage
 
     pred = {("aatm-starx1.4", STEP): {s: 0.2 for s in SITES}}
@@ -142,7 +158,11 @@ def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves(
     # The chosen solve with its ground capped too (the held-out tables score it both ways).
     assert {s.name for s in solves} == {"aatm-starx1.4", "aatm-starx1.4-cap"}
     assert all(s in SOLVES for s in solves) and any(s in CAPPED_SOLVES for s in solves)
-    assert steps == white_clouds_of(step_named(STEP))[1:] and len(steps) == 3
+    clouds = white_clouds_of(step_named(STEP))
+    near = [n for v in clouds for n in near_of(v)[1:]]
+    # The white clouds, then each white-cloud variant (the step itself too) with a shadow
+    # beside its cloud: 1.5σ within 8 or 16 px (STEP's shadow threshold is 2σ).
+    assert steps == clouds[1:] + near and len(steps) == 3 + 4 * 2
 
 
 def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> None:
@@ -399,7 +419,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
     grid's, the second pass's baselines and grid steps left out (each is scored once)."""
     import cloudlab.heldout as heldout
-    from cloudlab.candidates import step_named, white_clouds_of
+    from cloudlab.candidates import near_of, step_named, white_clouds_of
 
     sites = ["a", "b", "c"]
     calls: list[tuple] = []
@@ -441,7 +461,8 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     monkeypatch.setattr(heldout, "_mean_f1", lambda masks, s, c: [0.0] * len(c))
     heldout.run_heldout(tmp_path)
     assert len(calls) == 2 and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
-    variants = white_clouds_of(step_named(STEP))[1:]
+    clouds = white_clouds_of(step_named(STEP))
+    variants = clouds[1:] + [n for v in clouds for n in near_of(v)[1:]]  # stages three, four
     assert [v.name for v in calls[1][1][0][0]] == [v.name for v in variants]
     scores = pd.read_csv(tmp_path / "scores.csv", keep_default_na=False)
     median = scores[scores.solve == "temporal-median"]
