@@ -15,8 +15,12 @@ The settings (docs/REAL-CLOUDS.md):
 
 * ``shadow-edge``: a shadow extends into the pixels next to it darkened by at least 1.5σ or 2σ,
   up to ``edge_reach`` pixels (``mask.shadow_edge``), or not;
-* ``shadow-near``: a darkening of at least 1.5σ or 2σ within 8 or 16 px of a cloud of the same
-  date is shadow (``mask.shadow_near``, ``mask.near_reach``), or not;
+* ``shadow-near``: a pixel darker than its date around it by at least 1.5σ or 2σ within 8 or
+  16 px of a cloud of the same date is shadow (``mask.shadow_near``, ``mask.near_reach``), or
+  not (:func:`cloudlab.candidates.near_of`). Adopted: ``python -m cloudlab heldout`` now
+  chooses it itself, as its fourth stage; this script reproduces the stage that adopted it on
+  a run from before (its choices without the rule); on a run of today's its as-it-is row is
+  the run's own choice, which has the rule.
 * ``white-clouds``: a flat brightening (shortest band ≥ 0.7 of the largest) is cloud from 3σ
   (``mask.white_cloud``), with the candidate's whiteness test or a stricter one (0.25, 0.3), or
   neither (:func:`cloudlab.candidates.white_clouds_of`). Adopted: ``python -m cloudlab heldout``
