@@ -100,12 +100,18 @@ def warm_kernels(solver: SolverConfig) -> float:
 
 def warm_mask_kernel() -> None:
     """Load the mask pass's kernel (:func:`cloudcore.masks.darkening_level` of a shadow beside
-    its cloud) for the float32 scores the pass holds (:class:`cloudcore.masks.BandMean`)."""
+    its cloud) for the float32 scores the pass holds (:class:`cloudcore.masks.BandMean`), both
+    as whole arrays and as the column cuts of them it classifies where one held window covers
+    a core's context (``pipeline.outputs.mask_layer``): numba compiles each memory layout on
+    its own."""
     import numpy as np
 
     from cloudcore.masks import darkening_level
 
-    darkening_level(np.zeros((1, 4, 4), np.float32), np.ones((1, 4, 4), bool), 1)
+    scores = np.zeros((1, 4, 8), np.float32)
+    counted = np.ones((1, 4, 4), bool)
+    darkening_level(np.ascontiguousarray(scores[..., :4]), counted, 1)
+    darkening_level(scores[..., :4], counted, 1)  # a cut: not contiguous
 
 
 def warmup_matrix(dtype: str) -> tuple[Any, Any]:
