@@ -138,6 +138,8 @@ def test_the_clock_counts_each_worker_s_busy_seconds_and_the_span(
     assert len(clock.busy) == workers  # by worker address, even for workers in one process
     busy = sum(clock.busy.values())
     assert busy == pytest.approx(clock.by_stage["nap"][0])
-    assert 4 * 0.3 <= busy < 4 * 0.3 + 0.5
+    # At least the naps; under twice them, so a task counted twice fails, while a loaded
+    # machine's scheduling overhead (a fresh clone measured 1.78 s) does not.
+    assert 4 * 0.3 <= busy < 2 * 4 * 0.3
     # One worker runs them one after the other; two run two at a time.
     assert busy / workers <= clock.span < busy / workers + 0.5
