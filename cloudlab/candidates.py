@@ -271,15 +271,14 @@ class PostStep:
         if r.shadow_edge > 0:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
             edge = f" e{r.shadow_edge:g}{reach}"
-        if r.shadow_near > 0:
-            edge += f" n{r.shadow_near:g}x{r.near_reach}"
+        near = f" n{r.shadow_near:g}x{r.near_reach}" if r.shadow_near > 0 else ""
         flat = ""
         if r.white_cloud > 0:
             ratio = (
                 "" if r.white_cloud_ratio == MASK_WHITE_CLOUD_RATIO else f"@{r.white_cloud_ratio:g}"
             )
             flat = f" wc{r.white_cloud:g}{ratio}"
-        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}{edge}{flat}"
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}{edge}{near}{flat}"
 
     @property
     def name(self) -> str:

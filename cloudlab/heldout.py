@@ -197,27 +197,19 @@ def choose(
     best, info["white"] = least_of(table, whites, lambda c: f"{white_of(c.split(' | ')[1]):g}")
     # White clouds are set for the candidate as the pipeline runs it, its ground bounded as by
     # default (capped: docs/REAL-CLOUDS.md, "White clouds"), where that solve is scored.
-    best, info["white_clouds"] = _as_run_least(table, white_cloud_variants(best))
-    return _as_run_least(table, near_variants(best), info, "shadow_near")
+    best, info["white_clouds"] = _least_as_run(table, _stage_variants(best, white_clouds_of))
+    best, info["shadow_near"] = _least_as_run(table, _stage_variants(best, near_of))
+    return best, info
 
 
-def _as_run_least(
-    table: pd.DataFrame,
-    variants: list[str],
-    info: dict[str, Any] | None = None,
-    key: str = "",
-) -> Any:
+def _least_as_run(table: pd.DataFrame, variants: list[str]) -> tuple[str, dict[str, float]]:
     """Of a candidate's ``variants`` (itself first), the one of least mean loss as the
     pipeline runs it (:func:`_as_run`) where that is scored, else as named; itself on a tie.
-    Returns it and the losses, or with ``info``, it and ``info`` with the losses as ``key``."""
+    Returns it and each variant's mean loss (:func:`least_of`)."""
     run = [_as_run(v) for v in variants]
     ranked = run if all(r in table.index for r in run) else variants
     chosen, losses = least_of(table, ranked, lambda c: c.split(" | ")[1])
-    picked = variants[ranked.index(chosen)]
-    if info is None:
-        return picked, losses
-    info[key] = losses
-    return picked, info
+    return variants[ranked.index(chosen)], losses
 
 
 def _as_run(candidate: str) -> str:
@@ -255,46 +247,28 @@ def least_of(
     return str(means.idxmin()), {label(c): float(means[c]) for c in scored}
 
 
-def white_cloud_variants(candidate: str) -> list[str]:
-    """A candidate as it is, then with each of its white clouds
-    (:func:`cloudlab.candidates.white_clouds_of`).
+def _stage_variants(candidate: str, variants_of: Callable[[PostStep], list[PostStep]]) -> list[str]:
+    """A candidate's variants in one stage of :func:`choose`: its post-step's
+    ``variants_of`` (the step itself first), on its solve.
 
     Parameters
     ----------
     candidate
         ``solve | step``, as :func:`loss` indexes them.
+    variants_of
+        A stage's variants of a post-step (:func:`cloudlab.candidates.white_clouds_of`,
+        :func:`cloudlab.candidates.near_of`).
 
     Returns
     -------
     list of str
-        ``candidate`` first.
+        ``candidate`` first; ``candidate`` alone where its step is not one
+        :func:`cloudlab.candidates.step_named` knows (nothing to vary).
     """
     solve, step = candidate.split(" | ")
     try:
-        steps = white_clouds_of(step_named(step))
-    except KeyError:  # not a step of the grid: nothing to vary
-        return [candidate]
-    return [f"{solve} | {v.name}" for v in steps]
-
-
-def near_variants(candidate: str) -> list[str]:
-    """A candidate as it is, then with each shadow beside its cloud of the fourth stage
-    (:func:`cloudlab.candidates.near_of`).
-
-    Parameters
-    ----------
-    candidate
-        ``solve | step``, the step one of the grid or of its white clouds.
-
-    Returns
-    -------
-    list of str
-        ``candidate`` first.
-    """
-    solve, step = candidate.split(" | ")
-    try:
-        steps = near_of(step_named(step))
-    except KeyError:  # not a step of the grid or its white clouds: nothing to vary
+        steps = variants_of(step_named(step))
+    except KeyError:
         return [candidate]
     return [f"{solve} | {v.name}" for v in steps]
 
@@ -597,11 +571,11 @@ def third_stage(
     picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
     bases = {without_ground_suffix(c.split(" | ")[0]) for c in picks}
     chosen = tuple(s for s in solves if without_ground_suffix(s.name) in bases)
-    clouds = [v for c in picks for v in white_clouds_of(step_named(c.split(" | ")[1]))]
+    clouds = [white_clouds_of(step_named(c.split(" | ")[1])) for c in picks]
+    steps = [v for variants in clouds for v in variants[1:]]
     # The fourth stage's too, of every white-cloud variant: which one the third stage takes is
     # known only once they are scored.
-    steps = [v for c in picks for v in white_clouds_of(step_named(c.split(" | ")[1]))[1:]]
-    steps += [n for v in clouds for n in near_of(v)[1:]]
+    steps += [n for variants in clouds for v in variants for n in near_of(v)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 

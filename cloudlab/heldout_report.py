@@ -210,20 +210,19 @@ def _held(table: pd.DataFrame) -> pd.DataFrame:
 
 def _white_cloud_losses(summary: dict[str, Any]) -> str:
     """The third stage's mean loss of each white-cloud variant, as the report words it."""
-    variants = summary.get("white_clouds") or {}
-    if not variants:
-        return "no white clouds scored"
-    return "mean loss with white clouds, the ground capped: " + ", ".join(
-        f"`{step}` {v:.3f}" for step, v in variants.items()
-    )
+    return _stage_losses(summary.get("white_clouds"), "white clouds")
 
 
 def _near_losses(summary: dict[str, Any]) -> str:
     """The fourth stage's mean loss of each shadow beside its cloud, as the report words it."""
-    variants = summary.get("shadow_near") or {}
+    return _stage_losses(summary.get("shadow_near"), "a shadow beside its cloud")
+
+
+def _stage_losses(variants: dict[str, float] | None, what: str) -> str:
+    """A stage's mean loss of each variant (a post-step's name), as the report words it."""
     if not variants:
-        return "no shadow beside its cloud scored"
-    return "mean loss with a shadow beside its cloud, the ground capped: " + ", ".join(
+        return f"no {what} scored"
+    return f"mean loss with {what}, the ground capped: " + ", ".join(
         f"`{step}` {v:.3f}" for step, v in variants.items()
     )
 
