@@ -50,26 +50,30 @@ def window_means(
     rows_count = np.empty((h, w), np.int64)
     total = np.empty(w, np.int64)
     count = np.empty(w, np.int64)
+    row = np.empty(w, np.int64)  # one row's entries in quanta, 0 where not counted
     for t in range(n):
-        # Along each row: the window [c − reach, c + reach] slides one column a step.
+        # Along each row: the window [c − reach, c + reach] slides one column a step; each
+        # entry is rounded to quanta once, before it enters (and later leaves) the window.
         for r in range(h):
+            for c in range(w):
+                counts = counted[t, r, c]
+                row[c] = np.int64(np.rint(np.float64(values[t, r, c]) * QUANTUM)) if counts else 0
             s = np.int64(0)
             k = 0
             for c in range(min(reach, w)):
-                if counted[t, r, c]:
-                    s += np.int64(np.rint(np.float64(values[t, r, c]) * QUANTUM))
-                    k += 1
+                s += row[c]
+                k += counted[t, r, c]
             for c in range(w):
                 enter = c + reach
-                if enter < w and counted[t, r, enter]:
-                    s += np.int64(np.rint(np.float64(values[t, r, enter]) * QUANTUM))
-                    k += 1
+                if enter < w:
+                    s += row[enter]
+                    k += counted[t, r, enter]
                 rows_total[r, c] = s
                 rows_count[r, c] = k
                 leave = c - reach
-                if leave >= 0 and counted[t, r, leave]:
-                    s -= np.int64(np.rint(np.float64(values[t, r, leave]) * QUANTUM))
-                    k -= 1
+                if leave >= 0:
+                    s -= row[leave]
+                    k -= counted[t, r, leave]
         # Down the columns: whole rows of row sums enter and leave (contiguous).
         total[:] = 0
         count[:] = 0
