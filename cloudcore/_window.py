@@ -26,11 +26,16 @@ QUANTUM = 2.0**16
 
 @njit(cache=True, nogil=True)
 def window_means(
-    values: np.ndarray, counted: np.ndarray, reach: int, floor: float, out: np.ndarray
+    values: np.ndarray,
+    counted: np.ndarray,
+    reach: int,
+    floor: float,
+    dates: np.ndarray,
+    out: np.ndarray,
 ) -> None:
     """``out[t, r, c]`` = the mean of ``values[t]`` over the ``counted`` entries of the
     (2·``reach`` + 1)² square centred on (r, c), 0 where it counts none, and at least
-    ``floor``.
+    ``floor``; for the dates ``dates`` marks (the others' ``out`` is left as it is).
 
     Parameters
     ----------
@@ -42,6 +47,8 @@ def window_means(
         The square's half-width.
     floor
         The least mean written (``-inf``: none).
+    dates
+        ``(dates,)`` booleans: the dates computed (the caller's others need no mean).
     out
         ``(dates, rows, cols)`` floats, written (computed in float64, stored in its dtype).
     """
@@ -52,6 +59,8 @@ def window_means(
     count = np.empty(w, np.int64)
     row = np.empty(w, np.int64)  # one row's entries in quanta, 0 where not counted
     for t in range(n):
+        if not dates[t]:
+            continue
         # Along each row: the window [c − reach, c + reach] slides one column a step; each
         # entry is rounded to quanta once, before it enters (and later leaves) the window.
         for r in range(h):

@@ -355,8 +355,10 @@ def classify_scores(
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
     if shadow is not None and dark is not None and rule.shadow_near > 0:
         beside = dilate(cloud, rule.near_reach) & ~cloud
-        # In place: the level becomes the darkening beyond it (one float array, not two).
-        beyond = darkening_level(dark, observed & ~cloud, rule.near_reach)
+        # Only the dates with a cloud have pixels beside one. In place: the level becomes the
+        # darkening beyond it (one float array, not two).
+        clouded = np.asarray(beside.any(axis=(-2, -1)))
+        beyond = darkening_level(dark, observed & ~cloud, rule.near_reach, clouded)
         np.subtract(dark, beyond, out=beyond)
         beside &= beyond >= rule.shadow_near
         del beyond
@@ -375,7 +377,9 @@ def classify_scores(
     return codes
 
 
-def darkening_level(dark: np.ndarray, counted: np.ndarray, reach: int) -> np.ndarray:
+def darkening_level(
+    dark: np.ndarray, counted: np.ndarray, reach: int, dates: np.ndarray | None = None
+) -> np.ndarray:
     """How much darker each date is around each pixel than its ground, at least 0: the mean of
     ``dark`` over the ``counted`` entries of the (2·``reach`` + 1)² square around it on its
     date (0 where it counts none). A date darker as a whole (a lower sun, a clearer or hazier
@@ -390,6 +394,9 @@ def darkening_level(dark: np.ndarray, counted: np.ndarray, reach: int) -> np.nda
         Booleans of the same shape: the entries the mean reads (observed, not cloud).
     reach
         The square's half-width in pixels.
+    dates
+        ``(dates,)`` booleans: the dates whose level is wanted (None: every date); the others'
+        are 0.
 
     Returns
     -------
@@ -404,8 +411,9 @@ def darkening_level(dark: np.ndarray, counted: np.ndarray, reach: int) -> np.nda
     """
     from cloudcore._window import window_means
 
-    level = np.empty(dark.shape, dtype=dark.dtype)
-    window_means(dark, np.ascontiguousarray(counted), reach, 0.0, level)
+    wanted = np.ones(dark.shape[0], bool) if dates is None else np.asarray(dates, bool)
+    level = np.zeros(dark.shape, dtype=dark.dtype)
+    window_means(dark, np.ascontiguousarray(counted), reach, 0.0, wanted, level)
     return level
 
 

@@ -369,6 +369,9 @@ def test_the_darkening_level_is_the_window_mean_and_the_same_in_any_crop() -> No
     # level is returned in float32 (2^-24 relative).
     np.testing.assert_allclose(got, expected, rtol=2.0**-24, atol=2.0**-17)
     assert got.dtype == np.float32 and (got > 0).any() and (got == 0).any()
+    # Only the dates asked for: theirs the same, the others' 0.
+    some = darkening_level(dark, counted, reach, np.array([False, True, False]))
+    assert np.array_equal(some[1], got[1]) and not some[[0, 2]].any()
     # Exact sums: a crop with the reach as its margin gives the same bits in its interior.
     crop = darkening_level(dark[:, 10:30, 20:50], counted[:, 10:30, 20:50], reach)
     inner = (slice(None), slice(reach, -reach), slice(reach, -reach))
