@@ -24,8 +24,8 @@ import warnings
 import numpy as np
 
 import cloudcore
+from cloudcore.anomaly import SCALE_STATISTICS
 from cloudcore.compose import compose
-from cloudcore.masks import SCALE_STATISTICS
 from cloudcore.simulate import paper_case
 from cloudcore.simulate.realistic import realistic_case
 from cloudlab.baselines import MULTIBAND_BASELINES
@@ -69,7 +69,7 @@ BASELINES = ("temporal-median", "geometric-median", "temporal-min")
 
 def _scores(D: np.ndarray, truth: np.ndarray, statistic: str = "median") -> dict[str, float]:
     """r of every method on one series: D and truth ``(bands, n, h, w)``; ``statistic`` that of
-    the masks' anomaly scale (:func:`cloudcore.masks.anomaly_scale`)."""
+    the masks' anomaly scale (:func:`cloudcore.anomaly.anomaly_scale`)."""
     nb, n, h, w = D.shape
     matrices = D.reshape(nb, n, h * w).transpose(0, 2, 1)  # (bands, pixels, dates)
     observed = np.ones((h * w, n), bool)
@@ -107,7 +107,7 @@ def main() -> None:
         "--scale-statistic",
         choices=SCALE_STATISTICS,
         default="median",
-        help="the statistic of the masks' anomaly scale (cloudcore.masks.anomaly_scale)",
+        help="the statistic of the masks' anomaly scale (cloudcore.anomaly.anomaly_scale)",
     )
     args = parser.parse_args()
     image = load_demo_truth()

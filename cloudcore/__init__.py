@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # resolved lazily at run time, see __getattr__
     from cloudcore import simulate
+    from cloudcore.anomaly import anomaly_scale
     from cloudcore.cap import cap_ground
     from cloudcore.catalog import METHODS, SHADOW_METHODS
     from cloudcore.complete import cloud_mask, complete
@@ -35,7 +36,6 @@ if TYPE_CHECKING:  # resolved lazily at run time, see __getattr__
     from cloudcore.lam import LambdaBounds, lambda_bounds, lambda_default, lambda_star
     from cloudcore.masks import (
         MaskRule,
-        anomaly_scale,
         classify,
         classify_result,
         classify_scores,
@@ -111,7 +111,7 @@ _HOME = {
     "lambda_default": "lam",
     "lambda_star": "lam",
     "MaskRule": "masks",
-    "anomaly_scale": "masks",
+    "anomaly_scale": "anomaly",
     "classify": "masks",
     "classify_result": "masks",
     "classify_scores": "masks",

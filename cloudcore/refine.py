@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._morphology import dilate, erode
-from cloudcore.masks import sample_entries
+from cloudcore.anomaly import sample_entries
 from cloudcore.result import ConvergenceWarning, Decomposition
 
 __all__ = ["RefineRule", "flag_outliers", "refine", "robust_scale"]
@@ -76,8 +76,8 @@ def robust_scale(residual: np.ndarray, keep: np.ndarray) -> float:
     """σ = 1.4826 × the median absolute deviation of ``residual`` over the ``keep`` entries.
 
     An evenly strided sample of whole pixels, at most about
-    :data:`cloudcore.masks.SCALE_SAMPLE` entries, is used (a tile holds ~10⁷; see
-    :func:`cloudcore.masks.sample_entries`); 0 when no entry is kept.
+    :data:`cloudcore.anomaly.SCALE_SAMPLE` entries, is used (a tile holds ~10⁷; see
+    :func:`cloudcore.anomaly.sample_entries`); 0 when no entry is kept.
     """
     values = sample_entries(residual, keep)
     if values.size == 0:

@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     heldout.add_argument(
         "--scale-statistic",
-        choices=("median", "quartile"),  # cloudcore.masks.SCALE_STATISTICS, without numba
+        choices=("median", "quartile"),  # cloudcore.anomaly.SCALE_STATISTICS, without numba
         default="median",
         help="the statistic of the masks' anomaly scale over the entries below the ground "
         "(quartile: measured, not the default; docs/REAL-CLOUDS.md)",

@@ -90,7 +90,7 @@ def score_site(
 ) -> tuple[list[dict], list[dict], dict]:
     """Every candidate (``solves`` × the post-steps ``steps``, None: :func:`post_steps`) and
     baseline on one site: prediction/fidelity sums, mask counts, facts; ``scale_statistic``
-    that of the anomaly scale (:func:`cloudcore.masks.anomaly_scale`)."""
+    that of the anomaly scale (:func:`cloudcore.anomaly.anomaly_scale`)."""
     site = load_site(name)
     series = site.series
     n = series.dates.size
@@ -491,7 +491,7 @@ def run_heldout(
         Also score every capped solve floored (:data:`cloudlab.candidates.FLOORED_SOLVES`),
         and report the floored tables.
     scale_statistic
-        The statistic of the masks' anomaly scale (:func:`cloudcore.masks.anomaly_scale`):
+        The statistic of the masks' anomaly scale (:func:`cloudcore.anomaly.anomaly_scale`):
         ``median``, the pipeline's, or ``quartile`` (measured, not the default).
     rho
         The ALM's growth of μ per iteration in every solve (None: cloudcore's 1.5, the

@@ -26,13 +26,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import cloudcore
+from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
 from cloudcore.masks import (
     BandMean,
     MaskRule,
     Whiteness,
-    anomaly_scale,
     classify_scores,
     whiteness_tests,
 )
@@ -78,7 +78,7 @@ class Solved:
         test, ``short_band`` the shortest (every site's bands are in the order of their
         wavelengths: the first, checked in tests/cloudlab/test_sites.py).
 
-    Each band's σ is :func:`~cloudcore.masks.anomaly_scale` with ``scale_statistic``, of the
+    Each band's σ is :func:`~cloudcore.anomaly.anomaly_scale` with ``scale_statistic``, of the
     solve's own residual; with ``cap`` the ground is then capped at each pixel's median date
     (:func:`~cloudcore.cap_ground`), with ``floor`` also raised to that quantile of its dates,
     and the anomalies are read off the capped ground; with ``level`` each date's median residual,

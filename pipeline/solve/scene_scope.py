@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from cloudcore.masks import anomaly_scale
+from cloudcore.anomaly import anomaly_scale
 from cloudcore.scene import Block, BlockGroup, SceneOutcome
 from cloudcore.solvers import SparseRule
 from pipeline.cluster import RETRIES

@@ -201,7 +201,7 @@ def tile_layers(
     model's S, the ground bounded as ``solver`` says (:func:`bound_ground`, on ``threads``), in
     place.
 
-    Read the anomaly scale (:func:`cloudcore.masks.result_scale`) before: the cap moves a
+    Read the anomaly scale (:func:`cloudcore.anomaly.result_scale`) before: the cap moves a
     ground above its median date into C. Used by :func:`solve_tile`, the workers' warm-up and
     the benchmarks' bare solves, so that all of them do what a tile does.
     """
@@ -243,7 +243,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     record : dict
         The tile's diagnostics (iterations, converged, residual, λ, seconds of reading and
         solving, the indices of the dates left out, and the tile's anomaly scale σ of
-        :func:`cloudcore.masks.result_scale`, from which the run's mask takes the band's).
+        :func:`cloudcore.anomaly.result_scale`, from which the run's mask takes the band's).
 
     Raises
     ------
@@ -252,7 +252,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     """
     import zarr
 
-    from cloudcore.masks import result_scale
+    from cloudcore.anomaly import result_scale
 
     halo = job.tile.halo
     rows, cols = halo.slices

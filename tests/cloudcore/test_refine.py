@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cloudcore
-from cloudcore.masks import SCALE_SAMPLE, sample_entries
+from cloudcore.anomaly import SCALE_SAMPLE, sample_entries
 from cloudcore.refine import RefineRule, flag_outliers, robust_scale
 
 H = W = 40

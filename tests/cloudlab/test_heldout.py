@@ -357,7 +357,7 @@ def test_one_site_scores_end_to_end() -> None:
 
 
 def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
-    from cloudcore.masks import SCALE_STATISTICS
+    from cloudcore.anomaly import SCALE_STATISTICS
     from cloudlab.cli import _parser
 
     action = next(a for a in _parser()._actions if a.dest == "command")
