@@ -30,10 +30,17 @@ instead of the capped one, at each of ``SIGMAS``, added to the default's codes w
 say clear: per site the entries it adds, how many of them the reference calls clear and
 shadow, and the shadow F1 before and after.
 
+``--flat-dark`` adds another: an entry every band of which is at most ``q`` of the floored
+ground, darkened by at least σ (the bands' mean, against the floored ground) and within
+``reach`` px of a cloud of its date, is shadow (:data:`FLAT_DARK`: (σ, q, reach)), again added
+to the default's codes where they say clear: on the whole series as above, and on the
+benchmark's pairs with the source dropped, the prediction r and the fidelity r.
+
 Usage::
 
     python benchmarks/reference_shadows.py                      # about 10 s
     python benchmarks/reference_shadows.py --floor-near 1.5 3   # and the floored look
+    python benchmarks/reference_shadows.py --flat-dark          # and the flat darkening (1 min)
 """
 
 from __future__ import annotations
@@ -45,10 +52,20 @@ from typing import NamedTuple
 
 import numpy as np
 
+from cloudcore._morphology import dilate
+from cloudcore.compose import compose
 from cloudcore.masks import CLEAR, CLOUD, SHADOW, classify_scores, whiteness_tests
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import Solved, site_arrays, solve_specs, whole_series
+from cloudlab.sitescore import (
+    Solved,
+    error_sums,
+    pasted_pair,
+    site_arrays,
+    site_pairs,
+    solve_specs,
+    whole_series,
+)
 from pipeline.config import MaskConfig, SolverConfig
 
 #: A date's reference shadows are darker than the clear ground when s ≤ DARKER · c.
@@ -57,6 +74,9 @@ DARKER = 0.8
 FACTORS = (0.7, DARKER, 0.9)
 #: Reference shadow pixels a date needs to be judged; clear pixels it needs for its own c.
 MIN_SHADOW, MIN_CLEAR = 10, 10
+#: The flat darkening's settings looked at: (σ, every band at most this of the floored ground,
+#: reach in px).
+FLAT_DARK = ((3.0, 0.8, 16), (3.0, 0.8, 32), (2.0, 0.8, 16), (3.0, 0.7, 16))
 
 
 def _nanmedian(x: np.ndarray, axis: int | None = None) -> np.ndarray:
@@ -223,14 +243,97 @@ def _floor_near(sigmas: list[float]) -> None:
             )
 
 
+def _flat_dark_codes(
+    codes: np.ndarray,
+    floored: Solved,
+    D: np.ndarray,
+    seen: np.ndarray,
+    setting: tuple[float, float, int],
+    date: int | None = None,
+) -> np.ndarray:
+    """``codes`` ``(dates, rows, cols)`` with the flat darkening's shadows added where clear;
+    ``D`` ``(bands, pixels, dates)``; ``date`` None: every date, else that one alone."""
+    sigma, q, reach = setting
+    pick = slice(None) if date is None else slice(date, date + 1)
+    n = codes.shape[0]
+    dark = np.nan_to_num(floored.dark[pick])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = D[:, :, pick] / np.maximum(floored.ground[:, :, pick], 1e-4)
+    darkest = np.nan_to_num(ratio.max(axis=0), nan=np.inf).T.reshape(n, *codes.shape[1:])
+    near = dilate(codes == CLOUD, reach)
+    added = (dark >= sigma) & (darkest <= q) & (codes == CLEAR) & seen & near
+    return np.where(added, SHADOW, codes).astype(codes.dtype)
+
+
+def _flat_dark() -> None:
+    """The in-sample look at the flat darkening: the whole series' F1, the pairs' r."""
+    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    floored_spec = dataclasses.replace(spec, floor=0.5)
+    label = {s: f"{s[0]:g}σ, ≤ {s[1]:g}, {s[2]} px" for s in FLAT_DARK}
+    print("\nThe flat darkening, in sample (shadow F1 on every date; pairs: r, fidelity r):\n")
+    print("| site | the default | " + " | ".join(label.values()) + " |")
+    print("|---" * (len(FLAT_DARK) + 2) + "|")
+    for name in site_names():
+        series = whole_series(name)
+        solved = solve_specs(series.D, series.observed, [spec, floored_spec], series.frame)
+        n = series.D.shape[2]
+        seen = series.observed.T.reshape(n, *series.frame)
+        codes = solved[spec.name].codes(step.rule, seen)
+        reference = series.scored_reference.T.reshape(n, *series.frame)
+        valid = reference != 255
+        f1 = [shadow_f1(codes, reference, valid)] + [
+            shadow_f1(
+                _flat_dark_codes(codes, solved[floored_spec.name], series.D, seen, s),
+                reference,
+                valid,
+            )
+            for s in FLAT_DARK
+        ]
+        pairs = _flat_dark_pairs(name, spec, floored_spec, step)
+        cells = [f"{f:.3f}; {r:.3f}, {fid:.3f}" for f, (r, fid) in zip(f1, pairs, strict=True)]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def _flat_dark_pairs(
+    name: str, spec: SolveSpec, floored_spec: SolveSpec, step: PostStep
+) -> list[tuple[float, float]]:
+    """(prediction r, fidelity r) over the site's pairs, source dropped: the default, then
+    each of :data:`FLAT_DARK`."""
+    site = load_site(name)
+    frame = site.series.frame
+    D_all, reference, days = site_arrays(site)
+    sums = np.zeros((len(FLAT_DARK) + 1, 4))
+    for target, source in site_pairs(site, 4, 0):
+        pair = pasted_pair(D_all, reference, target, source)
+        kept = pair.kept(days, "drop-source")
+        solved = solve_specs(kept.D, kept.observed, [spec, floored_spec], frame)
+        t = kept.target
+        seen = kept.observed[:, t].reshape(1, *frame)
+        codes = solved[spec.name].codes(step.rule, seen, t)
+        observation = kept.D[:, :, t].reshape(-1, 1, *frame)
+        ground = solved[spec.name].ground[:, :, t].reshape(-1, 1, *frame)
+        variants = [codes] + [
+            _flat_dark_codes(codes, solved[floored_spec.name], kept.D, seen, s, t)
+            for s in FLAT_DARK
+        ]
+        for k, c in enumerate(variants):
+            out = compose(observation, ground, c, haze=step.haze_fill, offset=step.offset)
+            e = error_sums(out[:, 0].reshape(out.shape[0], -1), pair.truth, pair.scored, pair.clear)
+            sums[k] += [e["pred_num"], e["pred_den"], e["fid_num"], e["fid_den"]]
+    return [(float(np.sqrt(a / b)), float(np.sqrt(c / d))) for a, b, c, d in sums]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--floor-near", type=float, nargs="*", default=[], metavar="SIGMAS")
+    parser.add_argument("--flat-dark", action="store_true", help="the flat darkening's look")
     args = parser.parse_args()
     _pooled_table()
     _date_tables()
     if args.floor_near:
         _floor_near(args.floor_near)
+    if args.flat_dark:
+        _flat_dark()
 
 
 if __name__ == "__main__":
