@@ -27,11 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from cloudcore._growth import check_growth, mu_growth
-from cloudcore.compose import compose
 from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import error_sums, pasted_pair, site_arrays, site_pairs, solve_specs
+from cloudlab.sitescore import compose_target, dropped_pairs, error_sums
 from pipeline.config import MaskConfig, SolverConfig
 
 SITES_DIR = Path(__file__).resolve().parents[1] / "cloudlab" / "data" / "real-clouds"
@@ -82,7 +81,6 @@ def _table() -> None:
     for name in site_names():
         site = load_site(name)
         frame = site.series.frame
-        D, reference, days = site_arrays(site)
         raw = _raw_reference(name, site.series.dates)
         totals = {
             label: {
@@ -97,24 +95,18 @@ def _table() -> None:
             }
             for label in steps
         }
-        for t, s in site_pairs(site, 4, 0):
-            pair = pasted_pair(D, reference, t, s)
-            kept = pair.kept(days, "drop-source")
-            solved = solve_specs(kept.D, kept.observed, [spec], frame)[spec.name]
+        for pair, kept, solved_specs in dropped_pairs(site, [spec]):
+            solved = solved_specs[spec.name]
             tt = kept.target
-            seen = np.isfinite(kept.D[:, :, tt]).all(axis=0).reshape(1, *frame)
+            seen = kept.observed[:, tt].reshape(1, *frame)
             residual = kept.D[:, :, tt] - solved.ground[:, :, tt]  # (bands, pixels)
             peak = np.nanmax(residual, axis=0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 colour = residual[0] / peak
-            obs = kept.D[:, :, tt].reshape(-1, 1, *frame)
-            ground = solved.ground[:, :, tt].reshape(-1, 1, *frame)
             for label, step in steps.items():
                 codes = solved.codes(step.rule, seen, tt)
-                out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)
-                sums = error_sums(
-                    out[:, 0].reshape(len(D), -1), pair.truth, pair.scored, pair.clear
-                )
+                out = compose_target(kept.D[:, :, tt], solved.ground[:, :, tt], codes, step, frame)
+                sums = error_sums(out, pair.truth, pair.scored, pair.clear)
                 acc = totals[label]
                 for key, value in sums.items():
                     acc["sums"][key] = acc["sums"].get(key, 0.0) + value
@@ -127,13 +119,13 @@ def _table() -> None:
                 acc["fp_q"].append(colour[flagged & bright])
                 acc["tp_q"].append(colour[cloud])
                 if raw is not None:
-                    acc["raw"].append(raw[:, t][flagged])
-                    acc["raw_clear"].append(raw[:, t][pair.clear])
+                    acc["raw"].append(raw[:, pair.target][flagged])
+                    acc["raw_clear"].append(raw[:, pair.target][pair.clear])
                     # Fidelity over the clear pixels of SCL's surface classes alone (4
                     # vegetation, 5 not vegetated): 7 "unclassified" and 2 "dark area" are
                     # the classes a missed cloud edge or haze would fall in.
-                    surface = pair.clear & np.isin(raw[:, t], SURFACE_CLASSES)
-                    strict = error_sums(out[:, 0].reshape(len(D), -1), pair.truth, surface, surface)
+                    surface = pair.clear & np.isin(raw[:, pair.target], SURFACE_CLASSES)
+                    strict = error_sums(out, pair.truth, surface, surface)
                     acc["strict"][0] += strict["fid_num"]
                     acc["strict"][1] += strict["fid_den"]
         for label, acc in totals.items():

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from cloudcore.compose import compose
 from cloudcore.masks import CLEAR, CLOUD, SHADOW
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import PostStep, SolveSpec
@@ -39,11 +38,9 @@ from cloudlab.sitescore import (
     KeptSeries,
     PastedPair,
     Solved,
+    compose_target,
+    dropped_pairs,
     error_sums,
-    pasted_pair,
-    site_arrays,
-    site_pairs,
-    solve_specs,
 )
 from pipeline.config import MaskConfig, SolverConfig
 
@@ -113,28 +110,16 @@ class _Site:
         return sum(m.pixels for m in self.missed.values())
 
 
-def _output(
-    observation: np.ndarray, ground: np.ndarray, codes: np.ndarray, step: PostStep
-) -> np.ndarray:
-    """The target's output (bands, pixels) as the post-step composes it from ``codes``."""
-    out = compose(observation, ground, codes, haze=step.haze_fill, offset=step.offset)
-    return out[:, 0].reshape(out.shape[0], -1)
-
-
 def score_site(name: str, spec: SolveSpec, steps: list[PostStep]) -> tuple[list[_Site], _Sums]:
     """The sums of :class:`_Site` over the site's pairs, source dropped, for each post-step
     (one solve per pair serves them all), and the temporal median's on the pasted pixels."""
     site = load_site(name)
     frame = site.series.frame
-    D_all, reference, days = site_arrays(site)
     sums = [_Site() for _ in steps]
     median = _Sums()
-    for target, source in site_pairs(site, 4, 0):
-        pair = pasted_pair(D_all, reference, target, source)
-        kept = pair.kept(days, "drop-source")
-        solved = solve_specs(kept.D, kept.observed, [spec], frame)[spec.name]
+    for pair, kept, solved in dropped_pairs(site, [spec]):
         for step, site_sums in zip(steps, sums, strict=True):
-            _score_pair(pair, kept, solved, frame, step, site_sums)
+            _score_pair(pair, kept, solved[spec.name], frame, step, site_sums)
         baseline = MULTIBAND_BASELINES["temporal-median"](kept.D, kept.reference, kept.days)
         median.add(baseline[:, :, kept.target], pair.truth, pair.scored)
     return sums, median
@@ -151,13 +136,12 @@ def _score_pair(
     """Add one pasted pair's sums, its output composed by the post-step ``step``."""
     t = kept.target
     seen = kept.observed[:, t].reshape(1, *frame)
-    observation = kept.D[:, :, t].reshape(-1, 1, *frame)
-    ground = solved.ground[:, :, t].reshape(-1, 1, *frame)
+    observation, ground = kept.D[:, :, t], solved.ground[:, :, t]
     codes = solved.codes(step.rule, seen, t)
     everywhere = codes.copy()
     everywhere.reshape(-1)[pair.scored] = CLOUD
 
-    out = _output(observation, ground, codes, step)
+    out = compose_target(observation, ground, codes, step, frame)
     missed = pair.scored & (codes.reshape(-1) == CLEAR)
     sums.pasted.add(out, pair.truth, pair.scored)
     sums.fidelity.add(out, pair.truth, pair.clear)
@@ -166,7 +150,7 @@ def _score_pair(
         sums.of_class[label] += int(of_class.sum())
         sums.missed[label].add(out, pair.truth, of_class & missed)
     sums.filled_everywhere.add(
-        _output(observation, ground, everywhere, step), pair.truth, pair.scored
+        compose_target(observation, ground, everywhere, step, frame), pair.truth, pair.scored
     )
 
 

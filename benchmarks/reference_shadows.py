@@ -38,9 +38,9 @@ benchmark's pairs with the source dropped, the prediction r and the fidelity r.
 
 Usage::
 
-    python benchmarks/reference_shadows.py                      # about 10 s
+    python benchmarks/reference_shadows.py                      # about 3 s
     python benchmarks/reference_shadows.py --floor-near 1.5 3   # and the floored look
-    python benchmarks/reference_shadows.py --flat-dark          # and the flat darkening (1 min)
+    python benchmarks/reference_shadows.py --flat-dark          # and the flat darkening (7 s)
 """
 
 from __future__ import annotations
@@ -53,16 +53,15 @@ from typing import NamedTuple
 import numpy as np
 
 from cloudcore._morphology import dilate
-from cloudcore.compose import compose
-from cloudcore.masks import CLEAR, CLOUD, SHADOW, classify_scores, whiteness_tests
+from cloudcore.masks import CLEAR, CLOUD, NODATA, SHADOW, classify_scores, whiteness_tests
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import (
     Solved,
+    WholeSeries,
+    compose_target,
+    dropped_pairs,
     error_sums,
-    pasted_pair,
-    site_arrays,
-    site_pairs,
     solve_specs,
     whole_series,
 )
@@ -96,12 +95,16 @@ class ShadowDate(NamedTuple):
     called: dict[str, int]  # what the mask calls the shadow pixels: shadow, cloud, clear
 
 
-def clear_ratio(D: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """``(pixels, dates)``: the bands' mean of D over the pixel's median on its clear dates."""
+def clear_level(D: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``(bands, pixels)``: each band's median of the pixel over its reference-clear dates."""
     clear = reference == CLEAR
-    level = np.stack([_nanmedian(np.where(clear, band, np.nan), axis=1) for band in D])
+    return np.stack([_nanmedian(np.where(clear, band, np.nan), axis=1) for band in D])
+
+
+def clear_ratio(D: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``(pixels, dates)``: the bands' mean of D over the pixel's :func:`clear_level`."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(np.mean(D / level[:, :, None], axis=0))
+        return np.asarray(np.mean(D / clear_level(D, reference)[:, :, None], axis=0))
 
 
 def shadow_dates(
@@ -140,57 +143,83 @@ def shadow_f1(codes: np.ndarray, reference: np.ndarray, valid: np.ndarray) -> fl
     return 2 * tp / (2 * tp + wrong) if tp + wrong else float("nan")
 
 
-def _pooled_table() -> None:
+class SiteSolve(NamedTuple):
+    """One site's whole series solved once with the default (``capped``, its ground bounded as
+    the pipeline's) and, for the looks that read it, floored at the median date (``floored``,
+    the same first solve), with the default's codes ``(pixels, dates)``."""
+
+    name: str
+    series: WholeSeries
+    capped: Solved
+    floored: Solved | None
+    codes: np.ndarray
+
+    def frames(self, x: np.ndarray) -> np.ndarray:
+        """``(pixels, dates)`` → ``(dates, rows, cols)``."""
+        return x.T.reshape(x.shape[1], *self.series.frame)
+
+
+def solve_sites(floored: bool) -> list[SiteSolve]:
+    """Every site solved once (:class:`SiteSolve`), ``floored`` too where a look needs it."""
+    spec, rule = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig()).rule
+    specs = [spec, dataclasses.replace(spec, floor=0.5)] if floored else [spec]
+    out = []
+    for name in site_names():
+        series = whole_series(name)
+        solved = solve_specs(series.D, series.observed, specs, series.frame)
+        capped = solved[spec.name]
+        low = solved[specs[-1].name] if floored else None
+        out.append(SiteSolve(name, series, capped, low, series.codes(capped, rule)))
+    return out
+
+
+def _pooled_table(sites: list[SiteSolve]) -> None:
     """Per site, the pooled darkness of the reference shadows and D/L there."""
-    spec = SolveSpec.of(SolverConfig())
     print("| site | shadow entries | D / clear level, per band | D / ground L, per band |")
     print("|---|---|---|---|")
-    for name in site_names():
-        site = load_site(name)
-        D, reference, _ = site_arrays(site)  # (bands, pixels, dates), (pixels, dates)
+    for site in sites:
+        D, reference = (
+            site.series.D,
+            site.series.reference,
+        )  # (bands, pixels, dates), (pixels, dates)
         shadow, clear = reference == SHADOW, reference == CLEAR
         if not shadow.any():
             continue
-        level = np.stack([_nanmedian(np.where(clear, band, np.nan), axis=1) for band in D])
-        ratio = D / level[:, :, None]
+        ratio = D / clear_level(D, reference)[:, :, None]
         per_date = np.stack([_nanmedian(np.where(clear, r, np.nan), axis=0) for r in ratio])
         darkness = [
             float(_nanmedian((r / d)[shadow], axis=0)) for r, d in zip(ratio, per_date, strict=True)
         ]
-        observed = np.isfinite(D).all(axis=0)
-        ground = solve_specs(D, observed, [spec], site.series.frame)[spec.name].ground
         taken = [
             float(_nanmedian((b / np.maximum(g, 1e-3))[shadow], axis=0))
-            for b, g in zip(D, ground, strict=True)
+            for b, g in zip(D, site.capped.ground, strict=True)
         ]
         print(
-            f"| {name} | {int(shadow.sum())} | {', '.join(f'{v:.2f}' for v in darkness)} "
+            f"| {site.name} | {int(shadow.sum())} | {', '.join(f'{v:.2f}' for v in darkness)} "
             f"| {', '.join(f'{v:.2f}' for v in taken)} |"
         )
 
 
-def _date_tables() -> None:
+def _date_tables(sites: list[SiteSolve]) -> None:
     """Per date, the reference shadows' darkness and the mask's calls; per site, the F1."""
-    spec, rule = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig()).rule
-    print(f"\nThe default's mask ({spec.name} | {PostStep.of(MaskConfig()).rule_name}):\n")
+    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    print(f"\nThe default's mask ({spec.name} | {step.rule_name}):\n")
     print("| site | date | shadow px | cloud px | s | c | s / c | called shadow, cloud, clear |")
     print("|---|---|---|---|---|---|---|---|")
     summary = []
-    for name in site_names():
-        series = whole_series(name)
+    for site in sites:
+        series, codes = site.series, site.codes
         if not (series.reference == SHADOW).any():
             continue
-        solved: Solved = solve_specs(series.D, series.observed, [spec], series.frame)[spec.name]
-        codes = series.codes(solved, rule)
         reference = series.scored_reference
         dates = shadow_dates(series.D, reference, codes, series.observed)
         for d in dates:
             calls = ", ".join(str(v) for v in d.called.values())
             print(
-                f"| {name} | {d.date} | {d.shadow} | {d.cloud} | {d.s:.2f} | {d.c:.2f} "
+                f"| {site.name} | {d.date} | {d.shadow} | {d.cloud} | {d.s:.2f} | {d.c:.2f} "
                 f"| {d.s / d.c:.2f} | {calls} |"
             )
-        valid = reference != 255
+        valid = reference != NODATA
         row = [shadow_f1(codes, reference, valid)]
         for factor in FACTORS:
             darker = np.zeros(reference.shape[1], bool)
@@ -198,7 +227,7 @@ def _date_tables() -> None:
             row.append(shadow_f1(codes, reference, valid & darker[None, :]))
         real = (reference == SHADOW) & valid
         flagged = float(np.isin(codes[real], (SHADOW, CLOUD)).mean())
-        summary.append((name, row, flagged, int(real.sum())))
+        summary.append((site.name, row, flagged, int(real.sum())))
     print(
         "\n| site | shadow F1, every date | "
         + " | ".join(f"F1, dates with s ≤ {f:g} c" for f in FACTORS)
@@ -210,35 +239,31 @@ def _date_tables() -> None:
         print(f"| {name} | {cells} | {flagged:.2f} of {count} |")
 
 
-def _floor_near(sigmas: list[float]) -> None:
+def _floor_near(sites: list[SiteSolve], sigmas: list[float]) -> None:
     """The in-sample look at a shadow beside its cloud read off the floored ground."""
-    spec, rule = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig()).rule
-    floored_spec = dataclasses.replace(spec, floor=0.5)
+    rule = PostStep.of(MaskConfig()).rule
     print(
         "\nA shadow beside its cloud read off the ground floored at its median date, in sample:\n"
     )
     print("| site | σ | entries added | of them reference-clear | reference-shadow | shadow F1 |")
     print("|---|---|---|---|---|---|")
-    for name in site_names():
-        series = whole_series(name)
-        solved = solve_specs(series.D, series.observed, [spec, floored_spec], series.frame)
-        capped, floored = solved[spec.name], solved[floored_spec.name]
-        codes = series.codes(capped, rule)
-        reference = series.scored_reference
-        valid = reference != 255
-        n = series.D.shape[2]
-        seen = series.observed.T.reshape(n, *series.frame)
+    for site in sites:
+        assert site.floored is not None  # solve_sites(floored=True)
+        capped, codes = site.capped, site.codes
+        reference = site.series.scored_reference
+        valid = reference != NODATA
+        seen = site.frames(site.series.observed)
         white, flat = whiteness_tests(capped.whiteness, rule, capped.bands)
+        dark = np.nan_to_num(site.floored.dark).astype(np.float32)
         for sigma in sigmas:
             near = dataclasses.replace(rule, shadow=np.inf, shadow_near=sigma)
-            dark = np.nan_to_num(floored.dark).astype(np.float32)
             found = classify_scores(capped.bright, dark, seen, near, white, flat)
-            added = (found.reshape(n, -1).T == SHADOW) & (codes == CLEAR)
+            added = (found.reshape(found.shape[0], -1).T == SHADOW) & (codes == CLEAR)
             both = np.where(added, SHADOW, codes)
             counts = [added & (reference == c) for c in (CLEAR, SHADOW)]
             before, after = (shadow_f1(c, reference, valid) for c in (codes, both))
             print(
-                f"| {name} | {sigma:g} | {int(added.sum())} | {int(counts[0].sum())} "
+                f"| {site.name} | {sigma:g} | {int(added.sum())} | {int(counts[0].sum())} "
                 f"| {int(counts[1].sum())} | {before:.3f} → {after:.3f} |"
             )
 
@@ -265,60 +290,49 @@ def _flat_dark_codes(
     return np.where(added, SHADOW, codes).astype(codes.dtype)
 
 
-def _flat_dark() -> None:
+def _flat_dark(sites: list[SiteSolve]) -> None:
     """The in-sample look at the flat darkening: the whole series' F1, the pairs' r."""
-    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
-    floored_spec = dataclasses.replace(spec, floor=0.5)
     label = {s: f"{s[0]:g}σ, ≤ {s[1]:g}, {s[2]} px" for s in FLAT_DARK}
     print("\nThe flat darkening, in sample (shadow F1 on every date; pairs: r, fidelity r):\n")
     print("| site | the default | " + " | ".join(label.values()) + " |")
     print("|---" * (len(FLAT_DARK) + 2) + "|")
-    for name in site_names():
-        series = whole_series(name)
-        solved = solve_specs(series.D, series.observed, [spec, floored_spec], series.frame)
-        n = series.D.shape[2]
-        seen = series.observed.T.reshape(n, *series.frame)
-        codes = solved[spec.name].codes(step.rule, seen)
-        reference = series.scored_reference.T.reshape(n, *series.frame)
-        valid = reference != 255
+    for site in sites:
+        assert site.floored is not None  # solve_sites(floored=True)
+        seen = site.frames(site.series.observed)
+        codes = site.frames(site.codes)
+        reference = site.frames(site.series.scored_reference)
+        valid = reference != NODATA
         f1 = [shadow_f1(codes, reference, valid)] + [
             shadow_f1(
-                _flat_dark_codes(codes, solved[floored_spec.name], series.D, seen, s),
-                reference,
-                valid,
+                _flat_dark_codes(codes, site.floored, site.series.D, seen, s), reference, valid
             )
             for s in FLAT_DARK
         ]
-        pairs = _flat_dark_pairs(name, spec, floored_spec, step)
+        pairs = _flat_dark_pairs(site.name)
         cells = [f"{f:.3f}; {r:.3f}, {fid:.3f}" for f, (r, fid) in zip(f1, pairs, strict=True)]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        print(f"| {site.name} | " + " | ".join(cells) + " |")
 
 
-def _flat_dark_pairs(
-    name: str, spec: SolveSpec, floored_spec: SolveSpec, step: PostStep
-) -> list[tuple[float, float]]:
+def _flat_dark_pairs(name: str) -> list[tuple[float, float]]:
     """(prediction r, fidelity r) over the site's pairs, source dropped: the default, then
     each of :data:`FLAT_DARK`."""
+    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    floored_spec = dataclasses.replace(spec, floor=0.5)
     site = load_site(name)
     frame = site.series.frame
-    D_all, reference, days = site_arrays(site)
     sums = np.zeros((len(FLAT_DARK) + 1, 4))
-    for target, source in site_pairs(site, 4, 0):
-        pair = pasted_pair(D_all, reference, target, source)
-        kept = pair.kept(days, "drop-source")
-        solved = solve_specs(kept.D, kept.observed, [spec, floored_spec], frame)
+    for pair, kept, solved in dropped_pairs(site, [spec, floored_spec]):
         t = kept.target
         seen = kept.observed[:, t].reshape(1, *frame)
         codes = solved[spec.name].codes(step.rule, seen, t)
-        observation = kept.D[:, :, t].reshape(-1, 1, *frame)
-        ground = solved[spec.name].ground[:, :, t].reshape(-1, 1, *frame)
         variants = [codes] + [
             _flat_dark_codes(codes, solved[floored_spec.name], kept.D, seen, s, t)
             for s in FLAT_DARK
         ]
+        ground = solved[spec.name].ground[:, :, t]
         for k, c in enumerate(variants):
-            out = compose(observation, ground, c, haze=step.haze_fill, offset=step.offset)
-            e = error_sums(out[:, 0].reshape(out.shape[0], -1), pair.truth, pair.scored, pair.clear)
+            out = compose_target(kept.D[:, :, t], ground, c, step, frame)
+            e = error_sums(out, pair.truth, pair.scored, pair.clear)
             sums[k] += [e["pred_num"], e["pred_den"], e["fid_num"], e["fid_den"]]
     return [(float(np.sqrt(a / b)), float(np.sqrt(c / d))) for a, b, c, d in sums]
 
@@ -328,12 +342,13 @@ def main() -> None:
     parser.add_argument("--floor-near", type=float, nargs="*", default=[], metavar="SIGMAS")
     parser.add_argument("--flat-dark", action="store_true", help="the flat darkening's look")
     args = parser.parse_args()
-    _pooled_table()
-    _date_tables()
+    sites = solve_sites(floored=bool(args.floor_near) or args.flat_dark)
+    _pooled_table(sites)
+    _date_tables(sites)
     if args.floor_near:
-        _floor_near(args.floor_near)
+        _floor_near(sites, args.floor_near)
     if args.flat_dark:
-        _flat_dark()
+        _flat_dark(sites)
 
 
 if __name__ == "__main__":

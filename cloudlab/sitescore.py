@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -45,9 +45,12 @@ from pipeline.config import SolverConfig
 from pipeline.solve.tile import refine_matrix, solve_matrix, solver_lambda
 
 __all__ = [
+    "DroppedPair",
     "KeptSeries",
     "PastedPair",
     "Solved",
+    "compose_target",
+    "dropped_pairs",
     "error_sums",
     "kept_dates",
     "mask_rows",
@@ -409,6 +412,47 @@ def kept_dates(n: int, source: int, protocol: str) -> np.ndarray:
     return np.arange(n) if protocol == "keep-source" else np.flatnonzero(np.arange(n) != source)
 
 
+class DroppedPair(NamedTuple):
+    """One pasted pair of :func:`dropped_pairs`: the pair, its series without the source, and
+    that series solved with each spec (by name)."""
+
+    pair: PastedPair
+    kept: KeptSeries
+    solved: dict[str, Solved]
+
+
+def dropped_pairs(site: Site, specs: Sequence[SolveSpec], count: int = 4) -> Iterator[DroppedPair]:
+    """Each of the site's ``count`` pairs (:func:`site_pairs`, seed 0) pasted, its source
+    dropped (the primary protocol) and solved with ``specs`` (:func:`solve_specs`), as the
+    in-sample benchmarks read them."""
+    D, reference, days = site_arrays(site)
+    for target, source in site_pairs(site, count, 0):
+        pair = pasted_pair(D, reference, target, source)
+        kept = pair.kept(days, "drop-source")
+        yield DroppedPair(pair, kept, solve_specs(kept.D, kept.observed, specs, site.series.frame))
+
+
+def compose_target(
+    observation: np.ndarray,
+    ground: np.ndarray,
+    codes: np.ndarray,
+    step: PostStep,
+    frame: tuple[int, int],
+) -> np.ndarray:
+    """One date's output ``(bands, pixels)`` as the post-step ``step`` composes it
+    (:func:`cloudcore.compose.compose`) from ``codes`` ``(1, rows, cols)``: its
+    ``observation`` ``(bands, pixels)`` where kept, its ``ground`` (the same shape, plus the
+    date's offset) where filled."""
+    out = compose(
+        _frames(observation, frame)[:, None],
+        _frames(ground, frame)[:, None],
+        codes,
+        haze=step.haze_fill,
+        offset=step.offset,
+    )
+    return out[:, 0].reshape(out.shape[0], -1)
+
+
 def error_sums(
     out: np.ndarray, truth: np.ndarray, scored: np.ndarray, clear: np.ndarray
 ) -> dict[str, float]:
@@ -465,10 +509,8 @@ def pair_rows(
     def sums(name: str, step: str, out: np.ndarray) -> None:
         rows.append({"solve": name, "step": step, **error_sums(out, truth, scored, clear)})
 
-    obs = _frames(D[:, :, target], frame)[:, None]  # (bands, 1, rows, cols)
     seen = _frames(observed_t, frame)[None]
     for name, result in solved.items():
-        ground = _frames(result.ground[:, :, target], frame)[:, None]
         codes_of: dict[Any, np.ndarray] = {}
         for step in steps:
             if not step.keep_clear:
@@ -476,9 +518,9 @@ def pair_rows(
                 continue
             if step.rule not in codes_of:
                 codes_of[step.rule] = result.codes(step.rule, seen, target)
-            codes = codes_of[step.rule]
-            out = compose(obs, ground, codes, haze=step.haze_fill, offset=step.offset)
-            sums(name, step.name, out[:, 0].reshape(out.shape[0], -1))
+            ground = result.ground[:, :, target]
+            out = compose_target(D[:, :, target], ground, codes_of[step.rule], step, frame)
+            sums(name, step.name, out)
     for base, rule in MULTIBAND_BASELINES.items():
         sums(base, "", rule(D, reference, days)[:, :, target])
     return rows
