@@ -100,7 +100,9 @@ def write_report(
         "",
         f"**Chosen on all sites:** `{summary['default']}` (least loss without the "
         f"whiteness test: `{summary['best']}`; {_white_losses(summary)}; "
-        f"{_white_cloud_losses(summary)}; {_near_losses(summary)}). **The pipeline's "
+        f"{_stage_losses(summary.get('white_clouds'), 'white clouds')}; "
+        f"{_stage_losses(summary.get('shadow_near'), 'a shadow beside its cloud')}). "
+        "**The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",
         "",
@@ -208,18 +210,9 @@ def _held(table: pd.DataFrame) -> pd.DataFrame:
     return held[list(cols)].rename(columns=cols)
 
 
-def _white_cloud_losses(summary: dict[str, Any]) -> str:
-    """The third stage's mean loss of each white-cloud variant, as the report words it."""
-    return _stage_losses(summary.get("white_clouds"), "white clouds")
-
-
-def _near_losses(summary: dict[str, Any]) -> str:
-    """The fourth stage's mean loss of each shadow beside its cloud, as the report words it."""
-    return _stage_losses(summary.get("shadow_near"), "a shadow beside its cloud")
-
-
 def _stage_losses(variants: dict[str, float] | None, what: str) -> str:
-    """A stage's mean loss of each variant (a post-step's name), as the report words it."""
+    """A stage's mean loss of each variant (a post-step's name), as the report words it: the
+    third stage's white clouds, the fourth's shadow beside its cloud (``default.json``)."""
     if not variants:
         return f"no {what} scored"
     return f"mean loss with {what}, the ground capped: " + ", ".join(
