@@ -50,8 +50,8 @@ PASTED = {"cloud": CLOUD, "shadow": SHADOW}
 #: Changes to the default's mask rule scored in the second table: the held-out grid's lower
 #: thresholds and growth, the shadow edges ``benchmarks/mask_stage.py`` chose among, and the
 #: default's mask before white clouds (no white clouds, whiteness test 0.2) and with the third
-#: stage's stricter whiteness test (0.3), and shadows beside their clouds (docs/REAL-CLOUDS.md,
-#: "A shadow beside its cloud").
+#: stage's stricter whiteness test (0.3), shadows beside their clouds (docs/REAL-CLOUDS.md,
+#: "A shadow beside its cloud"), and a date's brightening level ("A date's brightening level").
 VARIANTS: tuple[dict[str, Any], ...] = (
     {},
     {"cloud": 4.0},
@@ -70,6 +70,12 @@ VARIANTS: tuple[dict[str, Any], ...] = (
     {"shadow_near": 1.5, "near_reach": 16},
     {"shadow_near": 1.0, "near_reach": 16},
     {"shadow_near": 1.5, "near_reach": 32},
+    {"bright_level": 16, "level_below": 3.0},
+    {"bright_level": 32, "level_below": 3.0},
+    {"bright_level": 16, "level_below": 6.0},
+    {"bright_level": 32, "level_below": 6.0},
+    {"bright_level": 16, "level_below": 3.0, "cloud": 4.0},
+    {"bright_level": 32, "level_below": 6.0, "cloud": 4.0},
 )
 
 

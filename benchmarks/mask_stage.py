@@ -21,6 +21,9 @@ The settings (docs/REAL-CLOUDS.md):
   chooses it itself, as its fourth stage; this script reproduces the stage that adopted it on
   a run from before (its choices without the rule); on a run of today's its as-it-is row is
   the run's own choice, which has the rule.
+* ``bright-level``: each date's brightening level around an entry (the mean brightening of
+  the entries within 16 or 32 px brightened by less than 3σ or 6σ) taken out of its
+  brightening before the thresholds (``mask.bright_level``, ``mask.level_below``), or not.
 * ``white-clouds``: a flat brightening (shortest band ≥ 0.7 of the largest) is cloud from 3σ
   (``mask.white_cloud``), with the candidate's whiteness test or a stricter one (0.25, 0.3), or
   neither (:func:`cloudlab.candidates.white_clouds_of`). Adopted: ``python -m cloudlab heldout``
@@ -39,6 +42,7 @@ Usage::
     python benchmarks/mask_stage.py shadow-edge --heldout runs/heldout           # seconds
     python benchmarks/mask_stage.py shadow-near --heldout runs/heldout
     python benchmarks/mask_stage.py white-clouds --heldout runs/heldout
+    python benchmarks/mask_stage.py bright-level --heldout runs/heldout
 """
 
 from __future__ import annotations
@@ -72,9 +76,25 @@ def edges_of(step: PostStep) -> list[PostStep]:
     return [step.with_rule(shadow_edge=e) for e in EDGES if e < step.rule.shadow]
 
 
+#: A date's brightening level offered (``mask.bright_level`` px, ``mask.level_below`` σ), after
+#: none (kept on a tie). They bracket what an in-sample look at the five sites found
+#: (2026-11-29, docs/REAL-CLOUDS.md, "A date's brightening level").
+LEVELS = ((16, 3.0), (32, 3.0), (16, 6.0), (32, 6.0))
+
+
+def levels_of(step: PostStep) -> list[PostStep]:
+    """``step`` as it is, then with each brightening level of :data:`LEVELS`."""
+    return [step] + [step.with_rule(bright_level=r, level_below=b) for r, b in LEVELS]
+
+
 #: The settings a stage can choose, by name: each gives a candidate's post-step its variants,
 #: the candidate's own first.
-SETTINGS = {"shadow-edge": edges_of, "shadow-near": near_of, "white-clouds": white_clouds_of}
+SETTINGS = {
+    "bright-level": levels_of,
+    "shadow-edge": edges_of,
+    "shadow-near": near_of,
+    "white-clouds": white_clouds_of,
+}
 
 #: The columns printed, as the benchmark's report names them.
 COLUMNS = {

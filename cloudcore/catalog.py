@@ -21,6 +21,8 @@ __all__ = [
     "MASK_EDGE_REACH",
     "MASK_GROW",
     "MASK_HAZE",
+    "MASK_BRIGHT_LEVEL",
+    "MASK_LEVEL_BELOW",
     "MASK_NEAR_REACH",
     "MASK_OFFSET",
     "MASK_RADIUS",
@@ -102,6 +104,16 @@ MASK_EDGE_REACH = 3
 #: mask_stage.py shadow-near``; docs/REAL-CLOUDS.md, "A shadow beside its cloud").
 MASK_SHADOW_NEAR = 1.5
 MASK_NEAR_REACH = 16
+#: A date's brightening level (:func:`cloudcore.masks.classify_scores`): before the
+#: thresholds, each entry's brightening less the mean brightening of the entries of its date
+#: within this many pixels (a square) that are brightened by less than
+#: :data:`MASK_LEVEL_BELOW` σ; 0: off. A date brighter across the scene than the ground (a
+#: hazier day, a composite's other acquisition, the season) is not cloud where it is no
+#: brighter than around it. Measured in a fifth stage by leave-one-site-out
+#: (``benchmarks/mask_stage.py bright-level``; docs/REAL-CLOUDS.md, "A date's brightening
+#: level").
+MASK_BRIGHT_LEVEL = 0
+MASK_LEVEL_BELOW = 3.0
 
 #: The quantile of its dates each pixel's capped ground is raised to by default (the pipeline's
 #: ``solver.floor_ground`` left out, for the methods that cap and have no shadow layer;

@@ -55,10 +55,12 @@ import numpy as np
 from cloudcore._morphology import dilate, extend, opening
 from cloudcore.anomaly import result_scale
 from cloudcore.catalog import (
+    MASK_BRIGHT_LEVEL,
     MASK_CLOUD,
     MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
+    MASK_LEVEL_BELOW,
     MASK_NEAR_REACH,
     MASK_RADIUS,
     MASK_SHADOW,
@@ -129,6 +131,13 @@ class MaskRule:
     #: is most likely its shadow); 0: off.
     shadow_near: float = MASK_SHADOW_NEAR
     near_reach: int = MASK_NEAR_REACH
+    #: A date's brightening level: before the thresholds, the mean brightening of the entries
+    #: of the same date within this many pixels (a square) brightened by less than
+    #: ``level_below`` σ is taken out of each entry's (:func:`darkening_level`'s mean, of the
+    #: brightening); 0: off. A date brighter across the scene than the ground is not cloud
+    #: where it is no brighter than around it.
+    bright_level: int = MASK_BRIGHT_LEVEL
+    level_below: float = MASK_LEVEL_BELOW
 
     @property
     def reads_whiteness(self) -> bool:
@@ -138,10 +147,11 @@ class MaskRule:
     @property
     def context(self) -> int:
         """How far (pixels) the codes of an entry depend on the scores around it on its date:
-        the opening's erosion and dilation, the shadow's edge and the growth."""
+        the brightening level's square, the opening's erosion and dilation, the shadow's edge
+        and the growth."""
         edge = self.edge_reach if self.shadow_edge > 0 else 0
         near = self.near_reach if self.shadow_near > 0 else 0
-        return 2 * self.radius + max(edge, near) + self.grow
+        return self.bright_level + 2 * self.radius + max(edge, near) + self.grow
 
 
 def classify(
@@ -238,6 +248,11 @@ def classify_scores(
     (:func:`whiteness_tests` gives both); neither is read otherwise."""
     if rule.white_cloud > 0 and flat is None:
         raise ValueError(f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness")
+    if rule.bright_level > 0:
+        # Counted: entries brightened less than a cloud's, so a cloud does not raise the level
+        # of its own date around it. NaN (unobserved) is never counted.
+        counted = observed & (bright < np.float32(rule.level_below))
+        bright = bright - darkening_level(bright, counted, rule.bright_level)
     if rule.white > 0:
         if white is None:
             raise ValueError(f"a rule with white={rule.white:g} needs the bands' whiteness")

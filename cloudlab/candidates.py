@@ -262,7 +262,8 @@ class PostStep:
         """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
         ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
         than the default's), ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px), ``wc3``
-        with white clouds from 3σ (``wc3@0.8`` with a ratio other than the default's)."""
+        with white clouds from 3σ (``wc3@0.8`` with a ratio other than the default's), ``l16<3``
+        with a date's brightening level over 16 px of the entries under 3σ."""
         r = self.rule
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
         shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
@@ -272,13 +273,14 @@ class PostStep:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
             edge = f" e{r.shadow_edge:g}{reach}"
         near = f" n{r.shadow_near:g}x{r.near_reach}" if r.shadow_near > 0 else ""
+        level = f" l{r.bright_level}<{r.level_below:g}" if r.bright_level > 0 else ""
         flat = ""
         if r.white_cloud > 0:
             ratio = (
                 "" if r.white_cloud_ratio == MASK_WHITE_CLOUD_RATIO else f"@{r.white_cloud_ratio:g}"
             )
             flat = f" wc{r.white_cloud:g}{ratio}"
-        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{white}{edge}{near}{flat}"
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{level}{white}{edge}{near}{flat}"
 
     @property
     def name(self) -> str:

@@ -9,10 +9,12 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from cloudcore.catalog import (
+    MASK_BRIGHT_LEVEL,
     MASK_CLOUD,
     MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
+    MASK_LEVEL_BELOW,
     MASK_NEAR_REACH,
     MASK_OFFSET,
     MASK_RADIUS,
@@ -51,6 +53,13 @@ class MaskConfig(ConfigSection):
     # leave-one-site-out with the rest (docs/REAL-CLOUDS.md).
     shadow_near: float = Field(default=MASK_SHADOW_NEAR, ge=0)
     near_reach: int = Field(default=MASK_NEAR_REACH, ge=1, le=64)
+    # A date's brightening level: before the thresholds, the mean brightening of the pixels
+    # within this many pixels (a square) brightened by less than `level_below` σ is taken out
+    # of each pixel's, so a date brighter across the scene than the ground (a hazier day, the
+    # season) is not cloud where it is no brighter than around it. 0: off. Each core then reads
+    # `bright_level` px more around it. Measured by leave-one-site-out (docs/REAL-CLOUDS.md).
+    bright_level: int = Field(default=MASK_BRIGHT_LEVEL, ge=0, le=64)
+    level_below: float = Field(default=MASK_LEVEL_BELOW, gt=0)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere; where a band did not observe the pixel the output is no data. With
     # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen;
@@ -95,7 +104,8 @@ class MaskConfig(ConfigSection):
 
     def options_off(self) -> set[str]:
         """The fields of the settings that came after the first cubes and are off here
-        (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud, no white clouds):
+        (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud, no white clouds,
+        no brightening level):
         a cube's identity and attributes leave them out, as before they existed, so cubes of
         earlier versions resume (:attr:`pipeline.plan.RunPlan.cube_token`,
         :func:`pipeline.solve.cube.open_cube`)."""
@@ -104,6 +114,7 @@ class MaskConfig(ConfigSection):
         off |= set() if self.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
         off |= set() if self.shadow_near > 0 else {"shadow_near", "near_reach"}
         off |= set() if self.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
+        off |= set() if self.bright_level > 0 else {"bright_level", "level_below"}
         return off
 
     @model_validator(mode="after")
