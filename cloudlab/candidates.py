@@ -280,7 +280,8 @@ class PostStep:
                 "" if r.white_cloud_ratio == MASK_WHITE_CLOUD_RATIO else f"@{r.white_cloud_ratio:g}"
             )
             flat = f" wc{r.white_cloud:g}{ratio}"
-        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{level}{white}{edge}{near}{flat}"
+        rest = f"{level}{white}{edge}{near}{flat}"
+        return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{rest}"
 
     @property
     def name(self) -> str:

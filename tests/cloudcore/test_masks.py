@@ -376,3 +376,36 @@ def test_the_darkening_level_is_the_window_mean_and_the_same_in_any_crop() -> No
     crop = darkening_level(dark[:, 10:30, 20:50], counted[:, 10:30, 20:50], reach)
     inner = (slice(None), slice(reach, -reach), slice(reach, -reach))
     assert np.array_equal(crop[inner], got[:, 10 + reach : 30 - reach, 20 + reach : 50 - reach])
+
+
+def test_a_date_brighter_everywhere_is_not_cloud_where_it_is_no_brighter_than_around_it() -> None:
+    """``bright_level``: the mean brightening of the entries of its date within that many px
+    brightened by less than ``level_below`` σ is taken out before the thresholds. A date
+    brightened by 7σ across the frame is clear with it and cloud without; a compact cloud
+    stands out of its date's level and stays cloud; the level of entries not counted (a cloud's
+    own, unobserved ones) is not taken; and a core classified with ``context`` around it gives
+    the whole frame's codes."""
+    rng = np.random.default_rng(3)
+    bright = rng.uniform(0.0, 1.0, (2, 40, 50)).astype(np.float32)
+    bright[0] += 7.0  # date 0 brighter across the frame (a hazier day)
+    bright[1, 10:16, 10:16] = 20.0  # a cloud on date 1
+    observed = np.ones(bright.shape, bool)
+    observed[1, 30:, :] = False
+    bright[~observed] = np.nan
+    rule = MaskRule(cloud=6, haze=6, shadow=3, white=0, white_cloud=0, shadow_near=0)
+    level = replace(rule, bright_level=8, level_below=9.0)
+    without, with_level = (classify_scores(bright, None, observed, r) for r in (rule, level))
+    assert (without[0] == CLOUD).all() and not (with_level[0] == CLOUD).any()
+    assert (with_level[1, 10:16, 10:16] == CLOUD).all()
+    assert (with_level[1] == CLOUD).sum() == 36 and (with_level[1, 30:] == NODATA).all()
+    # Counted only under level_below: at 3σ the 7σ date counts nothing and stays cloud.
+    under3 = classify_scores(bright, None, observed, replace(level, level_below=3.0))
+    assert (under3[0] == CLOUD).all()
+    # The context counts the square; a crop with it as its margin has the frame's codes.
+    edge = replace(level, shadow_near=1.5, near_reach=4)
+    assert (level.context, edge.context) == (8, 12)
+    dark = rng.normal(0.0, 1.0, bright.shape).astype(np.float32)
+    whole = classify_scores(bright, dark, observed, edge)
+    m, crop = edge.context, (slice(None), slice(4, 36), slice(5, 45))
+    part = classify_scores(bright[crop], dark[crop], observed[crop], edge)
+    assert np.array_equal(part[:, m:-m, m:-m], whole[:, 4 + m : 36 - m, 5 + m : 45 - m])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import Config, SimulatedInputs, load, parse
+from pipeline.config import Config, MaskConfig, SimulatedInputs, load, parse
 from pipeline.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -174,7 +174,7 @@ def test_mask_shadow_and_layers_are_cloudcores() -> None:
     import cloudcore
     from cloudcore import catalog
     from cloudcore.solvers import SHADOW_WEIGHT
-    from pipeline.config import MaskConfig, SolverConfig
+    from pipeline.config import SolverConfig
     from pipeline.store.layout import solved_layers
 
     assert MaskConfig().rule() == cloudcore.MaskRule()
@@ -210,3 +210,15 @@ def test_a_low_cloud_threshold_is_accepted_with_the_default_white_clouds() -> No
     is cloud already): ``cloud: 3`` with the default ``white_cloud: 3`` is a valid mask."""
     rule = parse(_with("mask", {"cloud": 3.0, "haze": 3.0}), Config).mask.rule()
     assert (rule.cloud, rule.white_cloud) == (3.0, 3.0)
+
+
+def test_the_brightening_level_is_off_by_default_and_left_out_of_the_cube_identity() -> None:
+    """``mask.bright_level`` 0 (the default) leaves both its fields out of the cube's identity,
+    as before they existed, so earlier cubes resume; set, both are in it and in the rule."""
+    assert {"bright_level", "level_below"} <= MaskConfig().options_off()
+    cfg = parse(_with("mask", {"bright_level": 16, "level_below": 3.0}), Config)
+    assert {"bright_level", "level_below"}.isdisjoint(cfg.mask.options_off())
+    assert (cfg.mask.rule().bright_level, cfg.mask.rule().level_below) == (16, 3.0)
+    with pytest.raises(ConfigError) as info:
+        parse(_with("mask", {"bright_level": 65}), Config)
+    assert "mask.bright_level" in str(info.value) and "\n" not in str(info.value)

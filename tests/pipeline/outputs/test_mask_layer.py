@@ -129,21 +129,22 @@ def _mask_all_rows(
 
 
 @pytest.mark.parametrize(
-    ("width", "radius", "white", "edge", "near"),
+    ("width", "radius", "white", "edge", "near", "level"),
     # last tile column 22 px wide; 1 px wide, narrower than the opening; a whiteness test whose
     # shortest band is the second; shadows extended into their edges (mask.shadow_edge);
     # shadows beside their clouds, 12 px away at most, farther than a tile's overlap
-    # (mask.shadow_near)
+    # (mask.shadow_near); with them, a date's brightening level over 10 px (mask.bright_level)
     [
-        (150, 1, 0.0, 0.0, 0.0),
-        (129, 2, 0.0, 0.0, 0.0),
-        (150, 1, 0.5, 0.0, 0.0),
-        (129, 1, 0.0, 1.0, 0.0),
-        (129, 1, 0.0, 0.0, 1.25),
+        (150, 1, 0.0, 0.0, 0.0, 0),
+        (129, 2, 0.0, 0.0, 0.0, 0),
+        (150, 1, 0.5, 0.0, 0.0, 0),
+        (129, 1, 0.0, 1.0, 0.0, 0),
+        (129, 1, 0.0, 0.0, 1.25, 0),
+        (129, 1, 0.0, 0.0, 1.25, 10),
     ],
 )
 def test_row_sweep_equals_the_whole_scene_classification(
-    tmp_path: Path, width: int, radius: int, white: float, edge: float, near: float
+    tmp_path: Path, width: int, radius: int, white: float, edge: float, near: float, level: int
 ) -> None:
     height = 70  # tile rows of 32, 32 and 6
     grid = TileGrid(height, width, TILE, OVERLAP)
@@ -160,6 +161,9 @@ def test_row_sweep_equals_the_whole_scene_classification(
         blobs = scene["cloud"] > 0.04
         rings = ndimage.binary_dilation(blobs, np.ones((1, 1, 3, 3), bool), iterations=6)
         scene["shadow"][rings & ~blobs & np.isfinite(scene["observed"])] += 0.03
+    if level:  # the last date brightened by 5σ across its left half (haze or cloud without)
+        scene["cloud"][2, :, :, : width // 2] += np.array([0.05, 0.1])[:, None, None]
+        scene["cloud"][np.isnan(scene["observed"])] = 0.0
     source, cube = _stores(tmp_path, scene, grid)
     # Every class can occur.
     rule = MaskRule(
@@ -171,6 +175,8 @@ def test_row_sweep_equals_the_whole_scene_classification(
         shadow_edge=edge,
         shadow_near=near,
         near_reach=12,
+        bright_level=level,
+        level_below=5.5,
     )
     scales = (0.01, 0.02)
     # Each band's σ is the median of its tiles' records, read from the row markers: here one
@@ -206,6 +212,9 @@ def test_row_sweep_equals_the_whole_scene_classification(
         assert added.any() and ((plain == 0) & (codes == 0)).any()
         clouds = ndimage.binary_dilation(codes == 2, np.ones((1, 25, 25), bool))
         assert not (added & ~clouds).any()
+    if level:  # the brightened half is no brighter than around it (but near its edge)
+        plain = classify(bright, dark, np.array(scales), seen, replace(rule, bright_level=0), 1)
+        assert ((plain[2] != 0) & (codes[2] == 0)).sum() > 1000
     if white:  # the first band's own brightening is not cloud: the test removed it
         untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1)
         assert (untested[1, 22:38, 42:58] == 2).all() and (codes[1, 22:38, 42:58] == 0).all()
