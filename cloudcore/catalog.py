@@ -111,7 +111,8 @@ MASK_NEAR_REACH = 16
 #: hazier day, a composite's other acquisition, the season) is not cloud where it is no
 #: brighter than around it. Measured in a fifth stage by leave-one-site-out
 #: (``benchmarks/mask_stage.py bright-level``; docs/REAL-CLOUDS.md, "A date's brightening
-#: level").
+#: level"): not adopted, off (the fold that took it counting up to 6σ missed the one-row
+#: transect's thin clouds).
 MASK_BRIGHT_LEVEL = 0
 MASK_LEVEL_BELOW = 3.0
 
