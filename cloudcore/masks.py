@@ -302,7 +302,8 @@ def darkening_level(
     ``dark`` over the ``counted`` entries of the (2·``reach`` + 1)² square around it on its
     date (0 where it counts none). A date darker as a whole (a lower sun, a clearer or hazier
     atmosphere than the ground's dates) darkens every pixel alike; a shadow darkens a few
-    pixels more than those around them.
+    pixels more than those around them. :func:`classify_scores` reads a brightening's level
+    (``MaskRule.bright_level``) from it too: the same mean, of the brightening.
 
     Parameters
     ----------
