@@ -226,6 +226,9 @@ _SCAN_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory via /proc")
+# The scanned file is an L1A-like raster with neither a geotransform nor RPCs: the scan reads
+# DN, not places.
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
 def test_the_dn_scan_reads_past_gdal_block_cache(tmp_path: Path) -> None:
     """GDAL's block cache (5 % of the machine's memory by default) filled with the blocks of
     the scan, and the memory stayed with the run's driver: 0.9-1.5 GiB for a full-size GF-4

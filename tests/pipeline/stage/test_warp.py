@@ -291,6 +291,9 @@ def _exact(monkeypatch: pytest.MonkeyPatch, acq: Acquisition, grid: TargetGrid) 
         return read_window(acq, grid, _full(grid))
 
 
+# The holed copy is written as an L1A product is, with RPCs and no geotransform (set once the
+# file is open, so rasterio warns as it creates it).
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
 def test_lattice_warp_equals_gdal_exact_transformer(
     clear, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
