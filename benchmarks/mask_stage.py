@@ -43,6 +43,7 @@ Usage::
     python benchmarks/mask_stage.py shadow-near --heldout runs/heldout
     python benchmarks/mask_stage.py white-clouds --heldout runs/heldout
     python benchmarks/mask_stage.py bright-level --heldout runs/heldout
+    python benchmarks/mask_stage.py bright-level --heldout runs/heldout --level-below 3
 """
 
 from __future__ import annotations
@@ -128,6 +129,13 @@ def main() -> None:
     parser.add_argument("--heldout", type=Path, required=True, help="a held-out run's folder")
     parser.add_argument("--out", type=Path, default=None, help="write the tables here (CSV)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--level-below",
+        type=float,
+        default=None,
+        help="bright-level: offer only the levels counted under this many σ (a look after the "
+        "stage's run, not a held-out choice: docs/REAL-CLOUDS.md)",
+    )
     args = parser.parse_args()
 
     picks, default = _read_picks(args.heldout)
@@ -136,6 +144,18 @@ def main() -> None:
     chosen = [*picks.values(), default]
     solves = tuple(dict.fromkeys(every_solve[c.split(" | ")[0]] for c in chosen))
     variants_of = SETTINGS[args.setting]
+    if args.level_below is not None:
+        if args.setting != "bright-level":
+            parser.error("--level-below goes with bright-level")
+        below = args.level_below
+
+        def variants_of(step: PostStep) -> list[PostStep]:
+            return [
+                v
+                for v in levels_of(step)
+                if v.rule.bright_level == 0 or v.rule.level_below == below
+            ]
+
     variants = {c: variants_of(step_named(c.split(" | ")[1])) for c in chosen}
     steps = list(dict.fromkeys(v for vs in variants.values() for v in vs))
 
