@@ -49,6 +49,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -83,9 +84,11 @@ def edges_of(step: PostStep) -> list[PostStep]:
 LEVELS = ((16, 3.0), (32, 3.0), (16, 6.0), (32, 6.0))
 
 
-def levels_of(step: PostStep) -> list[PostStep]:
-    """``step`` as it is, then with each brightening level of :data:`LEVELS`."""
-    return [step] + [step.with_rule(bright_level=r, level_below=b) for r, b in LEVELS]
+def levels_of(step: PostStep, below: float | None = None) -> list[PostStep]:
+    """``step`` as it is, then with each brightening level of :data:`LEVELS` (only those
+    counted under ``below`` σ, when given)."""
+    levels = [(r, b) for r, b in LEVELS if below is None or b == below]
+    return [step] + [step.with_rule(bright_level=r, level_below=b) for r, b in levels]
 
 
 #: The settings a stage can choose, by name: each gives a candidate's post-step its variants,
@@ -147,15 +150,7 @@ def main() -> None:
     if args.level_below is not None:
         if args.setting != "bright-level":
             parser.error("--level-below goes with bright-level")
-        below = args.level_below
-
-        def variants_of(step: PostStep) -> list[PostStep]:
-            return [
-                v
-                for v in levels_of(step)
-                if v.rule.bright_level == 0 or v.rule.level_below == below
-            ]
-
+        variants_of = functools.partial(levels_of, below=args.level_below)
     variants = {c: variants_of(step_named(c.split(" | ")[1])) for c in chosen}
     steps = list(dict.fromkeys(v for vs in variants.values() for v in vs))
 

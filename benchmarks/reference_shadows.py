@@ -178,10 +178,8 @@ def _pooled_table(sites: list[SiteSolve]) -> None:
     print("| site | shadow entries | D / clear level, per band | D / ground L, per band |")
     print("|---|---|---|---|")
     for site in sites:
-        D, reference = (
-            site.series.D,
-            site.series.reference,
-        )  # (bands, pixels, dates), (pixels, dates)
+        # (bands, pixels, dates), (pixels, dates)
+        D, reference = site.series.D, site.series.reference
         shadow, clear = reference == SHADOW, reference == CLEAR
         if not shadow.any():
             continue

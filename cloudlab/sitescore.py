@@ -510,17 +510,21 @@ def pair_rows(
         rows.append({"solve": name, "step": step, **error_sums(out, truth, scored, clear)})
 
     seen = _frames(observed_t, frame)[None]
+    observation = D[:, :, target]
     for name, result in solved.items():
+        ground = result.ground[:, :, target]
         codes_of: dict[Any, np.ndarray] = {}
         for step in steps:
             if not step.keep_clear:
-                sums(name, step.name, result.ground[:, :, target])
+                sums(name, step.name, ground)
                 continue
             if step.rule not in codes_of:
                 codes_of[step.rule] = result.codes(step.rule, seen, target)
-            ground = result.ground[:, :, target]
-            out = compose_target(D[:, :, target], ground, codes_of[step.rule], step, frame)
-            sums(name, step.name, out)
+            sums(
+                name,
+                step.name,
+                compose_target(observation, ground, codes_of[step.rule], step, frame),
+            )
     for base, rule in MULTIBAND_BASELINES.items():
         sums(base, "", rule(D, reference, days)[:, :, target])
     return rows
