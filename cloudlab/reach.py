@@ -34,7 +34,7 @@ RATIO_BOUNDS = (0.85, 1.0, 1.1, 1.2, 1.25, 1.3)
 
 
 def candidate_table(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
-    """Per candidate (``solve | step``) and site, the prediction ratio to the temporal median
+    """Per candidate (``solve · step``) and site, the prediction ratio to the temporal median
     and the fidelity r, cloudy date dropped; and the nearest-clear oracle's r per site.
 
     Returns
