@@ -5,7 +5,8 @@ Printed: how many candidates meet each bar and the three together; per site, on 
 many meet its prediction bar, its fidelity bar and both, with its best figure under the other
 bar; for every site and with each site and each pair of sites set aside, how many meet both
 bars and, under each bound on the largest prediction ratio, the least largest fidelity (the
-frontier); and the pipeline's default's row (``default.json``). Only the candidates scored on
+frontier); and the row of the candidate the run chose for the pipeline (its ``default.json``;
+on the benchmark of record, the pipeline's default). Only the candidates scored on
 every site count (the later stages' variants of the chosen steps are scored on every site too).
 
 Usage::
@@ -60,7 +61,7 @@ def main() -> None:
         default = f"{solve} · {step}"
         if default in met.index:
             row = table[table.candidate == default].set_index("site")[["pred", "ratio", "fid"]]
-            print(f"The pipeline's default, {default} (in sample)\n")
+            print(f"The run's choice for the pipeline (default.json), {default} (in sample)\n")
             print(markdown(row.reset_index()))
 
 

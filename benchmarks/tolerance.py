@@ -10,19 +10,22 @@ default mask and composition (``mask`` defaults, ``keep_clear``) as the pipeline
 Per site and tolerance: the solve's iterations (summed over bands and pairs), prediction r on the
 pasted pixels and fidelity r on the target's other reference-clear pixels (pooled over bands and
 pairs, :func:`cloudlab.sitescore.error_sums`), their change against the first tolerance given
-(1e-7, cloudcore's, by default; with ``--rhos`` the first (ρ, tolerance) run), and how many of
+(1e-7, cloudcore's, by default; with ``--rhos`` the first (ρ, tolerance, β) run), and how many of
 the ground's DN (reflectance × 10000, every band
 and date) equal the first tolerance's, and the largest difference.
 
 With ``--rhos`` the same is done for each growth factor ρ of the ALM's step size (μ ← ρμ an
 iteration; the paper's and cloudcore's 1.5, set here through
 :func:`cloudcore._growth.mu_growth`): fewer iterations for a larger ρ, which is the other way to
-stop sooner.
+stop sooner. With ``--betas``, for each weight β of aATM's haze term (``solver.beta``, the
+paper's (β/2)‖N‖²_F; 1 by default): the smaller β, the more of the dense residual the haze
+layer takes and the sooner the ALM's residual falls below the tolerance.
 
 Usage::
 
     python benchmarks/tolerance.py [--tols 1e-7 1e-5 3e-5 1e-4 1e-3] [--sites ...]
     python benchmarks/tolerance.py --tols 3e-5 --rhos 1.5 2 2.5 3
+    python benchmarks/tolerance.py --tols 3e-5 --betas 1 0.5 0.3 0.1 3 10
 """
 
 from __future__ import annotations
@@ -56,17 +59,22 @@ def _dn(ground: np.ndarray) -> np.ndarray:
     return np.round(np.clip(ground, 0.0, 1.0) * DN_SCALE).astype(np.int32)
 
 
-def _score_pair(totals: dict, runs: list[tuple[float, float]], kept: Any, frame: Any) -> None:
-    """Add one pair's solves, one per (ρ, tolerance) of ``runs``, to ``totals``."""
+#: A run's settings: the ALM's growth ρ, the tolerance and aATM's β.
+Run = tuple[float, float, float]
+
+
+def _score_pair(totals: dict, runs: list[Run], kept: Any, frame: Any) -> None:
+    """Add one pair's solves, one per (ρ, tolerance, β) of ``runs``, to ``totals``."""
     base = None
-    for rho, tol in runs:
+    for run in runs:
+        rho, tol, beta = run
         with mu_growth(rho):
-            solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, frame, tol=tol)
+            solved = solve_series(kept.D, kept.observed, DEFAULT_SOLVE, frame, tol=tol, beta=beta)
         rows = kept.rows(frame, {"solve": solved}, [DEFAULT_STEP])
         mine = next(r for r in rows if r["solve"] == "solve")
         dn = _dn(solved.ground)
         base = dn if base is None else base
-        tot = totals[rho, tol]
+        tot = totals[run]
         tot["it"] += sum(solved.iterations)
         tot["pn"] += mine["pred_num"]
         tot["pd"] += mine["pred_den"]
@@ -77,10 +85,11 @@ def _score_pair(totals: dict, runs: list[tuple[float, float]], kept: Any, frame:
         tot["worst"] = max(tot["worst"], float(np.abs(dn - base).max()))
 
 
-def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> list[dict]:
-    """Per (ρ, tolerance) of ``runs``: iterations, error sums and DN agreement with the first."""
+def score_site(name: str, runs: list[Run], pairs: int = 4) -> list[dict]:
+    """Per (ρ, tolerance, β) of ``runs``: iterations, error sums and DN agreement with the
+    first."""
     if len(set(runs)) != len(runs):
-        raise ValueError(f"each (rho, tol) once: {runs}")
+        raise ValueError(f"each (rho, tol, beta) once: {runs}")
     site = load_site(name)
     D_all, reference, days = site_arrays(site)
     keys = ("it", "pn", "pd", "fn", "fd", "same", "count", "worst")
@@ -89,13 +98,14 @@ def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> li
         kept = pasted_pair(D_all, reference, t, src).kept(days, "drop-source")
         _score_pair(totals, runs, kept, site.series.frame)
     out = []
-    for rho, tol in runs:
-        tot = totals[rho, tol]
+    for run in runs:
+        tot = totals[run]
         out.append(
             {
                 "site": name,
-                "rho": rho,
-                "tol": tol,
+                "rho": run[0],
+                "tol": run[1],
+                "beta": run[2],
                 "iterations": int(tot["it"]),
                 "pred": math.sqrt(tot["pn"] / tot["pd"]),
                 "fid": math.sqrt(tot["fn"] / tot["fd"]),
@@ -106,24 +116,34 @@ def score_site(name: str, runs: list[tuple[float, float]], pairs: int = 4) -> li
     return out
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"beta must be > 0, got {text}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-7, 1e-5, 3e-5, 1e-4, 1e-3])
     parser.add_argument("--rhos", type=check_growth, nargs="+", default=[PAPER_RHO])
+    parser.add_argument("--betas", type=_positive, nargs="+", default=[SolverConfig().beta])
     parser.add_argument("--sites", nargs="+", default=None)
     args = parser.parse_args()
     started = time.perf_counter()
-    head = ["site", "ρ", "tol", "iterations", "prediction r", "Δ", "fidelity r", "Δ"]
+    head = ["site", "ρ", "tol", "β", "iterations", "prediction r", "Δ", "fidelity r", "Δ"]
     head += ["ground DN identical", "largest DN difference"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for name in args.sites or site_names():
-        rows = score_site(name, [(rho, tol) for rho in args.rhos for tol in args.tols])
+        runs = [(r, t, b) for r in args.rhos for t in args.tols for b in args.betas]
+        rows = score_site(name, runs)
         first = rows[0]
         for row in rows:
             d_pred = row["pred"] / first["pred"] - 1
             d_fid = row["fid"] / first["fid"] - 1 if first["fid"] else math.nan
             print(
-                f"| {name} | {row['rho']:g} | {row['tol']:g} | {row['iterations']} | "
+                f"| {name} | {row['rho']:g} | {row['tol']:g} | {row['beta']:g} | "
+                f"{row['iterations']} | "
                 f"{row['pred']:.4f} | "
                 f"{d_pred:+.2%} | {row['fid']:.4f} | {d_fid:+.2%} | {row['same']:.2%} | "
                 f"{row['worst']} |",

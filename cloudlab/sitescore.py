@@ -161,6 +161,7 @@ def solve_series(
     spec: SolveSpec,
     frame: tuple[int, int],
     tol: float | None = None,
+    beta: float | None = None,
 ) -> Solved:
     """Solve every band of a series as a pipeline tile would (float32, threads 1).
 
@@ -176,8 +177,10 @@ def solve_series(
         (rows, cols) of one image.
     tol
         The solver's tolerance; None: the pipeline's default.
+    beta
+        aATM's haze weight (``solver.beta``); None: the pipeline's default.
     """
-    return solve_specs(D, observed, [spec], frame, tol)[spec.name]
+    return solve_specs(D, observed, [spec], frame, tol, beta=beta)[spec.name]
 
 
 def solve_specs(
@@ -188,13 +191,15 @@ def solve_specs(
     tol: float | None = None,
     short_band: int = 0,
     scale_statistic: str = "median",
+    beta: float | None = None,
 ) -> dict[str, Solved]:
     """:func:`solve_series` of every spec, by name, solving each first decomposition once
     (:attr:`~cloudlab.candidates.SolveSpec.first`: method, λ rule, scale, κ): ``+refine`` and
     ``+joint`` start from the same first solve as the plain spec (as the pipeline's refinement
     does), so three specs of one method cost one first solve. ``short_band``: the band of
     shortest wavelength (the mask's whiteness test, :class:`Solved`); ``scale_statistic``: that
-    of the bands' anomaly scale (:class:`Solved`)."""
+    of the bands' anomaly scale (:class:`Solved`); ``tol`` and ``beta``: the solver's, None for
+    the pipeline's default."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
     data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
@@ -202,7 +207,9 @@ def solve_specs(
         method, lam_rule, scale, kappa = first
         settings: dict[str, Any] = {"method": method, "lam": lam_rule, "lam_scale": scale}
         settings |= {} if kappa is None else {"shadow_weight": kappa}
-        solver = SolverConfig.model_validate(settings if tol is None else {**settings, "tol": tol})
+        settings |= {} if tol is None else {"tol": tol}
+        settings |= {} if beta is None else {"beta": beta}
+        solver = SolverConfig.model_validate(settings)
         lam = solver_lambda(solver, d, n)
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
         L = np.stack([f.L for f in firsts]).astype(np.float64)

@@ -266,6 +266,26 @@ def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None
     assert np.all(solved[cap.name].ground <= solved[plain.name].ground)
 
 
+def test_beta_reaches_the_solve_as_the_pipelines_solver_beta() -> None:
+    """solve_series's ``beta`` is ``solver.beta`` of a pipeline tile's solve: the pipeline's
+    default when given as 1 (SolverConfig's), another ground when not
+    (``benchmarks/tolerance.py --betas``)."""
+    from cloudlab.candidates import SolveSpec
+    from cloudlab.sites import load_site
+    from cloudlab.sitescore import site_arrays, solve_series
+    from pipeline.config import SolverConfig
+
+    site = load_site("s2_nrt_subset")
+    D, _, _ = site_arrays(site)
+    observed = np.isfinite(D).all(axis=0)
+    spec, frame = SolveSpec("aatm", "star"), site.series.frame
+    default = solve_series(D, observed, spec, frame)
+    same = solve_series(D, observed, spec, frame, beta=SolverConfig().beta)
+    assert np.array_equal(default.ground, same.ground)
+    other = solve_series(D, observed, spec, frame, beta=0.3)
+    assert not np.array_equal(default.ground, other.ground)
+
+
 def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> None:
     pred = {("rpca-auto", STEP): {s: 0.25 for s in SITES}}
     scores = _scores(pred, SITES)
