@@ -439,9 +439,13 @@ def held_out(
     mask_f1 = _mask_scores(masks)
     picks = fold_choices(scores, masks, sites, solves) if picks is None else picks
     rows = []
+    scored = set(scores.solve)
     for site in sites:
         pick = picks[site]
-        pick = pick if cap is None else capped(pick, floor, level) if cap else uncapped(pick)
+        bounded = pick if cap is None else capped(pick, floor, level) if cap else uncapped(pick)
+        # A solve scored without a capped variant (aatm-shadow, ``--shadow-model``) stays as
+        # chosen; the row names what it scores.
+        pick = bounded if bounded.split(" | ")[0] in scored else pick
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]

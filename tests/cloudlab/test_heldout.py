@@ -183,6 +183,16 @@ def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> N
     assert held_out(scores, masks, SITES, cap=False).equals(plain)
 
 
+def test_a_choice_without_a_capped_variant_is_scored_as_chosen_in_the_capped_table() -> None:
+    """``--shadow-model`` scores aatm-shadow uncapped only: a fold that chooses it is scored as
+    chosen in the capped table, named so, rather than failing on a solve never scored."""
+    pred = {("aatm-shadow-stark1", STEP): dict.fromkeys(SITES, 0.2)}
+    scores, masks = _scores(pred, SITES), _masks(SITES, ["aatm-shadow-stark1"])
+    with_cap = held_out(scores, masks, SITES, cap=True)
+    assert set(with_cap.chosen) == {f"aatm-shadow-stark1 | {STEP}"}
+    assert with_cap.equals(held_out(scores, masks, SITES))
+
+
 def test_the_floored_tables_score_the_folds_choice_floored_and_the_choice_given_the_floor() -> None:
     floored = f"aatm-starx1.4-cap-floor0.25 | {STEP}"
     assert capped(f"aatm-starx1.4 | {STEP}", 0.25) == floored
