@@ -16,7 +16,7 @@ per-site difference), the aATM one is taken: it is the paper's model.
 
 Writes ``scores.csv`` (every candidate, site and protocol), ``masks.csv``, ``heldout.csv`` (the
 choice for each left-out site and its scores there), ``default.json`` (the choice on all sites),
-``settings.json`` (the solves' growth of μ) and ``report.md``.
+``settings.json`` (the solves' growth of μ and the run's command) and ``report.md``.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ __all__ = [
     "least_loss",
     "least_of",
     "loss",
+    "run_command",
     "run_heldout",
     "runs_in_pipeline",
     "score_site",
@@ -536,9 +537,33 @@ def run_heldout(
     pooled(rows).to_csv(out / "scores.csv", index=False)
     masks.to_csv(out / "masks.csv", index=False)
     pd.DataFrame([res[2] for res in results]).to_csv(out / "sites.csv", index=False)
-    # The solves' growth of μ, which no table shows: a run with --rho is told apart by it.
-    (out / "settings.json").write_text(json.dumps({"rho": PAPER_RHO if rho is None else rho}))
+    # The solves' growth of μ, which no table shows: a run with --rho is told apart by it; and
+    # the command, which the report names.
+    command = run_command(out, sites, pairs, shadow_model, floor, scale_statistic, rho)
+    settings = {"rho": PAPER_RHO if rho is None else rho, "command": command}
+    (out / "settings.json").write_text(json.dumps(settings))
     return summarise(out, seconds=time.perf_counter() - started)
+
+
+def run_command(
+    out: Path,
+    sites: list[str] | None = None,
+    pairs: int = 4,
+    shadow_model: bool = False,
+    floor: bool = False,
+    scale_statistic: str = "median",
+    rho: float | None = None,
+) -> str:
+    """The ``python -m cloudlab heldout`` command line of a run with these options (those at
+    their defaults left out; ``--workers`` changes no score)."""
+    words = ["python -m cloudlab heldout", f"--out {out}"]
+    words += [f"--site {s}" for s in sites or ()]
+    words += [f"--pairs {pairs}"] if pairs != 4 else []
+    words += ["--shadow-model"] if shadow_model else []
+    words += ["--floor"] if floor else []
+    words += [f"--scale-statistic {scale_statistic}"] if scale_statistic != "median" else []
+    words += [f"--rho {rho:g}"] if rho is not None else []
+    return " ".join(words)
 
 
 def third_stage(
@@ -626,6 +651,9 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
         ]
     for key, t in floored:
         t.to_csv(out / f"heldout-{key.stem}.csv", index=False)
+    settings = out / "settings.json"
+    # Runs from before the command was recorded ran the benchmark of record's.
+    command = json.loads(settings.read_text()).get("command") if settings.exists() else None
     default, info = choose(scores, names, masks=masks)
     # The pipeline's ground as it bounds it by default (solver.cap_ground, solver.floor_ground).
     pipeline_default = capped(default, GROUND_FLOOR)
@@ -634,5 +662,5 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
         summary["seconds"] = round(seconds, 1)
     (out / "default.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     tables = {"plain": table, "joint": joint, "capped": with_cap, "uncapped": without}
-    write_report(out, facts, scores, tables, summary, floored)
+    write_report(out, facts, scores, tables, summary, floored, command or run_command(out))
     return summary

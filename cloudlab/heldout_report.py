@@ -70,11 +70,13 @@ def write_report(
     tables: dict[str, pd.DataFrame],
     summary: dict[str, Any],
     floored: Sequence[tuple[FlooredTable, pd.DataFrame]] = (),
+    command: str = "python -m cloudlab heldout --out runs/heldout",
 ) -> Path:
     """Write ``report.md`` into ``out`` and return its path: the held-out scores (``tables``)
     of the pipeline's candidates (``plain``), of every candidate, the joint re-solve's included
     (``joint``), and of the pipeline's candidates with the ground capped (``capped``) and not
-    (``uncapped``), and of the floored solves where scored (``floored``)."""
+    (``uncapped``), and of the floored solves where scored (``floored``); ``command`` is the
+    run's (:func:`cloudlab.heldout.run_command`)."""
     sites = list(facts.site)
     held, held_joint, held_capped, held_uncapped = (
         _held(tables[k]) for k in ("plain", "joint", "capped", "uncapped")
@@ -86,7 +88,7 @@ def write_report(
     parts = [
         "# Held-out real-cloud benchmark",
         "",
-        "`python -m cloudlab heldout --out runs/heldout` (cloudlab/heldout.py).",
+        f"`{command}` (cloudlab/heldout.py).",
         "",
         "## Sites",
         "",

@@ -438,8 +438,12 @@ def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkey
     finally:
         set_mu_growth(None)
     assert fast < slow
-    assert json.loads((tmp_path / "a" / "settings.json").read_text()) == {"rho": 1.5}
-    assert json.loads((tmp_path / "b" / "settings.json").read_text()) == {"rho": 2.0}
+    a = json.loads((tmp_path / "a" / "settings.json").read_text())
+    b = json.loads((tmp_path / "b" / "settings.json").read_text())
+    assert a["rho"] == 1.5 and b["rho"] == 2.0
+    # the command the report names, options at their defaults left out
+    assert a["command"] == f"python -m cloudlab heldout --out {tmp_path / 'a'} --site s2_nrt_subset"
+    assert b["command"] == f"python -m cloudlab heldout --out {tmp_path / 'b'} --rho 2"
 
 
 def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
