@@ -36,6 +36,7 @@ from cloudcore._growth import PAPER_RHO, check_growth, set_mu_growth
 from cloudcore.catalog import GROUND_FLOOR
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import (
+    CAPPED_SOLVES,
     FLOORED_SOLVES,
     SHADOW_SOLVES,
     SOLVES,
@@ -378,11 +379,16 @@ def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: The solves the lab also scores capped (and floored): :data:`cloudlab.candidates.CAPPED_SOLVES`
+#: without their ground's suffix.
+_CAPPABLE = frozenset(without_ground_suffix(s.name) for s in CAPPED_SOLVES)
+
+
 def capped(candidate: str, floor: float | None = None, level: bool = False) -> str:
     """A candidate with its solve's ground capped (``…-cap``, :data:`cloudlab.candidates.
     CAPPED_SOLVES`) and with ``floor`` floored at that quantile (``…-cap-floor0.25``,
-    :data:`cloudlab.candidates.FLOORED_SOLVES`), whatever its own ground was; unchanged if
-    refined (no capped variant).
+    :data:`cloudlab.candidates.FLOORED_SOLVES`), whatever its own ground was; unchanged if the
+    lab scores no capped variant of its solve (refined, joint, ``aatm-shadow``).
 
     Parameters
     ----------
@@ -399,7 +405,7 @@ def capped(candidate: str, floor: float | None = None, level: bool = False) -> s
         The capped candidate.
     """
     solve, step = candidate.split(" | ")
-    if "+" in solve:
+    if without_ground_suffix(solve) not in _CAPPABLE:
         return candidate
     return f"{without_ground_suffix(solve)}{ground_suffix(True, floor, level)} | {step}"
 
@@ -440,13 +446,9 @@ def held_out(
     mask_f1 = _mask_scores(masks)
     picks = fold_choices(scores, masks, sites, solves) if picks is None else picks
     rows = []
-    scored = set(scores.solve)
     for site in sites:
         pick = picks[site]
-        bounded = pick if cap is None else capped(pick, floor, level) if cap else uncapped(pick)
-        # A solve scored without a capped variant (aatm-shadow, ``--shadow-model``) stays as
-        # chosen; the row names what it scores.
-        pick = bounded if bounded.split(" | ")[0] in scored else pick
+        pick = pick if cap is None else capped(pick, floor, level) if cap else uncapped(pick)
         solve, step = pick.split(" | ")
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]
