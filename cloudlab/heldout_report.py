@@ -12,7 +12,7 @@ import pandas as pd
 
 from cloudlab.baselines import MULTIBAND_BASELINES, ORACLES
 
-__all__ = ["FIXED", "FlooredTable", "write_report"]
+__all__ = ["FIXED", "FlooredTable", "markdown_table", "write_report"]
 
 #: Candidates shown beside the chosen ones on every site (today's and the paper's settings).
 FIXED: dict[str, str] = {
@@ -28,7 +28,9 @@ def _fmt(x: Any) -> str:
     return str(x).replace("|", "·")  # a candidate is "solve | step": not a column break
 
 
-def _table(frame: pd.DataFrame) -> str:
+def markdown_table(frame: pd.DataFrame) -> str:
+    """``frame`` as a markdown table: numbers to the third decimal (``–`` where missing), a
+    candidate's ``solve | step`` written ``solve · step``."""
     head = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
     body = ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]
@@ -92,11 +94,11 @@ def write_report(
         "",
         "## Sites",
         "",
-        _table(facts),
+        markdown_table(facts),
         "",
         "## Held-out scores (each site scored with the candidate chosen on the others)",
         "",
-        _table(held),
+        markdown_table(held),
         "",
         _means(held),
         "",
@@ -113,30 +115,30 @@ def write_report(
         "Each site scored with the candidate chosen on the others, its ground capped at each "
         "pixel's median date (`solver.cap_ground`).",
         "",
-        _table(held_capped),
+        markdown_table(held_capped),
         "",
         _means(held_capped),
         "",
         "The same folds' choices, the ground not capped:",
         "",
-        _table(held_uncapped),
+        markdown_table(held_uncapped),
         "",
         _means(held_uncapped),
         "",
         *_floored(floored),
         "## Held-out scores with the joint re-solve among the candidates (benchmark only)",
         "",
-        _table(held_joint),
+        markdown_table(held_joint),
         "",
         _means(held_joint),
         "",
         "## Prediction r per site, cloudy date dropped (in-sample for the default)",
         "",
-        _table(comparison(scores, sites, defaults, "drop-source")),
+        markdown_table(comparison(scores, sites, defaults, "drop-source")),
         "",
         "## Prediction r per site, cloudy date kept",
         "",
-        _table(comparison(scores, sites, defaults, "keep-source")),
+        markdown_table(comparison(scores, sites, defaults, "keep-source")),
         "",
     ]
     path = out / "report.md"
@@ -181,7 +183,7 @@ def _floored(tables: Sequence[tuple[FlooredTable, pd.DataFrame]]) -> list[str]:
             + ("; each date's median residual, where negative, out of its darkening." * key.level)
             + ".",
             "",
-            _table(held),
+            markdown_table(held),
             "",
             _means(held),
             "",

@@ -23,7 +23,7 @@ import itertools
 import pandas as pd
 
 from cloudlab.heldout import FIDELITY_LIMIT
-from cloudlab.tables import fmt, md_table
+from cloudlab.heldout_report import markdown_table as markdown  # the report's tables
 
 __all__ = ["RATIO_LIMIT", "bars", "candidate_table", "frontier", "markdown", "per_site"]
 
@@ -118,15 +118,3 @@ def frontier(table: pd.DataFrame) -> pd.DataFrame:
             row[f"ratio ≤ {bound}"] = _least(max_fid[max_ratio <= bound])
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def markdown(frame: pd.DataFrame) -> str:
-    """``frame`` as a markdown table, numbers to the third decimal (``–`` where missing)."""
-    rows = [
-        [
-            v if isinstance(v, str) else fmt(float(v), 3) if isinstance(v, float) else str(v)
-            for v in row
-        ]
-        for row in frame.itertuples(index=False)
-    ]
-    return md_table([str(c) for c in frame.columns], rows)
