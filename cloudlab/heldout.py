@@ -21,6 +21,7 @@ choice for each left-out site and its scores there), ``default.json`` (the choic
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import time
@@ -541,30 +542,36 @@ def run_heldout(
     pd.DataFrame([res[2] for res in results]).to_csv(out / "sites.csv", index=False)
     # The solves' growth of μ, which no table shows: a run with --rho is told apart by it; and
     # the command, which the report names.
-    command = run_command(out, sites, pairs, shadow_model, floor, scale_statistic, rho)
+    command = run_command(
+        out,
+        sites=sites,
+        pairs=pairs,
+        shadow_model=shadow_model,
+        floor=floor,
+        scale_statistic=scale_statistic,
+        rho=rho,
+    )
     settings = {"rho": PAPER_RHO if rho is None else rho, "command": command}
     (out / "settings.json").write_text(json.dumps(settings))
     return summarise(out, seconds=time.perf_counter() - started)
 
 
-def run_command(
-    out: Path,
-    sites: list[str] | None = None,
-    pairs: int = 4,
-    shadow_model: bool = False,
-    floor: bool = False,
-    scale_statistic: str = "median",
-    rho: float | None = None,
-) -> str:
-    """The ``python -m cloudlab heldout`` command line of a run with these options (those at
-    their defaults left out; ``--workers`` changes no score)."""
+def run_command(out: Path, **options: Any) -> str:
+    """The ``python -m cloudlab heldout`` command line of :func:`run_heldout` run with these
+    keyword ``options``, each flag as the CLI spells it (``--site`` once a site); those at
+    run_heldout's own defaults are left out, and ``workers``, which changes no score."""
+    defaults = inspect.signature(run_heldout).parameters
     words = ["python -m cloudlab heldout", f"--out {out}"]
-    words += [f"--site {s}" for s in sites or ()]
-    words += [f"--pairs {pairs}"] if pairs != 4 else []
-    words += ["--shadow-model"] if shadow_model else []
-    words += ["--floor"] if floor else []
-    words += [f"--scale-statistic {scale_statistic}"] if scale_statistic != "median" else []
-    words += [f"--rho {rho:g}"] if rho is not None else []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if name == "workers" or value == defaults[name].default:
+            continue
+        if name == "sites":
+            words += [f"--site {site}" for site in value]
+        elif value is True:
+            words.append(flag)
+        else:
+            words.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
     return " ".join(words)
 
 
@@ -664,5 +671,5 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
         summary["seconds"] = round(seconds, 1)
     (out / "default.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     tables = {"plain": table, "joint": joint, "capped": with_cap, "uncapped": without}
-    write_report(out, facts, scores, tables, summary, floored, command or run_command(out))
+    write_report(out, facts, scores, tables, summary, floored, command=command or run_command(out))
     return summary

@@ -72,7 +72,8 @@ def write_report(
     tables: dict[str, pd.DataFrame],
     summary: dict[str, Any],
     floored: Sequence[tuple[FlooredTable, pd.DataFrame]] = (),
-    command: str = "python -m cloudlab heldout --out runs/heldout",
+    *,
+    command: str,
 ) -> Path:
     """Write ``report.md`` into ``out`` and return its path: the held-out scores (``tables``)
     of the pipeline's candidates (``plain``), of every candidate, the joint re-solve's included
