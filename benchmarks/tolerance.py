@@ -116,18 +116,16 @@ def score_site(name: str, runs: list[Run], pairs: int = 4) -> list[dict]:
     return out
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"beta must be > 0, got {text}")
-    return value
+def _beta(text: str) -> float:
+    """A β as ``solver.beta`` accepts it (the pipeline's config says what is valid)."""
+    return SolverConfig(beta=float(text)).beta
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-7, 1e-5, 3e-5, 1e-4, 1e-3])
     parser.add_argument("--rhos", type=check_growth, nargs="+", default=[PAPER_RHO])
-    parser.add_argument("--betas", type=_positive, nargs="+", default=[SolverConfig().beta])
+    parser.add_argument("--betas", type=_beta, nargs="+", default=[SolverConfig().beta])
     parser.add_argument("--sites", nargs="+", default=None)
     args = parser.parse_args()
     started = time.perf_counter()
