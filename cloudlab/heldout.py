@@ -371,10 +371,18 @@ def _mean_f1(masks: pd.DataFrame, sites: list[str], candidates: pd.Index) -> lis
     return out
 
 
+#: The mask's classes scored by F1 (:func:`cloudlab.sitescore.mask_rows`); the grown ones are
+#: NaN for a run scored before them.
+MASK_CLASSES = ("cloud", "cloud+haze", "shadow", "clear", "cloud+haze_grown", "shadow_grown")
+
+
 def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
     out = masks[["site", "solve", "rule"]].copy()
     out["rule"] = out.rule.str.strip()
-    for cls in ("cloud", "cloud+haze", "shadow", "clear"):
+    for cls in MASK_CLASSES:
+        if f"{cls}_tp" not in masks:
+            out[f"f1_{cls}"] = np.nan
+            continue
         tp, fp, fn = (masks[f"{cls}_{k}"] for k in ("tp", "fp", "fn"))
         out[f"f1_{cls}"] = 2 * tp / (2 * tp + fp + fn).replace(0, np.nan)
     return out
@@ -464,7 +472,7 @@ def held_out(
                     base[(base.protocol == protocol) & (base.solve == b)].pred.iloc[0]
                 )
         row["fid"] = float(here[here.protocol == "drop-source"].fid.iloc[0])
-        for cls in ("cloud", "cloud+haze", "shadow"):
+        for cls in ("cloud", "cloud+haze", "shadow", "cloud+haze_grown", "shadow_grown"):
             row[f"f1_{cls}"] = float(f1[f"f1_{cls}"].iloc[0]) if len(f1) else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)

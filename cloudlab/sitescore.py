@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.ndimage import binary_dilation
 
 import cloudcore
 from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
 from cloudcore.masks import (
+    HAZE,
     BandMean,
     MaskRule,
     Whiteness,
@@ -538,15 +540,24 @@ def pair_rows(
 
 
 def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> list[dict[str, Any]]:
-    """Agreement counts of every solve's mask rules with the reference on the whole series."""
+    """Agreement counts of every solve's mask rules with the reference on the whole series.
+
+    Besides each class as the mask says it, ``cloud+haze_grown`` and ``shadow_grown`` count the
+    mask grown as the site's reference grows its own (:attr:`Site.reference_buffer`: Fmask
+    dilates its clouds and shadows by a 7 × 7 square, shadows first, clouds over them), so that
+    a mask is scored against such a reference like for like; with no buffer they equal
+    ``cloud+haze`` and ``shadow``.
+    """
     ref = site.series.reference
     valid = (ref != NODATA) & (ref != SNOW)  # snow is neither class
     seen = ref != NODATA
-    classes = {
-        "cloud": (ref == CLOUD, (2,)),
-        "cloud+haze": (ref == CLOUD, (1, 2)),
-        "shadow": (ref == SHADOW, (3,)),
-        "clear": (ref == CLEAR, (0,)),
+    truths = {
+        "cloud": ref == CLOUD,
+        "cloud+haze": ref == CLOUD,
+        "shadow": ref == SHADOW,
+        "clear": ref == CLEAR,
+        "cloud+haze_grown": ref == CLOUD,
+        "shadow_grown": ref == SHADOW,
     }
     rows = []
     for name, result in solved.items():
@@ -556,12 +567,36 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
                 continue
             done.add(step.rule)
             codes = result.codes(step.rule, seen)
+            grown_cloud, grown_shadow = _grown(codes, site.reference_buffer)
+            says = {
+                "cloud": codes == CLOUD,
+                "cloud+haze": _cloud_or_haze(codes),
+                "shadow": codes == SHADOW,
+                "clear": codes == CLEAR,
+                "cloud+haze_grown": grown_cloud,
+                "shadow_grown": grown_shadow,
+            }
             row: dict[str, Any] = {"solve": name, "rule": step.rule_name}
-            for cls, (truth, predicted) in classes.items():
-                said = np.isin(codes, predicted) & valid
+            for cls, truth in truths.items():
+                said = says[cls] & valid
                 real = truth & valid
                 row[f"{cls}_tp"] = int((said & real).sum())
                 row[f"{cls}_fp"] = int((said & ~real).sum())
                 row[f"{cls}_fn"] = int((~said & real).sum())
             rows.append(row)
     return rows
+
+
+def _cloud_or_haze(codes: np.ndarray) -> np.ndarray:
+    return (codes == CLOUD) | (codes == HAZE)
+
+
+def _grown(codes: np.ndarray, buffer: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cloud-or-haze and shadow of ``codes`` ``(dates, rows, cols)`` each dilated within
+    its date by a (2·``buffer`` + 1)² square, the shadow where the grown cloud is not."""
+    cloud, shadow = _cloud_or_haze(codes), codes == SHADOW
+    if buffer == 0:
+        return cloud, shadow
+    square = np.ones((1, 2 * buffer + 1, 2 * buffer + 1), dtype=bool)
+    cloud = binary_dilation(cloud, square)
+    return cloud, binary_dilation(shadow, square) & ~cloud

@@ -386,6 +386,63 @@ def test_one_site_scores_end_to_end() -> None:
     assert {"cloud+haze_tp", "shadow_fn"} <= set(pd.DataFrame(masks).columns)
 
 
+class _FixedCodes:
+    """A solve whose mask is given: what :func:`cloudlab.sitescore.mask_rows` reads of one."""
+
+    def __init__(self, codes: np.ndarray):
+        self._codes = codes
+
+    def codes(self, rule, seen, date=None) -> np.ndarray:
+        return self._codes
+
+
+@pytest.mark.parametrize(("name", "buffer"), [("p035r032-landsat", 3), ("elsewhere", 0)])
+def test_the_mask_is_also_scored_grown_as_its_reference_grows_its_own(name, buffer) -> None:
+    """Fmask grows a detected cloud by a 7 x 7 square: a mask that finds the cloud's centre
+    agrees with it fully once grown the same way, and a grown shadow is a shadow only where the
+    grown cloud is not; a site whose reference grows nothing scores the grown classes as the
+    plain ones."""
+    from cloudcore.masks import CLOUD as SAID_CLOUD
+    from cloudcore.masks import SHADOW as SAID_SHADOW
+    from cloudlab.candidates import PostStep
+    from cloudlab.realdata import CLEAR, CLOUD, RealSeries
+    from cloudlab.sites import Site
+    from cloudlab.sitescore import mask_rows
+    from pipeline.config import MaskConfig
+
+    reference = np.full((2, 15, 15), CLEAR, np.uint8)
+    reference[0, 4:11, 4:11] = CLOUD  # one pixel grown by 3
+    said = np.zeros_like(reference)
+    said[0, 7, 7] = SAID_CLOUD
+    said[0, 5, 7] = SAID_SHADOW
+    series = RealSeries(
+        values=np.zeros((2, 1, 15, 15)),
+        reference=reference,
+        dates=np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[D]"),
+        bands=("red",),
+        scene_ids=("", ""),
+        crs="",
+        transform=(1.0, 0.0, 0.0, 0.0, -1.0, 0.0),
+    )
+    site = Site(name, series, "test", 30.0, "Fmask")
+    (row,) = mask_rows(site, {"s": _FixedCodes(said)}, [PostStep.of(MaskConfig())])
+    f1 = {
+        c: 2 * row[f"{c}_tp"] / (2 * row[f"{c}_tp"] + row[f"{c}_fp"] + row[f"{c}_fn"])
+        for c in ("cloud+haze", "cloud+haze_grown")
+    }
+    assert f1["cloud+haze"] == pytest.approx(2 / 50)
+    if buffer:
+        assert f1["cloud+haze_grown"] == 1.0
+        # The shadow grown to 7 x 7 (rows 2-8), less its 5 rows under the grown cloud (4-10).
+        assert row["shadow_fp"] == 1 and row["shadow_grown_fp"] == 2 * 7
+    else:
+        assert all(
+            row[f"{c}_grown_{k}"] == row[f"{c}_{k}"]
+            for c in ("cloud+haze", "shadow")
+            for k in ("tp", "fp", "fn")
+        )
+
+
 def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
     from cloudcore.anomaly import SCALE_STATISTICS
     from cloudlab.cli import _parser

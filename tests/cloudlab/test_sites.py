@@ -5,9 +5,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.ndimage import binary_opening
 
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
-from cloudlab.sites import SITES_DIR, WINDOWS, load_site, site_names
+from cloudlab.sites import REFERENCE_BUFFERS, SITES_DIR, WINDOWS, load_site, site_names
 
 SOURCES = (SITES_DIR.parent / "SOURCES.md").read_text(encoding="utf-8")
 
@@ -71,3 +72,35 @@ def test_thin_cloud_is_read_as_cloud(tmp_path: Path) -> None:
     assert site.series.reference[5, 1, 1] == NODATA
     assert np.isnan(site.series.values[5, :, 1, 1]).all()
     assert site.series.values[0, 0, 0, 0] == pytest.approx(0.05)
+
+
+def _opened_away(reference: np.ndarray, code: int, radius: int) -> float:
+    """The share of a class's pixels that an opening by a (2·radius + 1)² square removes, over
+    the dates where the class has at least 20 pixels and leaves 5 % of the frame (a date covered
+    whole says nothing of shapes); the frame's edge padded by its own values, so a region cut by
+    the crop is not counted as too thin."""
+    side = 2 * radius + 1
+    total = removed = 0
+    for date in reference:
+        region = date == code
+        if region.sum() < 20 or region.mean() > 0.95:
+            continue
+        padded = np.pad(region, side, mode="edge")
+        kept = binary_opening(padded, np.ones((side, side), bool))[side:-side, side:-side]
+        total += int(region.sum())
+        removed += int((region & ~kept).sum())
+    return removed / total
+
+
+def test_the_fmask_references_grow_their_clouds_by_three_pixels_and_scl_does_not() -> None:
+    # Fmask's default dilates clouds by a 7 x 7 square: its cloud regions are unions of such
+    # squares, so an opening by 7 x 7 leaves them as they are and one by 9 x 9 does not.
+    assert REFERENCE_BUFFERS == {"p035r032-landsat": 3, "landsat_p013r030_harvard_transect": 3}
+    fmask = load_site("p035r032-landsat").series.reference
+    assert _opened_away(fmask, CLOUD, 3) < 0.01
+    assert _opened_away(fmask, CLOUD, 4) > 0.03
+    # Sentinel-2's SCL is not grown: a 7 x 7 opening already takes its clouds' thin parts.
+    scl = load_site("s2_nrt_romania_10m").series.reference
+    assert _opened_away(scl, CLOUD, 3) > 0.03
+    assert load_site("s2_nrt_romania_10m").reference_buffer == 0
+    assert load_site("p035r032-landsat").reference_buffer == 3
