@@ -44,7 +44,7 @@ WINDOWS: dict[str, tuple[str, str]] = {
 #: clouds and shadows by a 7 × 7 square, its default (``cldpix = 3``, ``sdpix = 3`` in Fmask
 #: 3.x and CFmask). The data agree: an opening by that square removes 0.4 % of p035r032's
 #: cloud pixels and one by 9 × 9 5.8 % (``tests/cloudlab/test_sites.py``), where Romania's SCL,
-#: which no one dilated, loses 5.0 % and 5.7 %. The mask F1 against such a reference is also
+#: which shows no such growth, loses 5.0 % and 5.7 %. The mask F1 against such a reference is also
 #: scored with the mask grown the same way (:func:`cloudlab.sitescore.mask_rows`).
 REFERENCE_BUFFERS: dict[str, int] = {
     "p035r032-landsat": 3,
