@@ -214,7 +214,7 @@ def _held(table: pd.DataFrame) -> pd.DataFrame:
         "f1_cloud+haze_grown": "F1 cloud+haze, grown as the reference",
         "f1_shadow_grown": "F1 shadow, grown as the reference",
     }
-    return held[[c for c in cols if c in held]].rename(columns=cols)
+    return held[list(cols)].rename(columns=cols)
 
 
 def _stage_losses(variants: dict[str, float] | None, what: str) -> str:
