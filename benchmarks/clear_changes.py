@@ -7,7 +7,14 @@ colour of those it calls cloud or haze against the pasted real clouds' — the s
 brightening D − L over the largest of any band's (clouds are white, haze bluish: near 1; a
 ground that greened or was laid bare: near 0). Run with the default post-step without and with
 its whiteness test (``mask.white``). Where a site keeps its reference's raw classes (Sen2Cor
-SCL), the classes of the flagged pixels.
+SCL), the classes of the flagged pixels and how many lie within 3 px of the reference's snow.
+
+A cloud drifts; the ground stays. So for the clear pixels the default calls cloud or haze, the
+bands' mean brightening over the ground (in σ, as the mask reads it) on the kept dates just
+before and after the target, against those dates' median over every pixel: a brightening that
+is there on the neighbouring dates too is the ground's (snow, a bright field), not a cloud's.
+``--figure PATH`` draws, a row a site, its pair with the most such pixels: the dates before and
+after, the target, and the target with its flagged clear pixels marked.
 
 ``--rho`` solves with another growth of the ALM's step μ than the paper's 1.5
 (:func:`cloudcore._growth.mu_growth`; docs/REAL-CLOUDS.md, "The ALM's growth ρ").
@@ -16,6 +23,7 @@ Usage::
 
     python benchmarks/clear_changes.py     # about 20 s
     python benchmarks/clear_changes.py --rho 2
+    python benchmarks/clear_changes.py --figure docs/figures/clear-changes.png
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +45,22 @@ from pipeline.config import MaskConfig, SolverConfig
 SITES_DIR = Path(__file__).resolve().parents[1] / "cloudlab" / "data" / "real-clouds"
 #: Sen2Cor SCL's surface classes: 4 vegetation, 5 not vegetated.
 SURFACE_CLASSES = (4, 5)
+#: Sen2Cor SCL's snow and ice class.
+SCL_SNOW = 11
+#: How near (px, a square) a flagged clear pixel is counted as beside the reference's snow.
+NEAR_SNOW = 3
+
+
+@dataclasses.dataclass
+class _Worst:
+    """The pair with the most clear pixels called cloud or haze, for ``--figure``."""
+
+    count: int = -1
+    site: str = ""
+    images: tuple[np.ndarray, ...] = ()
+    titles: tuple[str, ...] = ()
+    target: np.ndarray | None = None
+    flagged: np.ndarray | None = None
 
 
 def _raw_reference(name: str, dates: np.ndarray) -> np.ndarray | None:
@@ -57,12 +82,63 @@ def _classes(parts: list[np.ndarray]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rho", type=check_growth, default=None, help="the ALM's growth of μ")
-    with mu_growth(parser.parse_args().rho):
-        _table()
+    parser.add_argument("--figure", type=Path, default=None, help="draw the worst pair here")
+    args = parser.parse_args()
+    with mu_growth(args.rho):
+        worst = _table()
+    if args.figure is not None:
+        _draw(worst, args.figure)
 
 
-def _table() -> None:
+def _neighbours(dates: int, target: int) -> list[int]:
+    """The kept dates just before and just after ``target`` of ``dates`` (indices), where there
+    are."""
+    return [u for u in (target - 1, target + 1) if 0 <= u < dates]
+
+
+def _rgb(values: np.ndarray, bands: tuple[str, ...]) -> np.ndarray:
+    """``(bands, rows, cols)`` as an image: red, green, blue where the site has them, else its
+    first three bands; stretched to the 98th percentile."""
+    order = [bands.index(b) for b in ("red", "green", "blue") if b in bands]
+    order = order if len(order) == 3 else [0, 1, 2][: min(3, len(bands))]
+    rgb = np.moveaxis(values[order], 0, -1)
+    top = np.nanpercentile(rgb, 98) or 1.0
+    return np.clip(np.nan_to_num(rgb) / top, 0.0, 1.0)
+
+
+def _draw(worst: list[_Worst], path: Path) -> None:
+    """One row a site: its pair with the most flagged clear pixels (:class:`_Worst`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [w for w in worst if w.flagged is not None and w.target is not None]
+    if not rows:
+        raise SystemExit("no clear pixel was called cloud or haze: nothing to draw")
+    fig, axes = plt.subplots(len(rows), 4, figsize=(12.8, 3.4 * len(rows)), squeeze=False)
+    for row, w in zip(axes, rows, strict=True):
+        assert w.flagged is not None and w.target is not None
+        for ax, image, title in zip(row, w.images, w.titles, strict=False):
+            ax.imshow(image, interpolation="nearest")
+            ax.set_title(f"{w.site}\n{title}", fontsize=8)
+        marked = w.target.copy()
+        marked[w.flagged] = (1.0, 0.0, 1.0)
+        row[-1].imshow(marked, interpolation="nearest")
+        row[-1].set_title(
+            f"{w.count} clear pixels the default\ncalls cloud or haze (magenta)", fontsize=8
+        )
+        for ax in row:
+            ax.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    print(f"figure: {path}")
+
+
+def _table() -> list[_Worst]:
     spec = SolveSpec.of(SolverConfig())
+    worst: list[_Worst] = []
+    persistence_lines = []
     default = PostStep.of(MaskConfig())
     steps = {
         # Neither whiteness test: no gate and no white clouds.
@@ -82,6 +158,8 @@ def _table() -> None:
         site = load_site(name)
         frame = site.series.frame
         raw = _raw_reference(name, site.series.dates)
+        scl = raw is not None and "SCL" in site.reference_source
+        worst.append(_Worst())
         totals = {
             label: {
                 "n": 0,
@@ -95,6 +173,9 @@ def _table() -> None:
             }
             for label in steps
         }
+        # The default's flagged clear pixels on the neighbouring dates: their brightening, the
+        # dates' median brightening, and how many lie beside the reference's snow.
+        around: dict[str, list[Any]] = {"flagged": [], "dates": [], "near_snow": [0, 0]}
         for pair, kept, solved_specs in dropped_pairs(site, [spec]):
             solved = solved_specs[spec.name]
             tt = kept.target
@@ -118,6 +199,11 @@ def _table() -> None:
                 acc["clear"] += int(pair.clear.sum())
                 acc["fp_q"].append(colour[flagged & bright])
                 acc["tp_q"].append(colour[cloud])
+                if step is default:
+                    snow = raw if scl else None
+                    _around(around, solved, kept, tt, flagged & bright, snow, pair.target, frame)
+                    if int((flagged & bright).sum()) > max(worst[-1].count, 0):
+                        worst[-1] = _worst(site, kept, pair.target, flagged & bright)
                 if raw is not None:
                     acc["raw"].append(raw[:, pair.target][flagged])
                     acc["raw_clear"].append(raw[:, pair.target][pair.clear])
@@ -150,8 +236,71 @@ def _table() -> None:
                     f"{_classes(acc['raw'])}; of all its clear pixels {_classes(acc['raw_clear'])}"
                     + strict
                 )
+        persistence_lines.append(_persistence_line(name, around))
     print()
     print("\n".join(raw_lines))
+    print(
+        "\nThe default's clear pixels called cloud or haze, on the kept dates just before and "
+        "after the target: their bands' mean brightening (σ), median, against those dates' "
+        "median over every pixel\n"
+    )
+    print("\n".join(persistence_lines))
+    return worst
+
+
+def _around(
+    around: dict[str, list[Any]],
+    solved: Any,
+    kept: Any,
+    target: int,
+    flagged: np.ndarray,
+    raw: np.ndarray | None,
+    date: int,
+    frame: tuple[int, int],
+) -> None:
+    """Add one pair's flagged clear pixels' brightening on the neighbouring kept dates."""
+    if not flagged.any():
+        return
+    for u in _neighbours(kept.keep.size, target):
+        bright = solved.bright[u].reshape(-1)
+        seen = kept.observed[:, u]
+        around["flagged"].append(bright[flagged & seen])
+        around["dates"].append(bright[seen])
+    if raw is not None:
+        from scipy.ndimage import binary_dilation
+
+        snow = (raw[:, date] == SCL_SNOW).reshape(frame)
+        near = binary_dilation(snow, np.ones((2 * NEAR_SNOW + 1,) * 2, bool)).reshape(-1)
+        around["near_snow"][0] += int((flagged & near).sum())
+        around["near_snow"][1] += int(flagged.sum())
+
+
+def _persistence_line(name: str, around: dict[str, list[Any]]) -> str:
+    if not around["flagged"]:
+        return f"- {name}: no clear pixel called cloud or haze"
+    flagged, dates = np.concatenate(around["flagged"]), np.concatenate(around["dates"])
+    line = (
+        f"- {name}: {np.nanmedian(flagged):.1f}σ against {np.nanmedian(dates):.1f}σ "
+        f"({flagged.size} pixel-dates)"
+    )
+    near, of = around["near_snow"]
+    return line + (f"; within {NEAR_SNOW} px of the reference's snow: {near} of {of}" if of else "")
+
+
+def _worst(site: Any, kept: Any, date: int, flagged: np.ndarray) -> _Worst:
+    """The figure's panels of one pair: the neighbouring kept dates and the target."""
+    series, frame = site.series, site.series.frame
+    target = int(np.flatnonzero(kept.keep == date)[0])
+    picks = [int(kept.keep[u]) for u in _neighbours(kept.keep.size, target)]
+    order = sorted([*picks, date])
+    return _Worst(
+        count=int(flagged.sum()),
+        site=site.name,
+        images=tuple(_rgb(series.values[d], series.bands) for d in order),
+        titles=tuple(f"{series.dates[d]}" + (" (target)" if d == date else "") for d in order),
+        target=_rgb(series.values[date], series.bands),
+        flagged=flagged.reshape(frame),
+    )
 
 
 if __name__ == "__main__":
