@@ -472,8 +472,9 @@ def held_out(
                     base[(base.protocol == protocol) & (base.solve == b)].pred.iloc[0]
                 )
         row["fid"] = float(here[here.protocol == "drop-source"].fid.iloc[0])
-        for cls in ("cloud", "cloud+haze", "shadow", "cloud+haze_grown", "shadow_grown"):
-            row[f"f1_{cls}"] = float(f1[f"f1_{cls}"].iloc[0]) if len(f1) else float("nan")
+        for cls in MASK_CLASSES:
+            if cls != "clear":  # the tables report the classes a mask finds
+                row[f"f1_{cls}"] = float(f1[f"f1_{cls}"].iloc[0]) if len(f1) else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 
