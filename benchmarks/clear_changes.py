@@ -21,7 +21,7 @@ after, the target, and the target with its flagged clear pixels marked.
 
 Usage::
 
-    python benchmarks/clear_changes.py     # about 20 s
+    python benchmarks/clear_changes.py     # about 5 s
     python benchmarks/clear_changes.py --rho 2
     python benchmarks/clear_changes.py --figure docs/figures/clear-changes.png
 """
@@ -96,13 +96,19 @@ def _neighbours(dates: int, target: int) -> list[int]:
     return [u for u in (target - 1, target + 1) if 0 <= u < dates]
 
 
-def _rgb(values: np.ndarray, bands: tuple[str, ...]) -> np.ndarray:
-    """``(bands, rows, cols)`` as an image: red, green, blue where the site has them, else its
-    first three bands; stretched to the 98th percentile."""
+def _colour_bands(bands: tuple[str, ...]) -> tuple[list[int], str]:
+    """The bands drawn as red, green, blue: those where the site has them, else its first three
+    (false colour), and a label that says which."""
     order = [bands.index(b) for b in ("red", "green", "blue") if b in bands]
-    order = order if len(order) == 3 else [0, 1, 2][: min(3, len(bands))]
+    if len(order) == 3:
+        return order, "true colour"
+    order = list(range(min(3, len(bands))))
+    return order, "false colour: " + ", ".join(bands[i] for i in order)
+
+
+def _rgb(values: np.ndarray, order: list[int], top: float) -> np.ndarray:
+    """``(bands, rows, cols)`` as an image of the bands ``order``, ``top`` drawn white."""
     rgb = np.moveaxis(values[order], 0, -1)
-    top = np.nanpercentile(rgb, 98) or 1.0
     return np.clip(np.nan_to_num(rgb) / top, 0.0, 1.0)
 
 
@@ -203,7 +209,7 @@ def _table() -> list[_Worst]:
                     snow = raw if scl else None
                     _around(around, solved, kept, tt, flagged & bright, snow, pair.target, frame)
                     if int((flagged & bright).sum()) > max(worst[-1].count, 0):
-                        worst[-1] = _worst(site, kept, pair.target, flagged & bright)
+                        worst[-1] = _worst(site, kept, tt, flagged & bright)
                 if raw is not None:
                     acc["raw"].append(raw[:, pair.target][flagged])
                     acc["raw_clear"].append(raw[:, pair.target][pair.clear])
@@ -287,18 +293,22 @@ def _persistence_line(name: str, around: dict[str, list[Any]]) -> str:
     return line + (f"; within {NEAR_SNOW} px of the reference's snow: {near} of {of}" if of else "")
 
 
-def _worst(site: Any, kept: Any, date: int, flagged: np.ndarray) -> _Worst:
-    """The figure's panels of one pair: the neighbouring kept dates and the target."""
+def _worst(site: Any, kept: Any, target: int, flagged: np.ndarray) -> _Worst:
+    """The figure's panels of one pair: the neighbouring kept dates and the ``target`` (an
+    index into the kept dates), one stretch for all of them (the target's 98th percentile), so
+    their brightness compares."""
     series, frame = site.series, site.series.frame
-    target = int(np.flatnonzero(kept.keep == date)[0])
-    picks = [int(kept.keep[u]) for u in _neighbours(kept.keep.size, target)]
-    order = sorted([*picks, date])
+    date = int(kept.keep[target])
+    order = sorted([date, *(int(kept.keep[u]) for u in _neighbours(kept.keep.size, target))])
+    bands, colour = _colour_bands(series.bands)
+    top = float(np.nanpercentile(series.values[date][bands], 98))
+    top = top if np.isfinite(top) and top > 0 else 1.0
     return _Worst(
         count=int(flagged.sum()),
-        site=site.name,
-        images=tuple(_rgb(series.values[d], series.bands) for d in order),
+        site=f"{site.name} ({colour})",
+        images=tuple(_rgb(series.values[d], bands, top) for d in order),
         titles=tuple(f"{series.dates[d]}" + (" (target)" if d == date else "") for d in order),
-        target=_rgb(series.values[date], series.bands),
+        target=_rgb(series.values[date], bands, top),
         flagged=flagged.reshape(frame),
     )
 

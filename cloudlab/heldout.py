@@ -54,6 +54,7 @@ from cloudlab.candidates import (
 from cloudlab.heldout_report import FlooredTable, write_report
 from cloudlab.sites import Site, load_site, site_names
 from cloudlab.sitescore import (
+    MASK_F1_CLASSES,
     mask_rows,
     pasted_pair,
     site_arrays,
@@ -371,16 +372,11 @@ def _mean_f1(masks: pd.DataFrame, sites: list[str], candidates: pd.Index) -> lis
     return out
 
 
-#: The mask's classes scored by F1 (:func:`cloudlab.sitescore.mask_rows`); the grown ones are
-#: NaN for a run scored before them.
-MASK_CLASSES = ("cloud", "cloud+haze", "shadow", "clear", "cloud+haze_grown", "shadow_grown")
-
-
 def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
     out = masks[["site", "solve", "rule"]].copy()
     out["rule"] = out.rule.str.strip()
-    for cls in MASK_CLASSES:
-        if f"{cls}_tp" not in masks:
+    for cls in MASK_F1_CLASSES:
+        if f"{cls}_tp" not in masks:  # a run scored before the class was (NaN)
             out[f"f1_{cls}"] = np.nan
             continue
         tp, fp, fn = (masks[f"{cls}_{k}"] for k in ("tp", "fp", "fn"))
@@ -472,7 +468,7 @@ def held_out(
                     base[(base.protocol == protocol) & (base.solve == b)].pred.iloc[0]
                 )
         row["fid"] = float(here[here.protocol == "drop-source"].fid.iloc[0])
-        for cls in MASK_CLASSES:
+        for cls in MASK_F1_CLASSES:
             if cls != "clear":  # the tables report the classes a mask finds
                 row[f"f1_{cls}"] = float(f1[f"f1_{cls}"].iloc[0]) if len(f1) else float("nan")
         rows.append(row)

@@ -12,7 +12,8 @@ as the pipeline runs a tile), and every post-step is applied to its result. Two 
   Σ observation².
 
 The mask of every rule is also scored against the reference on the unmodified series (every
-date): counts of true and false positives and misses of cloud, cloud-or-haze and shadow.
+date): counts of true and false positives and misses of cloud, cloud-or-haze, shadow and clear,
+and of cloud-or-haze and shadow grown as the site's reference grows its own (Fmask's buffer).
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.ndimage import binary_dilation
 
 import cloudcore
+from cloudcore._morphology import dilate
 from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
+from cloudcore.masks import CLEAR as MASK_CLEAR
+from cloudcore.masks import CLOUD as MASK_CLOUD
+from cloudcore.masks import HAZE as MASK_HAZE
+from cloudcore.masks import SHADOW as MASK_SHADOW
 from cloudcore.masks import (
-    HAZE,
     BandMean,
     MaskRule,
     Whiteness,
@@ -47,6 +51,7 @@ from pipeline.config import SolverConfig
 from pipeline.solve.tile import refine_matrix, solve_matrix, solver_lambda
 
 __all__ = [
+    "MASK_F1_CLASSES",
     "DroppedPair",
     "KeptSeries",
     "PastedPair",
@@ -63,6 +68,10 @@ __all__ = [
     "solve_series",
     "solve_specs",
 ]
+
+#: The classes whose agreement with the reference :func:`mask_rows` counts: as the mask says
+#: them, and cloud-or-haze and shadow grown as the reference grows its own.
+MASK_F1_CLASSES = ("cloud", "cloud+haze", "shadow", "clear", "cloud+haze_grown", "shadow_grown")
 
 #: Pair selection: a target has at most 2 % cloud or shadow and 90 % of its pixels observed; a
 #: source 5–60 % cloud or shadow.
@@ -543,22 +552,30 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
     """Agreement counts of every solve's mask rules with the reference on the whole series.
 
     Besides each class as the mask says it, ``cloud+haze_grown`` and ``shadow_grown`` count the
-    mask grown as the site's reference grows its own (:attr:`Site.reference_buffer`: Fmask
-    dilates its clouds and shadows by a 7 × 7 square, shadows first, clouds over them), so that
-    a mask is scored against such a reference like for like; with no buffer they equal
-    ``cloud+haze`` and ``shadow``.
+    mask grown as the site's reference grows its own (:attr:`Site.reference_buffer`, less the
+    rule's own growth: Fmask dilates its clouds and shadows by a 7 × 7 square, shadows first,
+    clouds over them), so that a mask is scored against such a reference like for like; with no
+    buffer they equal ``cloud+haze`` and ``shadow``.
+
+    Parameters
+    ----------
+    site
+        The site, its reference and the reference's buffer.
+    solved
+        Its whole series solved, by solve name.
+    steps
+        The post-steps whose mask rules are scored (each rule once).
+
+    Returns
+    -------
+    list of dict
+        A row per solve and rule: ``solve``, ``rule`` and, for each of
+        :data:`MASK_F1_CLASSES`, ``{class}_tp``, ``{class}_fp`` and ``{class}_fn``.
     """
     ref = site.series.reference
     valid = (ref != NODATA) & (ref != SNOW)  # snow is neither class
     seen = ref != NODATA
-    truths = {
-        "cloud": ref == CLOUD,
-        "cloud+haze": ref == CLOUD,
-        "shadow": ref == SHADOW,
-        "clear": ref == CLEAR,
-        "cloud+haze_grown": ref == CLOUD,
-        "shadow_grown": ref == SHADOW,
-    }
+    truths = {"cloud": ref == CLOUD, "shadow": ref == SHADOW, "clear": ref == CLEAR}
     rows = []
     for name, result in solved.items():
         done = set()
@@ -567,19 +584,10 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
                 continue
             done.add(step.rule)
             codes = result.codes(step.rule, seen)
-            grown_cloud, grown_shadow = _grown(codes, site.reference_buffer)
-            says = {
-                "cloud": codes == CLOUD,
-                "cloud+haze": _cloud_or_haze(codes),
-                "shadow": codes == SHADOW,
-                "clear": codes == CLEAR,
-                "cloud+haze_grown": grown_cloud,
-                "shadow_grown": grown_shadow,
-            }
+            buffer = max(site.reference_buffer - step.rule.grow, 0)
             row: dict[str, Any] = {"solve": name, "rule": step.rule_name}
-            for cls, truth in truths.items():
-                said = says[cls] & valid
-                real = truth & valid
+            for cls, (said, real) in _agreement(codes, truths, buffer).items():
+                said, real = said & valid, real & valid
                 row[f"{cls}_tp"] = int((said & real).sum())
                 row[f"{cls}_fp"] = int((said & ~real).sum())
                 row[f"{cls}_fn"] = int((~said & real).sum())
@@ -587,16 +595,22 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
     return rows
 
 
-def _cloud_or_haze(codes: np.ndarray) -> np.ndarray:
-    return (codes == CLOUD) | (codes == HAZE)
-
-
-def _grown(codes: np.ndarray, buffer: int) -> tuple[np.ndarray, np.ndarray]:
-    """The cloud-or-haze and shadow of ``codes`` ``(dates, rows, cols)`` each dilated within
-    its date by a (2·``buffer`` + 1)² square, the shadow where the grown cloud is not."""
-    cloud, shadow = _cloud_or_haze(codes), codes == SHADOW
-    if buffer == 0:
-        return cloud, shadow
-    square = np.ones((1, 2 * buffer + 1, 2 * buffer + 1), dtype=bool)
-    cloud = binary_dilation(cloud, square)
-    return cloud, binary_dilation(shadow, square) & ~cloud
+def _agreement(
+    codes: np.ndarray, truths: dict[str, np.ndarray], buffer: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """For each of :data:`MASK_F1_CLASSES`, where the mask's ``codes`` say it and where the
+    reference does (``truths`` by ``cloud``, ``shadow``, ``clear``)."""
+    cloud = (codes == MASK_CLOUD) | (codes == MASK_HAZE)
+    shadow = codes == MASK_SHADOW
+    grown_cloud, grown_shadow = cloud, shadow
+    if buffer:
+        grown_cloud = dilate(cloud, buffer)
+        grown_shadow = dilate(shadow, buffer) & ~grown_cloud
+    return {
+        "cloud": (codes == MASK_CLOUD, truths["cloud"]),
+        "cloud+haze": (cloud, truths["cloud"]),
+        "shadow": (shadow, truths["shadow"]),
+        "clear": (codes == MASK_CLEAR, truths["clear"]),
+        "cloud+haze_grown": (grown_cloud, truths["cloud"]),
+        "shadow_grown": (grown_shadow, truths["shadow"]),
+    }

@@ -425,7 +425,15 @@ def test_the_mask_is_also_scored_grown_as_its_reference_grows_its_own(name, buff
         transform=(1.0, 0.0, 0.0, 0.0, -1.0, 0.0),
     )
     site = Site(name, series, "test", 30.0, "Fmask")
-    (row,) = mask_rows(site, {"s": _FixedCodes(said)}, [PostStep.of(MaskConfig())])
+    default, grown = PostStep.of(MaskConfig()), PostStep.of(MaskConfig(grow=buffer or 1))
+    row, row_of_grown_rule = mask_rows(site, {"s": _FixedCodes(said)}, [default, grown])
+    # A rule that grows its mask itself is grown by what is left of the buffer: by nothing
+    # here (the codes are given, so the counts are the plain ones).
+    assert all(
+        row_of_grown_rule[f"{c}_grown_{k}"] == row_of_grown_rule[f"{c}_{k}"]
+        for c in ("cloud+haze", "shadow")
+        for k in ("tp", "fp", "fn")
+    )
     f1 = {
         c: 2 * row[f"{c}_tp"] / (2 * row[f"{c}_tp"] + row[f"{c}_fp"] + row[f"{c}_fn"])
         for c in ("cloud+haze", "cloud+haze_grown")
@@ -441,6 +449,17 @@ def test_the_mask_is_also_scored_grown_as_its_reference_grows_its_own(name, buff
             for c in ("cloud+haze", "shadow")
             for k in ("tp", "fp", "fn")
         )
+
+
+def test_a_run_scored_before_a_mask_class_reports_it_as_nan() -> None:
+    from cloudlab.sitescore import MASK_F1_CLASSES
+
+    masks = _masks(SITES, ["aatm-star"])  # no grown counts, as a run of before them
+    scores = _scores({("aatm-star", STEP): dict.fromkeys(SITES, 0.2)}, SITES)
+    table = held_out(scores, masks, SITES)
+    assert table["f1_shadow_grown"].isna().all() and table["f1_cloud+haze_grown"].isna().all()
+    assert (table["f1_shadow"] == 2 / 4).all()
+    assert {f"f1_{c}" for c in MASK_F1_CLASSES if c != "clear"} <= set(table.columns)
 
 
 def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:

@@ -8,7 +8,7 @@ import pytest
 from scipy.ndimage import binary_opening
 
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
-from cloudlab.sites import REFERENCE_BUFFERS, SITES_DIR, WINDOWS, load_site, site_names
+from cloudlab.sites import SITES_DIR, WINDOWS, load_site, site_names
 
 SOURCES = (SITES_DIR.parent / "SOURCES.md").read_text(encoding="utf-8")
 
@@ -93,14 +93,20 @@ def _opened_away(reference: np.ndarray, code: int, radius: int) -> float:
 
 
 def test_the_fmask_references_grow_their_clouds_by_three_pixels_and_scl_does_not() -> None:
-    # Fmask's default dilates clouds by a 7 x 7 square: its cloud regions are unions of such
-    # squares, so an opening by 7 x 7 leaves them as they are and one by 9 x 9 does not.
-    assert REFERENCE_BUFFERS == {"p035r032-landsat": 3, "landsat_p013r030_harvard_transect": 3}
+    # Fmask's default dilates clouds and shadows by a 7 x 7 square: its regions are unions of
+    # such squares, so an opening by 7 x 7 leaves them as they are and one by 9 x 9 does not.
     fmask = load_site("p035r032-landsat").series.reference
     assert _opened_away(fmask, CLOUD, 3) < 0.01
     assert _opened_away(fmask, CLOUD, 4) > 0.03
+    union = np.where(np.isin(fmask, (CLOUD, SHADOW)), CLOUD, CLEAR)
+    assert _opened_away(union, CLOUD, 3) < 0.01
+    assert _opened_away(union, CLOUD, 4) > 0.03
     # Sentinel-2's SCL is not grown: a 7 x 7 opening already takes its clouds' thin parts.
     scl = load_site("s2_nrt_romania_10m").series.reference
     assert _opened_away(scl, CLOUD, 3) > 0.03
-    assert load_site("s2_nrt_romania_10m").reference_buffer == 0
-    assert load_site("p035r032-landsat").reference_buffer == 3
+
+
+@pytest.mark.parametrize("name", site_names())
+def test_every_fmask_site_and_only_those_have_fmasks_buffer(name: str) -> None:
+    site = load_site(name)
+    assert site.reference_buffer == (3 if site.reference_source.startswith("Fmask") else 0)
