@@ -575,7 +575,10 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
     ref = site.series.reference
     valid = (ref != NODATA) & (ref != SNOW)  # snow is neither class
     seen = ref != NODATA
-    truths = {"cloud": ref == CLOUD, "shadow": ref == SHADOW, "clear": ref == CLEAR}
+    # The reference's side of every count, once: the same for every solve and rule.
+    classes = (("cloud", CLOUD), ("shadow", SHADOW), ("clear", CLEAR))
+    truths = {k: (ref == code) & valid for k, code in classes}
+    in_truth = {k: int(t.sum()) for k, t in truths.items()}
     rows = []
     for name, result in solved.items():
         done = set()
@@ -586,20 +589,19 @@ def mask_rows(site: Site, solved: dict[str, Solved], steps: list[PostStep]) -> l
             codes = result.codes(step.rule, seen)
             buffer = max(site.reference_buffer - step.rule.grow, 0)
             row: dict[str, Any] = {"solve": name, "rule": step.rule_name}
-            for cls, (said, real) in _agreement(codes, truths, buffer).items():
-                said, real = said & valid, real & valid
-                row[f"{cls}_tp"] = int((said & real).sum())
-                row[f"{cls}_fp"] = int((said & ~real).sum())
-                row[f"{cls}_fn"] = int((~said & real).sum())
+            for cls, (said, truth) in _agreement(codes, buffer).items():
+                said = said & valid
+                hits = int((said & truths[truth]).sum())
+                row[f"{cls}_tp"] = hits
+                row[f"{cls}_fp"] = int(said.sum()) - hits
+                row[f"{cls}_fn"] = in_truth[truth] - hits
             rows.append(row)
     return rows
 
 
-def _agreement(
-    codes: np.ndarray, truths: dict[str, np.ndarray], buffer: int
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """For each of :data:`MASK_F1_CLASSES`, where the mask's ``codes`` say it and where the
-    reference does (``truths`` by ``cloud``, ``shadow``, ``clear``)."""
+def _agreement(codes: np.ndarray, buffer: int) -> dict[str, tuple[np.ndarray, str]]:
+    """For each of :data:`MASK_F1_CLASSES`, where the mask's ``codes`` say it and which of the
+    reference's classes (``cloud``, ``shadow``, ``clear``) it is scored against."""
     cloud = (codes == MASK_CLOUD) | (codes == MASK_HAZE)
     shadow = codes == MASK_SHADOW
     grown_cloud, grown_shadow = cloud, shadow
@@ -607,10 +609,10 @@ def _agreement(
         grown_cloud = dilate(cloud, buffer)
         grown_shadow = dilate(shadow, buffer) & ~grown_cloud
     return {
-        "cloud": (codes == MASK_CLOUD, truths["cloud"]),
-        "cloud+haze": (cloud, truths["cloud"]),
-        "shadow": (shadow, truths["shadow"]),
-        "clear": (codes == MASK_CLEAR, truths["clear"]),
-        "cloud+haze_grown": (grown_cloud, truths["cloud"]),
-        "shadow_grown": (grown_shadow, truths["shadow"]),
+        "cloud": (codes == MASK_CLOUD, "cloud"),
+        "cloud+haze": (cloud, "cloud"),
+        "shadow": (shadow, "shadow"),
+        "clear": (codes == MASK_CLEAR, "clear"),
+        "cloud+haze_grown": (grown_cloud, "cloud"),
+        "shadow_grown": (grown_shadow, "shadow"),
     }
