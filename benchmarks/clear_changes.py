@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from cloudcore._growth import check_growth, mu_growth
+from cloudcore._morphology import dilate
 from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
@@ -53,14 +54,19 @@ NEAR_SNOW = 3
 
 @dataclasses.dataclass
 class _Worst:
-    """The pair with the most clear pixels called cloud or haze, for ``--figure``."""
+    """A site's pair with the most clear pixels called cloud or haze, for ``--figure``: the
+    kept dates around the target and the target drawn (``images``, ``titles``), which of them
+    is the target, and the pixels ``flagged`` there."""
 
-    count: int = -1
-    site: str = ""
-    images: tuple[np.ndarray, ...] = ()
-    titles: tuple[str, ...] = ()
-    target: np.ndarray | None = None
-    flagged: np.ndarray | None = None
+    site: str
+    images: tuple[np.ndarray, ...]
+    titles: tuple[str, ...]
+    target: int
+    flagged: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.flagged.sum())
 
 
 def _raw_reference(name: str, dates: np.ndarray) -> np.ndarray | None:
@@ -113,22 +119,20 @@ def _rgb(values: np.ndarray, order: list[int], top: float) -> np.ndarray:
 
 
 def _draw(worst: list[_Worst], path: Path) -> None:
-    """One row a site: its pair with the most flagged clear pixels (:class:`_Worst`)."""
+    """One row a site with a flagged clear pixel: its pair with the most (:class:`_Worst`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [w for w in worst if w.flagged is not None and w.target is not None]
-    if not rows:
+    if not worst:
         raise SystemExit("no clear pixel was called cloud or haze: nothing to draw")
-    fig, axes = plt.subplots(len(rows), 4, figsize=(12.8, 3.4 * len(rows)), squeeze=False)
-    for row, w in zip(axes, rows, strict=True):
-        assert w.flagged is not None and w.target is not None
+    fig, axes = plt.subplots(len(worst), 4, figsize=(12.8, 3.4 * len(worst)), squeeze=False)
+    for row, w in zip(axes, worst, strict=True):
         for ax, image, title in zip(row, w.images, w.titles, strict=False):
             ax.imshow(image, interpolation="nearest")
             ax.set_title(f"{w.site}\n{title}", fontsize=8)
-        marked = w.target.copy()
+        marked = w.images[w.target].copy()
         marked[w.flagged] = (1.0, 0.0, 1.0)
         row[-1].imshow(marked, interpolation="nearest")
         row[-1].set_title(
@@ -165,7 +169,7 @@ def _table() -> list[_Worst]:
         frame = site.series.frame
         raw = _raw_reference(name, site.series.dates)
         scl = raw is not None and "SCL" in site.reference_source
-        worst.append(_Worst())
+        site_worst: _Worst | None = None
         totals = {
             label: {
                 "n": 0,
@@ -206,10 +210,12 @@ def _table() -> list[_Worst]:
                 acc["fp_q"].append(colour[flagged & bright])
                 acc["tp_q"].append(colour[cloud])
                 if step is default:
+                    called_cloud = flagged & bright
                     snow = raw if scl else None
-                    _around(around, solved, kept, tt, flagged & bright, snow, pair.target, frame)
-                    if int((flagged & bright).sum()) > max(worst[-1].count, 0):
-                        worst[-1] = _worst(site, kept, tt, flagged & bright)
+                    _around(around, solved, kept, tt, called_cloud, snow, pair.target, frame)
+                    most = 0 if site_worst is None else site_worst.count
+                    if called_cloud.sum() > most:
+                        site_worst = _worst(site, kept, tt, called_cloud)
                 if raw is not None:
                     acc["raw"].append(raw[:, pair.target][flagged])
                     acc["raw_clear"].append(raw[:, pair.target][pair.clear])
@@ -243,6 +249,7 @@ def _table() -> list[_Worst]:
                     + strict
                 )
         persistence_lines.append(_persistence_line(name, around))
+        worst += [] if site_worst is None else [site_worst]
     print()
     print("\n".join(raw_lines))
     print(
@@ -273,10 +280,7 @@ def _around(
         around["flagged"].append(bright[flagged & seen])
         around["dates"].append(bright[seen])
     if raw is not None:
-        from scipy.ndimage import binary_dilation
-
-        snow = (raw[:, date] == SCL_SNOW).reshape(frame)
-        near = binary_dilation(snow, np.ones((2 * NEAR_SNOW + 1,) * 2, bool)).reshape(-1)
+        near = dilate((raw[:, date] == SCL_SNOW).reshape(frame), NEAR_SNOW).reshape(-1)
         around["near_snow"][0] += int((flagged & near).sum())
         around["near_snow"][1] += int(flagged.sum())
 
@@ -304,11 +308,10 @@ def _worst(site: Any, kept: Any, target: int, flagged: np.ndarray) -> _Worst:
     top = float(np.nanpercentile(series.values[date][bands], 98))
     top = top if np.isfinite(top) and top > 0 else 1.0
     return _Worst(
-        count=int(flagged.sum()),
         site=f"{site.name} ({colour})",
         images=tuple(_rgb(series.values[d], bands, top) for d in order),
         titles=tuple(f"{series.dates[d]}" + (" (target)" if d == date else "") for d in order),
-        target=_rgb(series.values[date], bands, top),
+        target=order.index(date),
         flagged=flagged.reshape(frame),
     )
 
