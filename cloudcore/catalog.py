@@ -25,6 +25,10 @@ __all__ = [
     "MASK_LEVEL_BELOW",
     "MASK_NEAR_REACH",
     "MASK_OFFSET",
+    "MASK_PERSIST",
+    "MASK_PERSIST_COVER",
+    "MASK_PERSIST_REACH",
+    "MASK_PERSIST_SPILL",
     "MASK_RADIUS",
     "MASK_SHADOW",
     "MASK_SHADOW_EDGE",
@@ -115,6 +119,18 @@ MASK_NEAR_REACH = 16
 #: transect's thin clouds).
 MASK_BRIGHT_LEVEL = 0
 MASK_LEVEL_BELOW = 3.0
+#: Ground that stays (:func:`cloudcore.masks.persistent_ground`): a brightening flagged as cloud
+#: or haze is ground where, around it (a square of half-width :data:`MASK_PERSIST_REACH`), at
+#: least :data:`MASK_PERSIST_COVER` of the flagged pixels are brightened by at least this
+#: fraction of their own brightening on the nearest acquisition of another day before and after,
+#: and at most :data:`MASK_PERSIST_SPILL` of the unflagged pixels are cloud-bright there; 0: off.
+#: A field laid bare or a patch of snow keeps its place and shape from day to day; a cloud does
+#: not. Measured in a fifth stage by leave-one-site-out (docs/REAL-CLOUDS.md, "Ground that
+#: stays").
+MASK_PERSIST = 0.0
+MASK_PERSIST_REACH = 8
+MASK_PERSIST_COVER = 0.5
+MASK_PERSIST_SPILL = 0.5
 
 #: The quantile of its dates each pixel's capped ground is raised to by default (the pipeline's
 #: ``solver.floor_ground`` left out, for the methods that cap and have no shadow layer;

@@ -41,14 +41,19 @@ at least that lower threshold, up to ``edge_reach`` pixels (hysteresis, as in ed
 a penumbra is a shadow's, an isolated entry that dark is not. Beside a cloud
 (``MaskRule.shadow_near``, within ``near_reach`` pixels of a cloud of the same date) an entry
 is shadow from a lower threshold, measured from its date's darkening around it (a date darker
-as a whole is not a shadow): a cloud casts its shadow on its own date, a little way off. The
-factors were chosen on real cloudy series with reference masks (docs/REAL-CLOUDS.md).
+as a whole is not a shadow): a cloud casts its shadow on its own date, a little way off. With
+ground that stays (``MaskRule.persist``, :func:`persistent_ground`) a brightening that holds its
+place and shape on the nearest acquisitions of other days, before and after, is ground (a
+field laid bare, snow), not cloud: a cloud does not come back to the same pixels in the same
+shape a day later, and the ground's own changes do. The factors were chosen on real cloudy
+series with reference masks (docs/REAL-CLOUDS.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,6 +67,10 @@ from cloudcore.catalog import (
     MASK_HAZE,
     MASK_LEVEL_BELOW,
     MASK_NEAR_REACH,
+    MASK_PERSIST,
+    MASK_PERSIST_COVER,
+    MASK_PERSIST_REACH,
+    MASK_PERSIST_SPILL,
     MASK_RADIUS,
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
@@ -81,6 +90,7 @@ __all__ = [
     "SHADOW",
     "BandMean",
     "MaskRule",
+    "Neighbours",
     "Whiteness",
     "classify",
     "classify_result",
@@ -88,6 +98,9 @@ __all__ = [
     "darkening_level",
     "keep_clear",
     "kept_codes",
+    "neighbour_scores",
+    "other_day_neighbours",
+    "persistent_ground",
     "whiteness_tests",
 ]
 
@@ -138,6 +151,14 @@ class MaskRule:
     #: where it is no brighter than around it.
     bright_level: int = MASK_BRIGHT_LEVEL
     level_below: float = MASK_LEVEL_BELOW
+    #: Ground that stays (:func:`persistent_ground`): the fraction of its own brightening a
+    #: flagged pixel must keep on the nearest acquisitions of other days; 0: off. Within
+    #: ``persist_reach`` pixels, at least ``persist_cover`` of the flagged pixels must keep it
+    #: and at most ``persist_spill`` of the unflagged ones be brightened by ``haze`` σ there.
+    persist: float = MASK_PERSIST
+    persist_reach: int = MASK_PERSIST_REACH
+    persist_cover: float = MASK_PERSIST_COVER
+    persist_spill: float = MASK_PERSIST_SPILL
 
     @property
     def reads_whiteness(self) -> bool:
@@ -147,11 +168,12 @@ class MaskRule:
     @property
     def context(self) -> int:
         """How far (pixels) the codes of an entry depend on the scores around it on its date:
-        the brightening level's square, the opening's erosion and dilation, the shadow's edge
-        and the growth."""
+        the brightening level's square, the opening's erosion and dilation, the square of
+        ground that stays, the shadow's edge and the growth."""
         edge = self.edge_reach if self.shadow_edge > 0 else 0
         near = self.near_reach if self.shadow_near > 0 else 0
-        return self.bright_level + 2 * self.radius + max(edge, near) + self.grow
+        persist = self.persist_reach if self.persist > 0 else 0
+        return self.bright_level + 2 * self.radius + persist + max(edge, near) + self.grow
 
 
 def classify(
@@ -237,6 +259,7 @@ def classify_scores(
     rule: MaskRule = MaskRule(),
     white: np.ndarray | None = None,
     flat: np.ndarray | None = None,
+    neighbours: Neighbours | None = None,
 ) -> np.ndarray:
     """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`):
     ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
@@ -245,9 +268,14 @@ def classify_scores(
     haze, required when ``rule.white`` > 0; ``flat`` (:meth:`Whiteness.flat` of
     ``rule.white_cloud_ratio``) where it is
     white enough to be cloud from ``rule.white_cloud`` σ, required when that is > 0
-    (:func:`whiteness_tests` gives both); neither is read otherwise."""
+    (:func:`whiteness_tests` gives both); neither is read otherwise. ``neighbours`` (the
+    brightening of each date's nearest acquisitions of other days, :func:`neighbour_scores`) is
+    required when ``rule.persist`` > 0 and not read otherwise."""
     if rule.white_cloud > 0 and flat is None:
         raise ValueError(f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness")
+    if rule.persist > 0 and neighbours is None:
+        raise ValueError(f"a rule with persist={rule.persist:g} needs the dates' neighbours")
+    own = bright  # the brightening as measured, before the level and the whiteness test
     if rule.bright_level > 0:
         # Counted: entries brightened less than a cloud's, so a cloud does not raise the level
         # of its own date around it. NaN (unobserved) is never counted.
@@ -271,6 +299,13 @@ def classify_scores(
         opening(cloud, rule.radius, out=cloud, scratch=scratch)
         if shadow is not None:
             opening(shadow, rule.radius, out=shadow, scratch=scratch)
+    if rule.persist > 0 and neighbours is not None:
+        # Before the shadows beside a cloud: ground that stays casts none.
+        ground = persistent_ground(own, cloud | (codes == HAZE), observed, neighbours, rule)
+        cloud &= ~ground
+        codes[ground] = CLEAR
+        if shadow is not None:
+            shadow &= ~ground
     if shadow is not None and dark is not None and rule.shadow_near > 0:
         beside = dilate(cloud, rule.near_reach) & ~cloud
         # Only the dates with a cloud have pixels beside one. In place: the level becomes the
@@ -293,6 +328,146 @@ def classify_scores(
     codes[cloud] = CLOUD
     codes[~observed] = NODATA
     return codes
+
+
+class Neighbours(NamedTuple):
+    """The brightening of each date's nearest acquisitions of other days (:func:`neighbour_scores`).
+
+    Attributes
+    ----------
+    bright
+        ``(2, dates, rows, cols)`` float32: the mean brightening A/σ of the date's neighbour
+        before (0) and after (1), NaN where that neighbour did not observe the pixel.
+    exists
+        ``(2, dates)`` booleans: the date has that neighbour.
+    """
+
+    bright: np.ndarray
+    exists: np.ndarray
+
+    def dates(self, pick: slice) -> Neighbours:
+        """These neighbours of the dates ``pick`` selects."""
+        return Neighbours(self.bright[:, pick], self.exists[:, pick])
+
+
+def other_day_neighbours(days: np.ndarray, gap: float = 0.5) -> np.ndarray:
+    """For each date, the nearest date at least ``gap`` days before it and after it.
+
+    GF-4 stares: the same day's acquisitions are minutes apart and see the same clouds, so
+    ground that stays (:func:`persistent_ground`) is judged against other days.
+
+    Parameters
+    ----------
+    days
+        ``(dates,)`` acquisition times: ``datetime64`` or days as numbers.
+    gap
+        The least time apart, in days.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(dates, 2)`` int64: the index of the neighbour before and after, -1 where none (of
+        equally near ones, the later index).
+    """
+    t = np.asarray(days)
+    if np.issubdtype(t.dtype, np.datetime64):
+        t = (t - t.min()) / np.timedelta64(1, "s") / 86400.0
+    t = t.astype(np.float64)
+    out = np.full((t.size, 2), -1, np.int64)
+    for i, ti in enumerate(t):
+        before = np.flatnonzero(t <= ti - gap)
+        after = np.flatnonzero(t >= ti + gap)
+        if before.size:
+            out[i, 0] = before[t[before] == t[before].max()][-1]
+        if after.size:
+            out[i, 1] = after[t[after] == t[after].min()][-1]
+    return out
+
+
+def neighbour_scores(
+    bright: np.ndarray, observed: np.ndarray, neighbours: np.ndarray
+) -> Neighbours:
+    """Each date's neighbours' brightening (:class:`Neighbours`), for :func:`classify_scores`.
+
+    Parameters
+    ----------
+    bright
+        ``(dates, rows, cols)`` mean brightening A/σ (:class:`BandMean`).
+    observed
+        ``(dates, rows, cols)`` booleans.
+    neighbours
+        ``(dates, 2)`` indices (:func:`other_day_neighbours`).
+
+    Returns
+    -------
+    Neighbours
+    """
+    out = np.full((2, *bright.shape), np.nan, np.float32)
+    for side in range(2):
+        for t, u in enumerate(neighbours[:, side]):
+            if u >= 0:
+                np.copyto(out[side, t], bright[u], where=observed[u])
+    return Neighbours(out, np.asarray(neighbours).T >= 0)
+
+
+def persistent_ground(
+    bright: np.ndarray,
+    flagged: np.ndarray,
+    observed: np.ndarray,
+    neighbours: Neighbours,
+    rule: MaskRule,
+) -> np.ndarray:
+    """Where a brightening flagged as cloud or haze is ground that stays.
+
+    A field laid bare, a patch of snow or a bright roof departs from a year's low-rank ground
+    on a few dates, and the departure is white: no threshold on its size or colour tells it
+    from a cloud. What tells it is time and shape: it is there, at the same place, on the
+    nearest acquisitions of other days, and what is around it is not. A flagged pixel is ground
+    where, on each neighbour the date has (before, after), within ``rule.persist_reach`` pixels:
+    at least ``rule.persist_cover`` of the date's flagged pixels are brightened by at least
+    ``rule.persist`` of their own brightening, and at most ``rule.persist_spill`` of its
+    observed unflagged pixels by ``rule.haze`` σ (a neighbour cloudy all round: a cloud that
+    stayed, or another, not the ground). A pixel with no unflagged pixel within reach (inside
+    a large cloud) stays flagged, and so does every pixel of a date with no neighbour.
+
+    Parameters
+    ----------
+    bright
+        ``(dates, rows, cols)`` mean brightening A/σ as measured.
+    flagged
+        Booleans of the same shape: cloud or haze.
+    observed
+        Booleans of the same shape.
+    neighbours
+        The neighbours' brightening (:func:`neighbour_scores`), the same dates.
+    rule
+        ``persist``, ``persist_reach``, ``persist_cover``, ``persist_spill`` and ``haze``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Booleans of ``flagged``'s shape.
+
+    Notes
+    -----
+    The shares are exact window means (:func:`darkening_level`'s sums), so a tile classified
+    with ``rule.context`` pixels around it gives the whole scene's result bit for bit.
+    """
+    reach = rule.persist_reach
+    ring = observed & ~flagged
+    wanted = np.asarray(flagged.any(axis=(-2, -1)) & neighbours.exists.any(axis=0))
+    ground = flagged & wanted[:, None, None]
+    if not ground.any():
+        return ground
+    ground &= darkening_level(np.ones(ring.shape, np.float32), ring, reach, wanted) > 0
+    with np.errstate(invalid="ignore"):  # NaN: the neighbour did not observe the pixel
+        for side, there in enumerate(neighbours.bright):
+            kept = (there >= np.float32(rule.persist) * bright).astype(np.float32)
+            cover = darkening_level(kept, flagged, reach, wanted) >= rule.persist_cover
+            cloudy = (there >= np.float32(rule.haze)).astype(np.float32)
+            spill = darkening_level(cloudy, ring, reach, wanted) <= rule.persist_spill
+            ground &= ~neighbours.exists[side][:, None, None] | (cover & spill)
+    return ground
 
 
 def darkening_level(

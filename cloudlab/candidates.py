@@ -37,7 +37,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cloudcore.catalog import MASK_EDGE_REACH, MASK_WHITE_CLOUD_RATIO, SHADOW_METHODS
+from cloudcore.catalog import (
+    MASK_EDGE_REACH,
+    MASK_PERSIST_COVER,
+    MASK_PERSIST_REACH,
+    MASK_PERSIST_SPILL,
+    MASK_WHITE_CLOUD_RATIO,
+    SHADOW_METHODS,
+)
 from cloudcore.compose import HAZE_FILLS, HazeFill
 from cloudcore.masks import MaskRule
 
@@ -202,7 +209,15 @@ SHADOW_SOLVES: tuple[SolveSpec, ...] = tuple(
 #: The mask whose non-clear entries the ``+joint`` re-solve leaves out: generous (a missed cloud
 #: left in would pull the ground up; a clear entry left out costs little).
 JOINT_RULE = MaskRule(
-    cloud=4.0, haze=3.0, shadow=3.0, radius=1, grow=1, white=0.0, white_cloud=0.0, shadow_near=0.0
+    cloud=4.0,
+    haze=3.0,
+    shadow=3.0,
+    radius=1,
+    grow=1,
+    white=0.0,
+    white_cloud=0.0,
+    shadow_near=0.0,
+    persist=0.0,
 )
 
 
@@ -263,7 +278,9 @@ class PostStep:
         ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
         than the default's), ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px), ``wc3``
         with white clouds from 3σ (``wc3@0.8`` with a ratio other than the default's), ``l16<3``
-        with a date's brightening level over 16 px of the entries under 3σ."""
+        with a date's brightening level over 16 px of the entries under 3σ, ``p0.3`` with ground
+        that stays at 0.3 of the brightening (``p0.3x8@0.5/0.5`` with a reach, cover or spill
+        other than the default's)."""
         r = self.rule
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
         shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
@@ -280,7 +297,13 @@ class PostStep:
                 "" if r.white_cloud_ratio == MASK_WHITE_CLOUD_RATIO else f"@{r.white_cloud_ratio:g}"
             )
             flat = f" wc{r.white_cloud:g}{ratio}"
-        rest = f"{level}{white}{edge}{near}{flat}"
+        persist = ""
+        if r.persist > 0:
+            persist = f" p{r.persist:g}"
+            shape = (r.persist_reach, r.persist_cover, r.persist_spill)
+            if shape != PERSIST_SHAPE:
+                persist += f"x{shape[0]}@{shape[1]:g}/{shape[2]:g}"
+        rest = f"{level}{white}{edge}{near}{flat}{persist}"
         return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{rest}"
 
     @property
@@ -309,11 +332,12 @@ def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
             white=white,
             white_cloud=0.0,  # offered in the third stage (white_clouds_of)
             shadow_near=0.0,  # offered in a fourth (benchmarks/mask_stage.py shadow-near)
+            persist=0.0,  # offered in a fifth (persist_of)
         )
         fills: tuple[HazeFill, ...] = ("ground",) if haze is None else HAZE_FILLS
         steps += [PostStep(rule, True, fill, offset) for fill in fills for offset in OFFSET_SCALES]
     # keep_clear off: the rule does not change the output; one per solve is enough to score it.
-    steps.append(PostStep(MaskRule(shadow_near=0.0), False))
+    steps.append(PostStep(MaskRule(shadow_near=0.0, persist=0.0), False))
     return steps
 
 
@@ -374,6 +398,34 @@ def near_of(step: PostStep) -> list[PostStep]:
     ]
 
 
+#: Ground that stays, the fifth stage's variants: the fraction of its brightening a flagged
+#: pixel keeps on the nearest acquisitions of other days (``MaskRule.persist``), at the
+#: default's reach, cover and spill (:data:`PERSIST_SHAPE`). They bracket what an in-sample
+#: look at the five sites found (2026-11-29, docs/REAL-CLOUDS.md, "Ground that stays").
+PERSIST = (0.3, 0.5)
+PERSIST_SHAPE = (MASK_PERSIST_REACH, MASK_PERSIST_COVER, MASK_PERSIST_SPILL)
+
+
+def persist_of(step: PostStep) -> list[PostStep]:
+    """The fifth stage's variants of a post-step: without ground that stays, then with each
+    of :data:`PERSIST`; keep_clear off: only as it is.
+
+    Parameters
+    ----------
+    step
+        A post-step of the grid, its white clouds or its shadow beside its cloud.
+
+    Returns
+    -------
+    list of PostStep
+        ``step`` without the rule first.
+    """
+    if not step.keep_clear:
+        return [step]
+    plain = step.with_rule(persist=0.0)
+    return [plain] + [plain.with_rule(persist=q) for q in PERSIST]
+
+
 def step_named(name: str) -> PostStep:
     """The post-step of the grid (:func:`post_steps`) labelled ``name``, or one of its white
     clouds (:func:`white_clouds_of`).
@@ -396,4 +448,4 @@ def step_named(name: str) -> PostStep:
 @functools.cache
 def _steps_by_name() -> dict[str, PostStep]:
     clouds = [v for step in post_steps() for v in white_clouds_of(step)]
-    return {n.name: n for v in clouds for n in near_of(v)}
+    return {p.name: p for v in clouds for n in near_of(v) for p in persist_of(n)}

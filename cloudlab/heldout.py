@@ -46,6 +46,7 @@ from cloudlab.candidates import (
     SolveSpec,
     ground_suffix,
     near_of,
+    persist_of,
     post_steps,
     step_named,
     white_clouds_of,
@@ -181,19 +182,24 @@ def choose(
     solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in four stages: among the candidates without the
+    """The candidate chosen on ``sites``, in five stages: among the candidates without the
     mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
     with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
     one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
     the one of least mean loss (as it is on a tie) with the solve's ground bounded as the
     pipeline bounds it (:func:`capped`), where that is scored; then that one with a shadow
-    beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way.
+    beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way;
+    then that one with ground that stays (:func:`cloudlab.candidates.persist_of`), the same way.
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
     whiteness test then removed their false clouds) and did worse held out
     (docs/REAL-CLOUDS.md)."""
-    later = scores.step.map(_has_white_clouds) | scores.step.map(_has_near)
+    later = (
+        scores.step.map(_has_white_clouds)
+        | scores.step.map(_has_near)
+        | scores.step.map(_has_persist)
+    )
     plain = scores[(scores.step.map(white_of) == 0.0) & ~later]
     best, info = least_loss(plain, sites, solves, masks)
     table = loss(scores, sites).dropna()
@@ -203,6 +209,7 @@ def choose(
     # default (capped: docs/REAL-CLOUDS.md, "White clouds"), where that solve is scored.
     best, info["white_clouds"] = _least_as_run(table, _stage_variants(best, white_clouds_of))
     best, info["shadow_near"] = _least_as_run(table, _stage_variants(best, near_of))
+    best, info["persist"] = _least_as_run(table, _stage_variants(best, persist_of))
     return best, info
 
 
@@ -279,6 +286,10 @@ def _stage_variants(candidate: str, variants_of: Callable[[PostStep], list[PostS
 
 def _has_near(step: str) -> bool:
     return any(part.startswith("n") and "x" in part for part in str(step).split(" "))
+
+
+def _has_persist(step: str) -> bool:
+    return any(part.startswith("p") and part[1:2].isdigit() for part in str(step).split(" "))
 
 
 def _has_white_clouds(step: str) -> bool:
@@ -586,10 +597,11 @@ def third_stage(
     sites: list[str],
     solves: tuple[SolveSpec, ...],
 ) -> tuple[tuple[SolveSpec, ...], list[PostStep]]:
-    """What the third and fourth stages of :func:`choose` need scored beyond the grid: the
+    """What the third to fifth stages of :func:`choose` need scored beyond the grid: the
     white clouds (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the
     choice on all ``sites``, and each of those (and the choice itself) with a shadow beside its
-    cloud (:func:`cloudlab.candidates.near_of`), on every solve of ``solves`` that shares a
+    cloud (:func:`cloudlab.candidates.near_of`), and each of all those with ground that stays
+    (:func:`cloudlab.candidates.persist_of`), on every solve of ``solves`` that shares a
     chosen solve's method and λ (its ground capped, floored or not: the held-out tables score
     each way). Only these: a table whose folds choose among other solves (the joint
     re-solve's, a floor's own choice) gets no third or fourth stage where its choice differs
@@ -619,6 +631,9 @@ def third_stage(
     # The fourth stage's too, of every white-cloud variant: which one the third stage takes is
     # known only once they are scored.
     steps += [n for variants in clouds for v in variants for n in near_of(v)[1:]]
+    # And the fifth's, of every one of those (with and without the shadow), for the same reason.
+    nears = [n for variants in clouds for v in variants for n in near_of(v)]
+    steps += [q for n in nears for q in persist_of(n)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 

@@ -166,7 +166,13 @@ def _series_rows(
     # Without the whiteness test (mask.white): this experiment's bands are a user's selection in
     # any order, and its figures (docs/REAL-CLOUDS.md, the first experiment) were made without it.
     rule = cloudcore.MaskRule(
-        **{"white": 0.0, "white_cloud": 0.0, "shadow_near": 0.0, **cfg.mask.overrides()}
+        **{
+            "white": 0.0,
+            "white_cloud": 0.0,
+            "shadow_near": 0.0,
+            "persist": 0.0,
+            **cfg.mask.overrides(),
+        }
     )
     matrices = [series.matrix(b) for b in bands]  # (D, observed) of each band
     for entry in cfg.solvers:

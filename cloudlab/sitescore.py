@@ -38,8 +38,11 @@ from cloudcore.masks import SHADOW as MASK_SHADOW
 from cloudcore.masks import (
     BandMean,
     MaskRule,
+    Neighbours,
     Whiteness,
     classify_scores,
+    neighbour_scores,
+    other_day_neighbours,
     whiteness_tests,
 )
 from cloudlab.baselines import MULTIBAND_BASELINES
@@ -99,6 +102,10 @@ class Solved:
     where negative, is taken out of its darkening.
     iterations
         The solve's iterations per band, where known (the plain solves of :func:`solve_specs`).
+
+    A rule with ground that stays (``MaskRule.persist``) reads each date's neighbours: the
+    dates before and after it in the series (every site's dates are days apart, checked in
+    tests/cloudlab/test_sites.py, so they are :func:`~cloudcore.masks.other_day_neighbours`).
     """
 
     def __init__(
@@ -136,6 +143,8 @@ class Solved:
             self.whiteness.add(frames, short=b == short_band)
         self.bright, self.dark = bright.mean(), dark.mean()
         self.bands = bright.count  # bands with a value, for the white clouds' test
+        self.seen = observed.T.reshape(n, *frame)
+        self._neighbours: Neighbours | None = None  # read by ground that stays, once
 
         # The whiteness tests of each rule's ratios, once (the grid's ~100 rules share a few).
         self._tests: dict[tuple[float, bool, float], tuple[Any, Any]] = {}
@@ -163,7 +172,13 @@ class Solved:
         if key not in self._tests:
             self._tests[key] = whiteness_tests(self.whiteness, rule, self.bands)
         white, flat = (None if t is None else t[pick] for t in self._tests[key])
-        return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white, flat)
+        around = None
+        if rule.persist > 0:
+            if self._neighbours is None:
+                days = other_day_neighbours(np.arange(self.seen.shape[0]))
+                self._neighbours = neighbour_scores(self.bright, self.seen, days)
+            around = self._neighbours.dates(pick)
+        return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white, flat, around)
 
 
 def solve_series(

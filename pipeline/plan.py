@@ -17,8 +17,11 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from pipeline.config import Config
 from pipeline.config.run import SCOPE_TRAITS
@@ -119,6 +122,19 @@ class RunPlan:
         take an old band for done.
         """
         return f"{BLENDED_PREFIX}{band}-{digest(sorted(self.solve_ids[band].values()))}"
+
+    @property
+    def date_neighbours(self) -> tuple[tuple[int, int], ...] | None:
+        """Each acquisition's nearest acquisitions of other days (at least 12 h before and
+        after; -1: none), which the mask's ground that stays reads
+        (:func:`cloudcore.masks.other_day_neighbours`); None when ``mask.persist`` is off."""
+        if self.config.mask.persist <= 0:
+            return None
+        from cloudcore.masks import other_day_neighbours
+
+        # A time without a zone is UTC (pipeline.ids.time_label).
+        days = [_utc(a.time).timestamp() / 86400.0 for a in self.acquisitions]
+        return tuple((int(b), int(a)) for b, a in other_day_neighbours(np.array(days)))
 
     @property
     def time_labels(self) -> list[str]:
@@ -245,6 +261,10 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         input_token=token,
         short_band=_short_band(config, bands),
     )
+
+
+def _utc(time: datetime) -> datetime:
+    return time.replace(tzinfo=UTC) if time.tzinfo is None else time
 
 
 def short_band(bands: tuple[str, ...], named: str | None = None) -> int:

@@ -17,6 +17,10 @@ from cloudcore.catalog import (
     MASK_LEVEL_BELOW,
     MASK_NEAR_REACH,
     MASK_OFFSET,
+    MASK_PERSIST,
+    MASK_PERSIST_COVER,
+    MASK_PERSIST_REACH,
+    MASK_PERSIST_SPILL,
     MASK_RADIUS,
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
@@ -60,6 +64,17 @@ class MaskConfig(ConfigSection):
     # `bright_level` px more around it. Measured by leave-one-site-out (docs/REAL-CLOUDS.md).
     bright_level: int = Field(default=MASK_BRIGHT_LEVEL, ge=0, le=64)
     level_below: float = Field(default=MASK_LEVEL_BELOW, gt=0)
+    # Ground that stays: a brightening flagged as cloud or haze is ground where, within
+    # `persist_reach` pixels, at least `persist_cover` of the flagged pixels kept this fraction
+    # of their brightening on the nearest acquisitions of other days (at least 12 h apart:
+    # GF-4's same-day acquisitions see the same clouds) before and after, and at most
+    # `persist_spill` of the pixels around them brightened by `haze` σ there. A field laid bare
+    # or snow stays where it is from day to day; a cloud does not. 0: off. Each core then reads
+    # `persist_reach` px more around it. Measured by leave-one-site-out (docs/REAL-CLOUDS.md).
+    persist: float = Field(default=MASK_PERSIST, ge=0, le=1)
+    persist_reach: int = Field(default=MASK_PERSIST_REACH, ge=1, le=64)
+    persist_cover: float = Field(default=MASK_PERSIST_COVER, gt=0, le=1)
+    persist_spill: float = Field(default=MASK_PERSIST_SPILL, ge=0, le=1)
     # Keep the observation where the mask says clear (provenance 1 in the cube), and the modelled
     # ground elsewhere; where a band did not observe the pixel the output is no data. With
     # keep_haze, the observation is kept under haze too (thin cloud: the ground is still seen;
@@ -105,7 +120,7 @@ class MaskConfig(ConfigSection):
     def options_off(self) -> set[str]:
         """The fields of the settings that came after the first cubes and are off here
         (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud, no white clouds,
-        no brightening level):
+        no brightening level, no ground that stays):
         a cube's identity and attributes leave them out, as before they existed, so cubes of
         earlier versions resume (:attr:`pipeline.plan.RunPlan.cube_token`,
         :func:`pipeline.solve.cube.open_cube`)."""
@@ -115,6 +130,8 @@ class MaskConfig(ConfigSection):
         off |= set() if self.shadow_near > 0 else {"shadow_near", "near_reach"}
         off |= set() if self.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
         off |= set() if self.bright_level > 0 else {"bright_level", "level_below"}
+        persist = {"persist", "persist_reach", "persist_cover", "persist_spill"}
+        off |= set() if self.persist > 0 else persist
         return off
 
     @model_validator(mode="after")

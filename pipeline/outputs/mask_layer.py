@@ -67,6 +67,7 @@ from cloudcore.masks import (
     MaskRule,
     classify_scores,
     kept_codes,
+    neighbour_scores,
 )
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
@@ -125,6 +126,9 @@ class MaskJob:
     offset: float | None = None
     # The band the whiteness test (rule.white > 0) reads as the shortest (RunPlan.short_band).
     short_band: int = 0
+    # Each date's nearest dates of other days, before and after (-1: none), which ground that
+    # stays reads (rule.persist > 0; RunPlan.date_neighbours); None: off.
+    neighbours: tuple[tuple[int, int], ...] | None = None
 
     @property
     def reach(self) -> int:
@@ -323,7 +327,12 @@ def _row_codes(
             held.append(_scores(arrays, seen, job, scales, window))
         held = [s for s in held if s.col_end > c0]
         bright, dark, observed, white, flat = _columns(held, c0, c1)
-        codes = classify_scores(bright, dark, observed, job.rule, white, flat)
+        around = None
+        if job.rule.persist > 0:
+            if job.neighbours is None:
+                raise ValueError(f"{job.task_id}: mask.persist is on but no date neighbours")
+            around = neighbour_scores(bright, observed, np.asarray(job.neighbours))
+        codes = classify_scores(bright, dark, observed, job.rule, white, flat, around)
         context = _context(tile, job)
         inner = _crop(codes, context, Window(r0, c0, r1 - r0, c1 - c0))
         yield tile, context, np.ascontiguousarray(inner)

@@ -159,6 +159,7 @@ class ProductTasks:
                 provider=quality.combine if quality is not None else None,
                 offset=config.applied_offset,
                 short_band=plan.short_band,
+                neighbours=plan.date_neighbours,
             )
             for r in range(tiles.n_rows)
         )
