@@ -149,7 +149,13 @@ def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
 
 
 def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves() -> None:
-    from cloudlab.candidates import CAPPED_SOLVES, near_of, step_named, white_clouds_of
+    from cloudlab.candidates import (
+        CAPPED_SOLVES,
+        near_of,
+        persist_of,
+        step_named,
+        white_clouds_of,
+    )
     from cloudlab.heldout import third_stage
 
     pred = {("aatm-starx1.4", STEP): {s: 0.2 for s in SITES}}
@@ -161,8 +167,10 @@ def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves(
     clouds = white_clouds_of(step_named(STEP))
     near = [n for v in clouds for n in near_of(v)[1:]]
     # The white clouds, then each white-cloud variant (the step itself too) with a shadow
-    # beside its cloud: 1.5σ within 8 or 16 px (STEP's shadow threshold is 2σ).
-    assert steps == clouds[1:] + near and len(steps) == 3 + 4 * 2
+    # beside its cloud: 1.5σ within 8 or 16 px (STEP's shadow threshold is 2σ); then each of
+    # those, with and without the shadow, with ground that stays at 0.3 and 0.5.
+    stays = [q for v in clouds for n in near_of(v) for q in persist_of(n)[1:]]
+    assert steps == clouds[1:] + near + stays and len(steps) == 3 + 4 * 2 + 4 * 3 * 2
 
 
 def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> None:
@@ -529,7 +537,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
     grid's, the second pass's baselines and grid steps left out (each is scored once)."""
     import cloudlab.heldout as heldout
-    from cloudlab.candidates import near_of, step_named, white_clouds_of
+    from cloudlab.candidates import near_of, persist_of, step_named, white_clouds_of
 
     sites = ["a", "b", "c"]
     calls: list[tuple] = []
@@ -573,6 +581,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     assert len(calls) == 2 and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
     clouds = white_clouds_of(step_named(STEP))
     variants = clouds[1:] + [n for v in clouds for n in near_of(v)[1:]]  # stages three, four
+    variants += [q for v in clouds for n in near_of(v) for q in persist_of(n)[1:]]  # five
     assert [v.name for v in calls[1][1][0][0]] == [v.name for v in variants]
     scores = pd.read_csv(tmp_path / "scores.csv", keep_default_na=False)
     median = scores[scores.solve == "temporal-median"]
