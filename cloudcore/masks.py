@@ -183,6 +183,7 @@ def classify(
     observed: np.ndarray,
     rule: MaskRule = MaskRule(),
     short_band: int | None = None,
+    neighbours: np.ndarray | None = None,
 ) -> np.ndarray:
     """Mask codes per date and pixel from the bands' anomalies.
 
@@ -203,6 +204,9 @@ def classify(
         The index of the band of shortest wavelength (:class:`Whiteness`): required with
         ``rule.white`` or ``rule.white_cloud`` > 0 and more than one band (the bands' order
         says nothing of their wavelengths), not read otherwise.
+    neighbours
+        ``(dates, 2)`` each date's nearest dates of other days (:func:`other_day_neighbours`):
+        required with ``rule.persist`` > 0, not read otherwise.
 
     Returns
     -------
@@ -212,8 +216,11 @@ def classify(
     added = add_bands(brightening, scales)
     bright = added.mean()
     dark = add_bands(darkening, scales).mean() if darkening is not None else None
+    around = None
+    if rule.persist > 0 and neighbours is not None:
+        around = neighbour_scores(bright, observed, neighbours)
     if not rule.reads_whiteness:
-        return classify_scores(bright, dark, observed, rule)
+        return classify_scores(bright, dark, observed, rule, neighbours=around)
     if short_band is None and len(brightening) > 1:
         raise ValueError(
             f"a rule with white={rule.white:g} or white_cloud={rule.white_cloud:g} needs "
@@ -223,7 +230,7 @@ def classify(
     for b, band in enumerate(brightening):
         whiteness.add(band, short=b == (short_band or 0))
     white, flat = whiteness_tests(whiteness, rule, added.count)
-    return classify_scores(bright, dark, observed, rule, white, flat)
+    return classify_scores(bright, dark, observed, rule, white, flat, around)
 
 
 def whiteness_tests(

@@ -409,3 +409,106 @@ def test_a_date_brighter_everywhere_is_not_cloud_where_it_is_no_brighter_than_ar
     m, crop = edge.context, (slice(None), slice(4, 36), slice(5, 45))
     part = classify_scores(bright[crop], dark[crop], observed[crop], edge)
     assert np.array_equal(part[:, m:-m, m:-m], whole[:, 4 + m : 36 - m, 5 + m : 45 - m])
+
+
+def _persist_scene() -> tuple[np.ndarray, np.ndarray, MaskRule]:
+    """Four dates, one day apart, 40 × 60 px, brightening A/σ: a bright field (rows 5–9, cols
+    5–9) on dates 1, 2 and 3, brightened 10σ on date 2 and 8σ on 1 and 3 (ground that stays); a
+    cloud (rows 20–27, cols 20–27) on date 2 alone; a cloud on date 2 (cols 40–47) whose
+    neighbours are cloudy all round it (a deck, rows 15–35, cols 35–55, at 9σ)."""
+    bright = np.zeros((4, 40, 60), np.float32)
+    bright[1:4, 5:10, 5:10] = 8.0
+    bright[2, 5:10, 5:10] = 10.0
+    bright[2, 20:28, 20:28] = 12.0
+    bright[[1, 3], 15:35, 35:55] = 9.0
+    bright[2, 20:28, 40:48] = 12.0
+    observed = np.ones(bright.shape, bool)
+    rule = MaskRule(cloud=6, haze=6, shadow=3, white=0, white_cloud=0, shadow_near=0, persist=0.3)
+    return bright, observed, rule
+
+
+def test_ground_that_stays_is_clear_and_a_cloud_or_a_deck_is_not() -> None:
+    """``persist``: a flagged brightening that keeps at least that fraction of itself in place
+    on the neighbouring days, with the pixels around it not cloud-bright there, is clear; a
+    cloud of one day and a cloud under a deck on the neighbours stay cloud; without
+    neighbours, off, or asked for a larger fraction than is kept, the field is cloud."""
+    from cloudcore.masks import neighbour_scores, other_day_neighbours
+
+    bright, observed, rule = _persist_scene()
+    nb = neighbour_scores(bright, observed, other_day_neighbours(np.arange(4.0)))
+    codes = classify_scores(bright, None, observed, rule, neighbours=nb)
+    assert (codes[2, 5:10, 5:10] == CLEAR).all()  # the field: 8 ≥ 0.3 · 10 on days 1 and 3
+    assert (codes[2, 20:28, 20:28] == CLOUD).all()  # a cloud of its day
+    assert (codes[2, 20:28, 40:48] == CLOUD).all()  # under a deck on both neighbours
+    # Date 1's field has a neighbour before it (date 0) without the field: cloud; date 3's is
+    # the last date, its one neighbour (2) has it: clear.
+    assert (codes[1, 5:10, 5:10] == CLOUD).all() and (codes[3, 5:10, 5:10] == CLEAR).all()
+    # Asked to keep more than 0.8 of itself (8 of 10): cloud. Off: cloud. No neighbours: cloud.
+    assert (
+        classify_scores(bright, None, observed, replace(rule, persist=0.9), neighbours=nb)[
+            2, 5:10, 5:10
+        ]
+        == CLOUD
+    ).all()
+    assert (
+        classify_scores(bright, None, observed, replace(rule, persist=0))[2, 5:10, 5:10] == CLOUD
+    ).all()
+    alone = neighbour_scores(bright, observed, np.full((4, 2), -1))
+    every = np.where(bright >= 6, CLOUD, CLEAR)
+    assert np.array_equal(classify_scores(bright, None, observed, rule, neighbours=alone), every)
+    # A neighbour that did not observe the field is no evidence of it: cloud.
+    unseen = observed.copy()
+    unseen[3, 5:10, 5:10] = False
+    blind = neighbour_scores(bright, unseen, other_day_neighbours(np.arange(4.0)))
+    assert (
+        classify_scores(bright, None, observed, rule, neighbours=blind)[2, 5:10, 5:10] == CLOUD
+    ).all()
+    with pytest.raises(ValueError, match=r"persist=0\.3 needs the dates' neighbours"):
+        classify_scores(bright, None, observed, rule)
+
+
+def test_ground_that_stays_is_the_same_in_any_crop_with_its_context() -> None:
+    """The shares are exact window means: a crop with ``rule.context`` around it gives the
+    whole frame's codes, and the context counts the reach."""
+    from cloudcore.masks import neighbour_scores, other_day_neighbours
+
+    rng = np.random.default_rng(5)
+    bright, observed, rule = _persist_scene()
+    bright = bright + rng.uniform(0.0, 4.0, bright.shape).astype(np.float32)
+    rule = replace(rule, persist_reach=6, shadow_near=1.5, near_reach=4)
+    assert rule.context == 6 + 4 and replace(rule, persist=0).context == 4
+    days = other_day_neighbours(np.arange(4.0))
+    dark = rng.normal(0.0, 1.0, bright.shape).astype(np.float32)
+    whole = classify_scores(
+        bright, dark, observed, rule, neighbours=neighbour_scores(bright, observed, days)
+    )
+    assert (whole == CLEAR).any() and (whole == CLOUD).any()
+    m, crop = rule.context, (slice(None), slice(3, 37), slice(2, 50))
+    part = classify_scores(
+        bright[crop],
+        dark[crop],
+        observed[crop],
+        rule,
+        neighbours=neighbour_scores(bright[crop], observed[crop], days),
+    )
+    assert np.array_equal(part[:, m:-m, m:-m], whole[:, 3 + m : 37 - m, 2 + m : 50 - m])
+
+
+def test_the_neighbours_are_the_nearest_acquisitions_of_other_days() -> None:
+    """GF-4 stares: acquisitions of the same day (minutes apart) are not each other's
+    neighbours; the nearest at least 12 h before and after are, of equal ones the later."""
+    from cloudcore.masks import other_day_neighbours
+
+    t = np.array(
+        [
+            "2020-06-01T01:00",
+            "2020-06-01T01:20",
+            "2020-06-02T02:00",
+            "2020-06-02T02:00",
+            "2020-06-04T01:00",
+        ],
+        dtype="datetime64[s]",
+    )
+    got = other_day_neighbours(t)
+    assert got.tolist() == [[-1, 3], [-1, 3], [1, 4], [1, 4], [3, -1]]
+    assert other_day_neighbours(np.array([0.0, 1.0, 2.0])).tolist() == [[-1, 1], [0, 2], [1, -1]]

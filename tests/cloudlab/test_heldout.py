@@ -136,6 +136,30 @@ def test_a_shadow_beside_its_cloud_is_chosen_fourth_given_the_rest_of_the_candid
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
 
 
+def test_ground_that_stays_is_chosen_fifth_given_the_rest_of_the_candidate() -> None:
+    """Stage five only adds ground that stays to the candidate the first four chose, off on a
+    tie; a rule with it does not enter stage one, and its label names the grid's step."""
+    from cloudlab.candidates import persist_of, step_named
+
+    stays = "c6 h3 s2 r0 g0 p0.3 keep:observed"
+    assert [v.name for v in persist_of(step_named(STEP))] == [
+        STEP,
+        stays,
+        "c6 h3 s2 r0 g0 p0.5 keep:observed",
+    ]
+    assert step_named(stays).rule.persist == 0.3
+    pred = {
+        ("aatm-star", STEP): {s: 0.20 for s in SITES},
+        ("aatm-star", stays): {s: 0.15 for s in SITES},
+        ("rpca-auto", STEP): {s: 0.30 for s in SITES},
+        ("rpca-auto", "c6 h3 s2 r0 g0 p0.5 keep:observed"): {s: 0.05 for s in SITES},
+    }
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {stays}" and set(info["persist"]) == {STEP, stays}
+    pred[("aatm-star", stays)] = {s: 0.20 for s in SITES}  # a tie: off
+    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
+
+
 def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
     """A step with white clouds is one of its own variants: a run of today's chooses among
     its variants without a label twice (``benchmarks/mask_stage.py`` on such a run)."""

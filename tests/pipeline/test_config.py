@@ -222,3 +222,16 @@ def test_the_brightening_level_is_off_by_default_and_left_out_of_the_cube_identi
     with pytest.raises(ConfigError) as info:
         parse(_with("mask", {"bright_level": 65}), Config)
     assert "mask.bright_level" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_ground_that_stays_off_is_left_out_of_the_cube_identity() -> None:
+    """``mask.persist`` 0 leaves its four fields out of the cube's identity, as before they
+    existed; set, they are in it and in the rule; a fraction above 1 names the key."""
+    fields = {"persist", "persist_reach", "persist_cover", "persist_spill"}
+    assert fields <= parse(_with("mask", {"persist": 0}), Config).mask.options_off()
+    cfg = parse(_with("mask", {"persist": 0.5, "persist_reach": 4}), Config)
+    assert fields.isdisjoint(cfg.mask.options_off())
+    assert (cfg.mask.rule().persist, cfg.mask.rule().persist_reach) == (0.5, 4)
+    with pytest.raises(ConfigError) as info:
+        parse(_with("mask", {"persist": 1.5}), Config)
+    assert "mask.persist" in str(info.value) and "\n" not in str(info.value)

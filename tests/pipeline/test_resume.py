@@ -221,3 +221,26 @@ def test_a_row_asks_for_the_next_tile_s_input_before_reading_it(
     ahead = chunk_files(layout.input_store, ["observed"], [0], range(1, tiles.n_cols), b)
     count, unasked = reads_asked_before(events, set(ahead))
     assert tiles.n_cols >= 2 and count >= len(ahead) and not unasked
+
+
+def test_ground_that_stays_reads_the_acquisitions_of_other_days_and_keys_the_cube(
+    geotiff_series: SimulatedProducts, tmp_path: Path
+) -> None:
+    """With ``mask.persist`` the plan gives the mask pass each acquisition's nearest
+    acquisitions at least 12 h before and after, from their UTC times; the cube's identity
+    changes with it (the mask does) and not the solves'. Off, there are none."""
+    from datetime import UTC
+
+    from cloudcore.masks import other_day_neighbours
+
+    base = config_dict(tmp_path / "out", list(geotiff_series.paths))
+    plain = make_plan(parse(base, Config))
+    stays = make_plan(parse({**base, "mask": {"persist": 0.3}}, Config))
+    off = make_plan(parse({**base, "mask": {"persist": 0}}, Config))
+    assert off.date_neighbours is None and off.cube_token != stays.cube_token
+    assert stays.solve_ids == plain.solve_ids
+    times = [a.time for a in stays.acquisitions]
+    days = [(t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp() / 86400 for t in times]
+    expected = [tuple(int(i) for i in row) for row in other_day_neighbours(days)]
+    assert stays.date_neighbours is not None and list(stays.date_neighbours) == expected
+    assert len(expected) == len(times) and any(b >= 0 or a >= 0 for b, a in expected)

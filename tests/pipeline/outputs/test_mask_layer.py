@@ -18,7 +18,7 @@ import zarr
 from affine import Affine
 from scipy import ndimage
 
-from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear
+from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear, other_day_neighbours
 from pipeline.grid.target import TargetGrid
 from pipeline.grid.tiling import TileGrid
 from pipeline.outputs.kept import FILLED, OBSERVED
@@ -105,6 +105,7 @@ def _mask_all_rows(
     haze: bool = True,
     offset: float | None = None,
     short_band: int = 0,
+    neighbours: tuple[tuple[int, int], ...] | None = None,
 ) -> None:
     """Run the mask task of every tile row, as a run does."""
     for row in range(grid.n_rows):
@@ -124,27 +125,37 @@ def _mask_all_rows(
                 haze=haze,
                 offset=offset,
                 short_band=short_band,
+                neighbours=neighbours,
             )
         )
 
 
 @pytest.mark.parametrize(
-    ("width", "radius", "white", "edge", "near", "level"),
+    ("width", "radius", "white", "edge", "near", "level", "persist"),
     # last tile column 22 px wide; 1 px wide, narrower than the opening; a whiteness test whose
     # shortest band is the second; shadows extended into their edges (mask.shadow_edge);
     # shadows beside their clouds, 12 px away at most, farther than a tile's overlap
-    # (mask.shadow_near); with them, a date's brightening level over 10 px (mask.bright_level)
+    # (mask.shadow_near); with them, a date's brightening level over 10 px (mask.bright_level);
+    # with them, ground that stays (mask.persist) across a core border
     [
-        (150, 1, 0.0, 0.0, 0.0, 0),
-        (129, 2, 0.0, 0.0, 0.0, 0),
-        (150, 1, 0.5, 0.0, 0.0, 0),
-        (129, 1, 0.0, 1.0, 0.0, 0),
-        (129, 1, 0.0, 0.0, 1.25, 0),
-        (129, 1, 0.0, 0.0, 1.25, 10),
+        (150, 1, 0.0, 0.0, 0.0, 0, 0.0),
+        (129, 2, 0.0, 0.0, 0.0, 0, 0.0),
+        (150, 1, 0.5, 0.0, 0.0, 0, 0.0),
+        (129, 1, 0.0, 1.0, 0.0, 0, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 0, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 10, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 0, 0.3),
     ],
 )
 def test_row_sweep_equals_the_whole_scene_classification(
-    tmp_path: Path, width: int, radius: int, white: float, edge: float, near: float, level: int
+    tmp_path: Path,
+    width: int,
+    radius: int,
+    white: float,
+    edge: float,
+    near: float,
+    level: int,
+    persist: float,
 ) -> None:
     height = 70  # tile rows of 32, 32 and 6
     grid = TileGrid(height, width, TILE, OVERLAP)
@@ -161,6 +172,9 @@ def test_row_sweep_equals_the_whole_scene_classification(
         blobs = scene["cloud"] > 0.04
         rings = ndimage.binary_dilation(blobs, np.ones((1, 1, 3, 3), bool), iterations=6)
         scene["shadow"][rings & ~blobs & np.isfinite(scene["observed"])] += 0.03
+    if persist:  # a bright field on every date, across a core border: ground that stays
+        scene["cloud"][:, :, 40:48, 26:40] += 0.1
+        scene["cloud"][np.isnan(scene["observed"])] = 0.0
     if level:  # the last date brightened by 5σ across its left half (haze or cloud without)
         scene["cloud"][2, :, :, : width // 2] += np.array([0.05, 0.1])[:, None, None]
         scene["cloud"][np.isnan(scene["observed"])] = 0.0
@@ -177,7 +191,9 @@ def test_row_sweep_equals_the_whole_scene_classification(
         near_reach=12,
         bright_level=level,
         level_below=5.5,
+        persist=persist,
     )
+    days = other_day_neighbours(np.arange(N_DATES, dtype=float))
     scales = (0.01, 0.02)
     # Each band's σ is the median of its tiles' records, read from the row markers: here one
     # marker per band with three tiles (one empty, whose σ 0 does not count).
@@ -189,34 +205,48 @@ def test_row_sweep_equals_the_whole_scene_classification(
         markers.append(tmp_path / f"{band}-r00.json")
         write_marker(markers[-1], {"tiles": tiles})
     records = (*markers, tmp_path / "not-written.json")
-    _mask_all_rows(grid, source, cube, records, rule, keep_clear=True, short_band=1)
+    neighbours = tuple((int(b), int(a)) for b, a in days) if persist else None
+    _mask_all_rows(
+        grid, source, cube, records, rule, keep_clear=True, short_band=1, neighbours=neighbours
+    )
 
     unseen = ~np.isfinite(scene["observed"])
     bright = np.where(unseen, np.nan, scene["cloud"] + scene["haze"]).transpose(1, 0, 2, 3)
     dark = np.where(unseen, np.nan, scene["shadow"]).transpose(1, 0, 2, 3)
     seen = (~unseen).any(axis=1)
-    expected = classify(bright, dark, np.array(scales), seen, rule, short_band=1)
+    expected = classify(bright, dark, np.array(scales), seen, rule, short_band=1, neighbours=days)
     group = zarr.open_group(store=str(cube), mode="r")
     codes = np.asarray(group["mask"][:])
     assert np.array_equal(codes, expected)
     # Every class occurs, and the opening changed codes (it reaches across cores here).
     assert set(np.unique(codes)) >= {0, 1, 2, 3, NODATA}
-    unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0), 1)
+    unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0), 1, days)
     assert not np.array_equal(codes, unopened)
     if edge:  # the shadows grew into their edges
-        plain = classify(bright, dark, np.array(scales), seen, replace(rule, shadow_edge=0.0), 1)
+        plain = classify(
+            bright, dark, np.array(scales), seen, replace(rule, shadow_edge=0.0), 1, days
+        )
         assert ((codes == 3) & (plain == 0)).any() and not ((plain == 3) & (codes != 3)).any()
     if near:  # the darkened entries near clouds became shadow, those far from any did not
-        plain = classify(bright, dark, np.array(scales), seen, replace(rule, shadow_near=0.0), 1)
+        plain = classify(
+            bright, dark, np.array(scales), seen, replace(rule, shadow_near=0.0), 1, days
+        )
         added = (codes == 3) & (plain == 0)
         assert added.any() and ((plain == 0) & (codes == 0)).any()
         clouds = ndimage.binary_dilation(codes == 2, np.ones((1, 25, 25), bool))
         assert not (added & ~clouds).any()
     if level:  # the brightened half is no brighter than around it (but near its edge)
-        plain = classify(bright, dark, np.array(scales), seen, replace(rule, bright_level=0), 1)
+        plain = classify(
+            bright, dark, np.array(scales), seen, replace(rule, bright_level=0), 1, days
+        )
         assert ((plain[2] != 0) & (codes[2] == 0)).sum() > 1000
+    if persist:  # the field is ground where it stays (clear), cloud without the rule
+        plain = classify(bright, dark, np.array(scales), seen, replace(rule, persist=0.0), 1, days)
+        field = codes[:, 41:47, 27:39]  # clear, or shadow where a blob darkened it
+        assert (plain[:, 41:47, 27:39] == 2).all() and not (field == 2).any()
+        assert (field == 0).mean() > 0.8
     if white:  # the first band's own brightening is not cloud: the test removed it
-        untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1)
+        untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1, days)
         assert (untested[1, 22:38, 42:58] == 2).all() and (codes[1, 22:38, 42:58] == 0).all()
 
     clear_mask = (codes == CLEAR)[:, None]
