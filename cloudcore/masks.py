@@ -205,8 +205,8 @@ def classify(
         ``rule.white`` or ``rule.white_cloud`` > 0 and more than one band (the bands' order
         says nothing of their wavelengths), not read otherwise.
     neighbours
-        ``(dates, 2)`` each date's nearest dates of other days (:func:`other_day_neighbours`):
-        required with ``rule.persist`` > 0, not read otherwise.
+        ``(dates, 2)`` each date's nearest dates of other days (:func:`other_day_neighbours`),
+        which ``rule.persist`` > 0 reads; None: none (a series of one day).
 
     Returns
     -------
@@ -277,11 +277,10 @@ def classify_scores(
     white enough to be cloud from ``rule.white_cloud`` σ, required when that is > 0
     (:func:`whiteness_tests` gives both); neither is read otherwise. ``neighbours`` (the
     brightening of each date's nearest acquisitions of other days, :func:`neighbour_scores`) is
-    required when ``rule.persist`` > 0 and not read otherwise."""
+    what ``rule.persist`` > 0 reads; None: no date has one (a series of one day), and the rule
+    changes nothing."""
     if rule.white_cloud > 0 and flat is None:
         raise ValueError(f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness")
-    if rule.persist > 0 and neighbours is None:
-        raise ValueError(f"a rule with persist={rule.persist:g} needs the dates' neighbours")
     own = bright  # the brightening as measured, before the level and the whiteness test
     if rule.bright_level > 0:
         # Counted: entries brightened less than a cloud's, so a cloud does not raise the level

@@ -127,14 +127,16 @@ class RunPlan:
     def date_neighbours(self) -> tuple[tuple[int, int], ...] | None:
         """Each acquisition's nearest acquisitions of other days (at least 12 h before and
         after; -1: none), which the mask's ground that stays reads
-        (:func:`cloudcore.masks.other_day_neighbours`); None when ``mask.persist`` is off."""
+        (:func:`cloudcore.masks.other_day_neighbours`); None when ``mask.persist`` is off or no
+        acquisition has one (a series of one day: the rule would change nothing)."""
         if self.config.mask.persist <= 0:
             return None
         from cloudcore.masks import other_day_neighbours
 
         # A time without a zone is UTC (pipeline.ids.time_label).
         days = [_utc(a.time).timestamp() / 86400.0 for a in self.acquisitions]
-        return tuple((int(b), int(a)) for b, a in other_day_neighbours(np.array(days)))
+        found = other_day_neighbours(np.array(days))
+        return tuple((int(b), int(a)) for b, a in found) if (found >= 0).any() else None
 
     @property
     def time_labels(self) -> list[str]:

@@ -127,7 +127,7 @@ class MaskJob:
     # The band the whiteness test (rule.white > 0) reads as the shortest (RunPlan.short_band).
     short_band: int = 0
     # Each date's nearest dates of other days, before and after (-1: none), which ground that
-    # stays reads (rule.persist > 0; RunPlan.date_neighbours); None: off.
+    # stays reads (rule.persist > 0; RunPlan.date_neighbours); None: no date has one.
     neighbours: tuple[tuple[int, int], ...] | None = None
 
     @property
@@ -327,10 +327,8 @@ def _row_codes(
             held.append(_scores(arrays, seen, job, scales, window))
         held = [s for s in held if s.col_end > c0]
         bright, dark, observed, white, flat = _columns(held, c0, c1)
-        around = None
-        if job.rule.persist > 0:
-            if job.neighbours is None:
-                raise ValueError(f"{job.task_id}: mask.persist is on but no date neighbours")
+        around = None  # no neighbours (a series of one day): ground that stays changes nothing
+        if job.rule.persist > 0 and job.neighbours is not None:
             around = neighbour_scores(bright, observed, np.asarray(job.neighbours))
         codes = classify_scores(bright, dark, observed, job.rule, white, flat, around)
         context = _context(tile, job)

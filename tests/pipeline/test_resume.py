@@ -229,7 +229,8 @@ def test_ground_that_stays_reads_the_acquisitions_of_other_days_and_keys_the_cub
     """With ``mask.persist`` the plan gives the mask pass each acquisition's nearest
     acquisitions at least 12 h before and after, from their UTC times; the cube's identity
     changes with it (the mask does) and not the solves'. Off, there are none."""
-    from datetime import UTC
+    import dataclasses
+    from datetime import UTC, timedelta
 
     from cloudcore.masks import other_day_neighbours
 
@@ -244,3 +245,12 @@ def test_ground_that_stays_reads_the_acquisitions_of_other_days_and_keys_the_cub
     expected = [tuple(int(i) for i in row) for row in other_day_neighbours(days)]
     assert stays.date_neighbours is not None and list(stays.date_neighbours) == expected
     assert len(expected) == len(times) and any(b >= 0 or a >= 0 for b, a in expected)
+    # A series of one day (GF-4 staring): no neighbours, nothing for the mask pass to read.
+    one_day = dataclasses.replace(
+        stays,
+        acquisitions=tuple(
+            dataclasses.replace(acq, time=times[0] + timedelta(minutes=20 * k))
+            for k, acq in enumerate(stays.acquisitions)
+        ),
+    )
+    assert one_day.date_neighbours is None
