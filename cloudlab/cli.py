@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
         "measured, not among the defaults' candidates; docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(
+        "--persist",
+        action="store_true",
+        help="also offer ground that stays (mask.persist) in a fifth stage (measured, not among "
+        "the defaults' candidates: it keeps real clouds in place on other days; "
+        "docs/REAL-CLOUDS.md)",
+    )
+    heldout.add_argument(
         "--scale-statistic",
         choices=("median", "quartile"),  # cloudcore.anomaly.SCALE_STATISTICS, without numba
         default="median",
@@ -199,6 +206,7 @@ def _heldout(args: argparse.Namespace) -> int:
             workers=args.workers,
             shadow_model=args.shadow_model,
             floor=args.floor,
+            persist=args.persist,
             scale_statistic=args.scale_statistic,
             rho=args.rho,
         )

@@ -189,7 +189,8 @@ def choose(
     the one of least mean loss (as it is on a tie) with the solve's ground bounded as the
     pipeline bounds it (:func:`capped`), where that is scored; then that one with a shadow
     beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way;
-    then that one with ground that stays (:func:`cloudlab.candidates.persist_of`), the same way.
+    then that one with ground that stays (:func:`cloudlab.candidates.persist_of`) where scored
+    (``--persist``), the same way.
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
@@ -495,6 +496,7 @@ def run_heldout(
     scale_statistic: str = "median",
     floor: bool = False,
     rho: float | None = None,
+    persist: bool = False,
 ) -> dict[str, Any]:
     """Score every site, choose by leave-one-site-out, write the tables (module docstring).
 
@@ -521,6 +523,11 @@ def run_heldout(
         The ALM's growth of μ per iteration in every solve (None: cloudcore's 1.5, the
         paper's); a larger one takes fewer iterations and changes the result (measured, not the
         default; docs/PERFORMANCE.md).
+    persist
+        Also score ground that stays (:func:`cloudlab.candidates.persist_of`) for the fifth
+        stage of :func:`choose` (measured, not among the defaults' candidates: the loss cannot
+        see the real clouds it keeps where they are in place on other days;
+        docs/REAL-CLOUDS.md, "Ground that stays").
 
     Returns
     -------
@@ -544,7 +551,7 @@ def run_heldout(
         rows = pd.DataFrame([r for res in results for r in res[0]])
         masks = pd.DataFrame([r for res in results for r in res[1]])
         # The third stage's variants, of the candidates the first two chose (choose).
-        stage_solves, stage_steps = third_stage(pooled(rows), masks, names, solves)
+        stage_solves, stage_steps = third_stage(pooled(rows), masks, names, solves, persist)
         staged = []
         if stage_steps:
             args = [pairs] * count, [0] * count, [stage_solves] * count, [scale_statistic] * count
@@ -566,6 +573,7 @@ def run_heldout(
         floor=floor,
         scale_statistic=scale_statistic,
         rho=rho,
+        persist=persist,
     )
     settings = {"rho": PAPER_RHO if rho is None else rho, "command": command}
     (out / "settings.json").write_text(json.dumps(settings))
@@ -596,6 +604,7 @@ def third_stage(
     masks: pd.DataFrame,
     sites: list[str],
     solves: tuple[SolveSpec, ...],
+    persist: bool = False,
 ) -> tuple[tuple[SolveSpec, ...], list[PostStep]]:
     """What the third to fifth stages of :func:`choose` need scored beyond the grid: the
     white clouds (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the
@@ -615,6 +624,8 @@ def third_stage(
         The sites.
     solves
         The solves scored.
+    persist
+        Also the fifth stage's ground that stays (``--persist``).
 
     Returns
     -------
@@ -631,9 +642,9 @@ def third_stage(
     # The fourth stage's too, of every white-cloud variant: which one the third stage takes is
     # known only once they are scored.
     steps += [n for variants in clouds for v in variants for n in near_of(v)[1:]]
-    # And the fifth's, of every one of those (with and without the shadow), for the same reason.
-    nears = [n for variants in clouds for v in variants for n in near_of(v)]
-    steps += [q for n in nears for q in persist_of(n)[1:]]
+    if persist:  # and the fifth's, of every one of those (with the shadow or not), likewise
+        nears = [n for variants in clouds for v in variants for n in near_of(v)]
+        steps += [q for n in nears for q in persist_of(n)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 

@@ -70,7 +70,8 @@ class MaskConfig(ConfigSection):
     # GF-4's same-day acquisitions see the same clouds) before and after, and at most
     # `persist_spill` of the pixels around them brightened by `haze` σ there. A field laid bare
     # or snow stays where it is from day to day; a cloud does not. 0: off. Each core then reads
-    # `persist_reach` px more around it. Chosen by leave-one-site-out (docs/REAL-CLOUDS.md).
+    # `persist_reach` px more around it. Measured held out, off: it also keeps real clouds that
+    # are in place on the neighbouring days (docs/REAL-CLOUDS.md, "Ground that stays").
     persist: float = Field(default=MASK_PERSIST, ge=0, le=1)
     persist_reach: int = Field(default=MASK_PERSIST_REACH, ge=1, le=64)
     persist_cover: float = Field(default=MASK_PERSIST_COVER, gt=0, le=1)

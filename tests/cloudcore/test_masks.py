@@ -521,3 +521,24 @@ def test_the_neighbours_are_the_nearest_acquisitions_of_other_days() -> None:
     got = other_day_neighbours(t)
     assert got.tolist() == [[-1, 3], [-1, 3], [1, 4], [1, 4], [3, -1]]
     assert other_day_neighbours(np.array([0.0, 1.0, 2.0])).tolist() == [[-1, 1], [0, 2], [1, -1]]
+
+
+def test_ground_that_stays_cannot_tell_a_cloud_that_stays_and_is_off_by_default() -> None:
+    """Why ``persist`` is off by default: a cloud that drifts 1 px a day over the same pixels
+    (a deck held by the terrain, fog, a slow system) is, to the rule, ground that stays; the
+    real-cloud references hold such clouds (docs/REAL-CLOUDS.md, "Ground that stays")."""
+    from cloudcore.masks import neighbour_scores, other_day_neighbours
+
+    bright = np.zeros((3, 30, 30), np.float32)
+    for t in range(3):
+        bright[t, 10 + t : 18 + t, 10 + t : 18 + t] = 12.0 - t
+    observed = np.ones(bright.shape, bool)
+    assert MaskRule().persist == 0.0
+    rule = MaskRule(cloud=6, haze=6, white=0, white_cloud=0, shadow_near=0, persist=0.3)
+    nb = neighbour_scores(bright, observed, other_day_neighbours(np.arange(3.0)))
+    codes = classify_scores(bright, None, observed, rule, neighbours=nb)
+    assert (codes[1, 11:19, 11:19] == CLEAR).all()
+    assert (
+        classify_scores(bright, None, observed, MaskRule(white=0, white_cloud=0))[1, 11:19, 11:19]
+        == CLOUD
+    ).all()

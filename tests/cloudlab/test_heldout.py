@@ -191,10 +191,13 @@ def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves(
     clouds = white_clouds_of(step_named(STEP))
     near = [n for v in clouds for n in near_of(v)[1:]]
     # The white clouds, then each white-cloud variant (the step itself too) with a shadow
-    # beside its cloud: 1.5σ within 8 or 16 px (STEP's shadow threshold is 2σ); then each of
-    # those, with and without the shadow, with ground that stays at 0.3 and 0.5.
+    # beside its cloud: 1.5σ within 8 or 16 px (STEP's shadow threshold is 2σ).
+    assert steps == clouds[1:] + near and len(steps) == 3 + 4 * 2
+    # With --persist, then each of those, with and without the shadow, with ground that stays
+    # at 0.3 and 0.5.
+    _, with_persist = third_stage(_scores(pred, SITES), masks, SITES, SOLVES, persist=True)
     stays = [q for v in clouds for n in near_of(v) for q in persist_of(n)[1:]]
-    assert steps == clouds[1:] + near + stays and len(steps) == 3 + 4 * 2 + 4 * 3 * 2
+    assert with_persist == steps + stays and len(stays) == 4 * 3 * 2
 
 
 def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> None:
@@ -337,18 +340,20 @@ def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> N
 
 
 def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
-    from cloudlab.candidates import PostStep, SolveSpec, near_of, white_clouds_of
+    from cloudlab.candidates import PostStep, SolveSpec, near_of, persist_of, white_clouds_of
     from pipeline.config import MaskConfig, SolverConfig
 
     solver, mask = SolverConfig(), MaskConfig()
     default_step = PostStep.of(mask)
     assert default_step.name.endswith("+offset8")
     # The pipeline's default: a step of the grid with its third stage's white clouds and its
-    # fourth stage's shadow beside its cloud; the grid itself has neither.
+    # fourth stage's shadow beside its cloud (ground that stays, the fifth's, off); the grid
+    # itself has none of them.
     third = {v.name: v for step in post_steps() for v in white_clouds_of(step)}
-    fourth = {n.name for v in third.values() for n in near_of(v)[1:]}
-    assert default_step.name in fourth and default_step.name not in third
-    assert not any(s.rule.shadow_near for s in post_steps())
+    fourth = {n.name: n for v in third.values() for n in near_of(v)[1:]}
+    fifth = {q.name for n in fourth.values() for q in persist_of(n)[1:]}
+    assert default_step.name in fourth and default_step.name not in {*third, *fifth}
+    assert not any(s.rule.shadow_near or s.rule.persist for s in post_steps())
     assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
@@ -561,7 +566,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
     grid's, the second pass's baselines and grid steps left out (each is scored once)."""
     import cloudlab.heldout as heldout
-    from cloudlab.candidates import near_of, persist_of, step_named, white_clouds_of
+    from cloudlab.candidates import near_of, step_named, white_clouds_of
 
     sites = ["a", "b", "c"]
     calls: list[tuple] = []
@@ -605,7 +610,6 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     assert len(calls) == 2 and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
     clouds = white_clouds_of(step_named(STEP))
     variants = clouds[1:] + [n for v in clouds for n in near_of(v)[1:]]  # stages three, four
-    variants += [q for v in clouds for n in near_of(v) for q in persist_of(n)[1:]]  # five
     assert [v.name for v in calls[1][1][0][0]] == [v.name for v in variants]
     scores = pd.read_csv(tmp_path / "scores.csv", keep_default_na=False)
     median = scores[scores.solve == "temporal-median"]

@@ -1,0 +1,81 @@
+"""What ground that stays (``mask.persist``) takes out of cloud and haze on each site's whole
+series, by the reference's class, and what it does to the pairs' fidelity: the in-sample look
+behind its not being the default (docs/REAL-CLOUDS.md, "Ground that stays").
+
+The default's solve on each bundled site's whole series (nothing pasted), its mask with the
+rule off and at ``--persist``; every entry the rule turns from cloud or haze into clear,
+counted by the reference's raw class (clear, cloud, shadow, snow). Then the fidelity r of
+the default's pairs (source dropped) with the rule off and on.
+
+Usage::
+
+    python benchmarks/persist_unflags.py [--persist 0.3]    # about 30 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import warnings
+
+import numpy as np
+
+from cloudcore.masks import CLOUD, HAZE
+from cloudlab.candidates import PostStep, SolveSpec
+from cloudlab.realdata import CLEAR as REF_CLEAR
+from cloudlab.realdata import CLOUD as REF_CLOUD
+from cloudlab.realdata import SHADOW as REF_SHADOW
+from cloudlab.realdata import SNOW as REF_SNOW
+from cloudlab.sites import load_site, site_names
+from cloudlab.sitescore import compose_target, dropped_pairs, error_sums, solve_specs, whole_series
+from pipeline.config import MaskConfig, SolverConfig
+
+
+def fidelity(name: str, steps: list[PostStep]) -> list[float]:
+    """The fidelity r of each post-step over the site's pairs, source dropped."""
+    spec = SolveSpec.of(SolverConfig())
+    site = load_site(name)
+    frame = site.series.frame
+    sums = np.zeros((len(steps), 2))
+    for pair, kept, solved in dropped_pairs(site, [spec]):
+        t, s = kept.target, solved[spec.name]
+        seen = kept.observed[:, t].reshape(1, *frame)
+        for k, step in enumerate(steps):
+            out = compose_target(
+                kept.D[:, :, t], s.ground[:, :, t], s.codes(step.rule, seen, t), step, frame
+            )
+            e = error_sums(out, pair.truth, pair.scored, pair.clear)
+            sums[k] += [e["fid_num"], e["fid_den"]]
+    return [float(np.sqrt(a / b)) for a, b in sums]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--persist", type=float, default=0.3)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", RuntimeWarning)
+    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    off = step.with_rule(persist=0.0)
+    on = dataclasses.replace(off, rule=dataclasses.replace(off.rule, persist=args.persist))
+    print(f"mask {off.rule_name} against {on.rule_name}, each site's whole series:\n")
+    header = "| site | flagged | unflagged | reference clear | cloud | shadow | snow |"
+    print(header + " fidelity r off → on |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in site_names():
+        series = whole_series(name)
+        solved = solve_specs(series.D, series.observed, [spec], series.frame)[spec.name]
+        before, after = series.codes(solved, off.rule), series.codes(solved, on.rule)
+        flagged = np.isin(before, (CLOUD, HAZE))
+        taken = flagged & ~np.isin(after, (CLOUD, HAZE))
+        ref = series.reference[taken]
+        counts = [int((ref == c).sum()) for c in (REF_CLEAR, REF_CLOUD, REF_SHADOW, REF_SNOW)]
+        fid = fidelity(name, [off, on])
+        print(
+            f"| {name} | {int(flagged.sum())} | {int(taken.sum())} | "
+            + " | ".join(str(c) for c in counts)
+            + f" | {fid[0]:.3f} → {fid[1]:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
