@@ -4,8 +4,11 @@ behind its not being the default (docs/REAL-CLOUDS.md, "Ground that stays").
 
 The default's solve on each bundled site's whole series (nothing pasted), its mask with the
 rule off and at ``--persist``; every entry the rule turns from cloud or haze into clear,
-counted by the reference's raw class (clear, cloud, shadow, snow). Then the fidelity r of
-the default's pairs (source dropped) with the rule off and on.
+counted by the reference's class (clear, cloud, shadow, snow). Then the fidelity r of the
+default's pairs (source dropped) with the rule off and on. Last, for the reference's cloud
+entries it unflags: on which dates, how much of each such date the reference calls cloud,
+and, where a site keeps its raw classes (Sen2Cor SCL), which (8, 9: cloud of medium and high
+probability; 10: thin cirrus).
 
 Usage::
 
@@ -19,6 +22,7 @@ import dataclasses
 import warnings
 
 import numpy as np
+from clear_changes import _raw_reference  # this folder's benchmark
 
 from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
@@ -61,6 +65,7 @@ def main() -> None:
     header = "| site | flagged | unflagged | reference clear | cloud | shadow | snow |"
     print(header + " fidelity r off → on |")
     print("|---|---|---|---|---|---|---|---|")
+    notes = []
     for name in site_names():
         series = whole_series(name)
         solved = solve_specs(series.D, series.observed, [spec], series.frame)[spec.name]
@@ -75,6 +80,32 @@ def main() -> None:
             + " | ".join(str(c) for c in counts)
             + f" | {fid[0]:.3f} → {fid[1]:.3f} |"
         )
+        clouds = taken & (series.reference == REF_CLOUD)
+        notes.append(_cloud_note(name, series.reference, clouds))
+    print()
+    print("\n".join(n for n in notes if n))
+
+
+def _cloud_note(name: str, reference: np.ndarray, clouds: np.ndarray) -> str:
+    """Where the reference's cloud entries the rule unflags are: per date, their count and
+    the share of the date the reference calls cloud; the raw classes where kept."""
+    per_date = clouds.sum(axis=0)
+    if not per_date.any():
+        return ""
+    dates = load_site(name).series.dates
+    share = (reference == REF_CLOUD).mean(axis=0)
+    parts = [
+        f"{str(dates[d])[:10]} {int(per_date[d])} (the date {share[d]:.0%} cloud)"
+        for d in np.flatnonzero(per_date)
+    ]
+    raw = _raw_reference(name, dates)
+    classes = ""
+    if raw is not None:
+        values, counts = np.unique(raw[clouds], return_counts=True)
+        classes = "; raw classes " + ", ".join(
+            f"{v}: {c}" for v, c in zip(values, counts, strict=True)
+        )
+    return f"- {name}: reference cloud unflagged on " + ", ".join(parts) + classes
 
 
 if __name__ == "__main__":
