@@ -6,7 +6,9 @@ A field laid bare or a patch of snow departs from a year's low-rank ground on a 
 is white, so no threshold on the size or colour of a brightening tells it from a cloud; what
 tells it is time and shape together. GF-4 stares: its acquisitions of one day, minutes apart,
 see the same clouds, so each date is compared with the nearest acquisitions of other days
-(:func:`other_day_neighbours`).
+(:func:`other_day_neighbours`). Off by default (``MaskRule.persist`` 0): it cannot tell a
+cloud that recurs in place from day to day (valley fog, a cloud held by a ridge) from ground
+that stays (docs/REAL-CLOUDS.md, "Ground that stays").
 """
 
 from __future__ import annotations
