@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "ALL_BANDS",
+    "as_utc",
     "code_version",
     "digest",
     "file_signature",
@@ -104,11 +105,16 @@ def tile_id(
     return f"{band or ALL_BANDS}-{tile.name}-{json_digest(payload, 16)}"
 
 
+def as_utc(time: datetime) -> datetime:
+    """``time`` in UTC; a time without a zone is taken as UTC, like every time the pipeline
+    writes."""
+    return time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
+
+
 def time_label(time: datetime) -> str:
     """An acquisition's time in output file names: UTC, to the second, ``20200601T011500Z``.
 
     GF-4 stares: many acquisitions of one area a day, so a date alone would make two outputs
     share a name. A time without a zone is taken as UTC.
     """
-    utc = time.replace(tzinfo=UTC) if time.tzinfo is None else time.astimezone(UTC)
-    return utc.strftime("%Y%m%dT%H%M%SZ")
+    return as_utc(time).strftime("%Y%m%dT%H%M%SZ")

@@ -17,7 +17,6 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +26,7 @@ from pipeline.config import Config
 from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import ConfigError, InputError
 from pipeline.grid.tiling import TileGrid
-from pipeline.ids import code_version, digest, file_signature, tile_id, time_label
+from pipeline.ids import as_utc, code_version, digest, file_signature, tile_id, time_label
 from pipeline.inputs.discovery import discover
 from pipeline.inputs.radiometry import PMS_BAND_EDGES_UM
 from pipeline.store.layout import STAGED, Layout
@@ -133,8 +132,7 @@ class RunPlan:
             return None
         from cloudcore.masks import other_day_neighbours
 
-        # A time without a zone is UTC (pipeline.ids.time_label).
-        days = [_utc(a.time).timestamp() / 86400.0 for a in self.acquisitions]
+        days = [as_utc(a.time).timestamp() / 86400.0 for a in self.acquisitions]
         found = other_day_neighbours(np.array(days))
         return tuple((int(b), int(a)) for b, a in found) if (found >= 0).any() else None
 
@@ -263,10 +261,6 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         input_token=token,
         short_band=_short_band(config, bands),
     )
-
-
-def _utc(time: datetime) -> datetime:
-    return time.replace(tzinfo=UTC) if time.tzinfo is None else time
 
 
 def short_band(bands: tuple[str, ...], named: str | None = None) -> int:

@@ -14,6 +14,7 @@ import rasterio
 from rasterio.errors import NotGeoreferencedWarning, RasterioIOError
 
 from pipeline.errors import ConfigError, InputError
+from pipeline.ids import as_utc
 from pipeline.inputs.acquisition import Acquisition
 from pipeline.inputs.files import check_complete, expand_paths
 from pipeline.inputs.scaling import bits_max, check_dn_args, scaled_series
@@ -38,8 +39,7 @@ def _parse_date(path: Path, pattern: re.Pattern[str]) -> datetime:
             f"{path.name}: {text!r} is not a date (YYYYMMDD, YYYYMMDDhhmm[ss], "
             f"YYYYDDD or ISO); {hint}"
         ) from None
-    # A time without a zone is taken as UTC, like every time the pipeline writes.
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    return as_utc(parsed)
 
 
 def discover_geotiffs(

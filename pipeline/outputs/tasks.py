@@ -140,6 +140,7 @@ class ProductTasks:
         config, tiles = plan.config, plan.tiles
         method, refines = config.solver.method, config.solver.refines
         quality = config.quality
+        neighbours = plan.date_neighbours  # once: every row's task reads the same
         jobs = (
             MaskJob(
                 tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),
@@ -159,7 +160,7 @@ class ProductTasks:
                 provider=quality.combine if quality is not None else None,
                 offset=config.applied_offset,
                 short_band=plan.short_band,
-                neighbours=plan.date_neighbours,
+                neighbours=neighbours,
             )
             for r in range(tiles.n_rows)
         )
