@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from cloudcore._morphology import dilate
+
 if TYPE_CHECKING:
     from cloudcore.masks import MaskRule
 
@@ -153,7 +155,7 @@ def persistent_ground(
     ground = flagged & wanted[:, None, None]
     if not ground.any():
         return ground
-    ground &= _window_share(np.ones(ring.shape, np.float32), ring, reach, wanted) > 0
+    ground &= dilate(ring, reach)  # some unflagged pixel within reach
     with np.errstate(invalid="ignore"):  # NaN: the neighbour did not observe the pixel
         for side, there in enumerate(neighbours.bright):
             kept = (there >= np.float32(rule.persist) * bright).astype(np.float32)
