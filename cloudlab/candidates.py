@@ -388,14 +388,8 @@ def near_of(step: PostStep) -> list[PostStep]:
     list of PostStep
         ``step`` without the rule first.
     """
-    if not step.keep_clear:
-        return [step]
-    plain = step.with_rule(shadow_near=0.0)
-    return [plain] + [
-        plain.with_rule(shadow_near=s, near_reach=reach)
-        for s, reach in NEAR
-        if s < step.rule.shadow
-    ]
+    admitted = [{"shadow_near": s, "near_reach": r} for s, r in NEAR if s < step.rule.shadow]
+    return _rule_variants(step, {"shadow_near": 0.0}, admitted)
 
 
 #: Ground that stays, the fifth stage's variants: the fraction of its brightening a flagged
@@ -420,10 +414,19 @@ def persist_of(step: PostStep) -> list[PostStep]:
     list of PostStep
         ``step`` without the rule first.
     """
+    return _rule_variants(step, {"persist": 0.0}, [{"persist": q} for q in PERSIST])
+
+
+def _rule_variants(
+    step: PostStep, off: dict[str, Any], changes: list[dict[str, Any]]
+) -> list[PostStep]:
+    """A stage's variants of ``step``: its rule with ``off`` (the stage's rule off), then that
+    with each of ``changes``; ``step`` alone with keep_clear off (the mask does not change the
+    output)."""
     if not step.keep_clear:
         return [step]
-    plain = step.with_rule(persist=0.0)
-    return [plain] + [plain.with_rule(persist=q) for q in PERSIST]
+    plain = step.with_rule(**off)
+    return [plain] + [plain.with_rule(**change) for change in changes]
 
 
 def step_named(name: str) -> PostStep:
