@@ -8,7 +8,8 @@ and band.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,16 @@ from numba import njit
 from cloudcore.masks import NODATA
 from pipeline.grid.tiling import Window
 
-__all__ = ["FILLED", "FLAGGED", "OBSERVED", "keep_observed", "layer_residual", "provenance_codes"]
+__all__ = [
+    "FILLED",
+    "FLAGGED",
+    "OBSERVED",
+    "ResidualEdges",
+    "context_residual",
+    "keep_observed",
+    "layer_residual",
+    "provenance_codes",
+]
 
 #: Provenance codes: the output is the observation / is modelled / is modelled where the
 #: provider's quality band (``inputs.quality``) flags cloud or shadow (no data is 255).
@@ -49,6 +59,70 @@ def layer_residual(
     if shadow:
         residual -= np.asarray(arrays["shadow"][:, band, rows, cols])
     return residual
+
+
+@dataclass
+class ResidualEdges:
+    """Each band's residual D − L (:func:`layer_residual`) over the first and last columns of
+    a window of scene columns ``[col_off, col_end)`` and rows from ``row_off``: the mask pass
+    keeps them from its scores' read of the same layers (:mod:`pipeline.outputs.mask_layer`)."""
+
+    col_off: int
+    col_end: int
+    row_off: int
+    left: list[np.ndarray] = field(default_factory=list)  # per band: (time, rows, first cols)
+    right: list[np.ndarray] = field(default_factory=list)  # per band: (time, rows, last cols)
+
+    def columns(self, band: int, rows: slice, start: int, stop: int) -> np.ndarray:
+        """The band's residual over scene ``rows`` and columns ``[start, stop)``, which must lie
+        within the first or the last columns kept."""
+        left, right = self.left[band], self.right[band]
+        r = slice(rows.start - self.row_off, rows.stop - self.row_off)
+        first_right = self.col_end - right.shape[-1]
+        if stop <= self.col_off + left.shape[-1]:
+            return left[..., r, start - self.col_off : stop - self.col_off]
+        if start >= first_right:
+            return right[..., r, start - first_right : stop - first_right]
+        raise ValueError(
+            f"columns {start}-{stop} lie beyond the edges kept of {self.col_off}-{self.col_end}"
+        )
+
+
+def context_residual(
+    arrays: Mapping[str, Any],
+    band: int,
+    context: Window,
+    core: Window,
+    edges: Sequence[ResidualEdges],
+    haze: bool,
+    layers: Sequence[str],
+) -> np.ndarray:
+    """:func:`layer_residual` over ``context``, bit for bit: the core's own columns read from the
+    cube (a chunk column of their own), the context's columns on either side of the core from
+    the ``edges`` that cover them (the same float32 sums, made when the scores read them).
+
+    Reading the whole context decoded the neighbouring cores' whole chunk columns for the few
+    columns the context takes from each (``mask.offset``'s margin, 40 px by default).
+    """
+    rows = slice(context.row_off, context.row_end)
+    own = Window(context.row_off, core.col_off, context.height, core.width)
+    parts = [layer_residual(arrays, band, own, haze=haze, shadow="shadow" in layers)]
+    if context.col_off < core.col_off:
+        parts.insert(0, _edge_columns(edges, band, rows, context.col_off, core.col_off))
+    if core.col_end < context.col_end:
+        parts.append(_edge_columns(edges, band, rows, core.col_end, context.col_end))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+def _edge_columns(
+    edges: Sequence[ResidualEdges], band: int, rows: slice, start: int, stop: int
+) -> np.ndarray:
+    parts = [
+        e.columns(band, rows, max(start, e.col_off), min(stop, e.col_end))
+        for e in edges
+        if max(start, e.col_off) < min(stop, e.col_end)
+    ]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
 def keep_observed(
