@@ -427,7 +427,7 @@ def _scores(
     whiteness = Whiteness(shape) if job.rule.reads_whiteness else None
     # The residual's edges for the offset (pipeline.outputs.kept.context_residual): kept from
     # this read rather than read again, which decoded the neighbours' whole chunk columns for
-    # a few of their columns (4.8 s of a full-size mask task's 20).
+    # a few of their columns (4.8 of a full-size mask task's 22.6 s, warm).
     reach = job.reach
     edges = ResidualEdges(window.col_off, window.col_end, window.row_off) if reach else None
     for b, sigma in enumerate(scales):
