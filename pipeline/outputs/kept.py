@@ -70,8 +70,21 @@ class ResidualEdges:
     col_off: int
     col_end: int
     row_off: int
+    width: int  # the columns kept on each side
     left: list[np.ndarray] = field(default_factory=list)  # per band: (time, rows, first cols)
     right: list[np.ndarray] = field(default_factory=list)  # per band: (time, rows, last cols)
+
+    def add(self, added: np.ndarray, shadow: np.ndarray | None) -> None:
+        """Keep the next band's edges of C + N (``added``, as :func:`layer_residual` sums
+        them) less S (``shadow``, None without a shadow layer), over the whole window."""
+        for kept, cols in (
+            (self.left, slice(None, self.width)),
+            (self.right, slice(-self.width, None)),
+        ):
+            edge = added[..., cols].copy()
+            if shadow is not None:
+                edge -= shadow[..., cols]
+            kept.append(edge)
 
     def columns(self, band: int, rows: slice, start: int, stop: int) -> np.ndarray:
         """The band's residual over scene ``rows`` and columns ``[start, stop)``, which must lie
@@ -94,8 +107,9 @@ def context_residual(
     context: Window,
     core: Window,
     edges: Sequence[ResidualEdges],
+    *,
     haze: bool,
-    layers: Sequence[str],
+    shadow: bool,
 ) -> np.ndarray:
     """:func:`layer_residual` over ``context``, bit for bit: the core's own columns read from the
     cube (a chunk column of their own), the context's columns on either side of the core from
@@ -106,7 +120,7 @@ def context_residual(
     """
     rows = slice(context.row_off, context.row_end)
     own = Window(context.row_off, core.col_off, context.height, core.width)
-    parts = [layer_residual(arrays, band, own, haze=haze, shadow="shadow" in layers)]
+    parts = [layer_residual(arrays, band, own, haze=haze, shadow=shadow)]
     if context.col_off < core.col_off:
         parts.insert(0, _edge_columns(edges, band, rows, context.col_off, core.col_off))
     if core.col_end < context.col_end:

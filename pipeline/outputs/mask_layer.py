@@ -429,7 +429,7 @@ def _scores(
     # this read rather than read again, which decoded the neighbours' whole chunk columns for
     # a few of their columns (4.8 of a full-size mask task's 22.6 s, warm).
     reach = job.reach
-    edges = ResidualEdges(window.col_off, window.col_end, window.row_off) if reach else None
+    edges = ResidualEdges(window.col_off, window.col_end, window.row_off, reach) if reach else None
     for b, sigma in enumerate(scales):
         observed_b = np.asarray(seen[:, b, rows, cols]) == 1
         observed |= observed_b
@@ -437,22 +437,18 @@ def _scores(
         anomaly = np.asarray(arrays["cloud"][:, b, rows, cols])
         if job.haze:
             anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
-        if edges is not None:  # C + N, as layer_residual adds them; − S below
-            edges.left.append(anomaly[..., :reach].copy())
-            edges.right.append(anomaly[..., -reach:].copy())
+        shadow = np.asarray(arrays["shadow"][:, b, rows, cols]) if has_shadow else None
+        if edges is not None:
+            edges.add(anomaly, shadow)
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
         if whiteness is not None:
             whiteness.add(anomaly, short=b == job.short_band)
-        if has_shadow:
-            shadow = np.asarray(arrays["shadow"][:, b, rows, cols])
-            if edges is not None:
-                edges.left[-1] -= shadow[..., :reach]
-                edges.right[-1] -= shadow[..., -reach:]
+        if shadow is not None:
             shadow[unseen] = np.nan
+            dark.add(shadow, sigma)
         else:
-            shadow = np.negative(anomaly, out=anomaly)
-        dark.add(shadow, sigma)
+            dark.add(np.negative(anomaly, out=anomaly), sigma)
     white, flat = (None, None)
     if whiteness is not None:
         white, flat = whiteness_tests(whiteness, job.rule, bright.count)
@@ -478,12 +474,14 @@ def _offset(
         return None
     from cloudcore.offset import clear_offset
 
+    shadow = "shadow" in job.layers
     if held is None:
-        shadow = "shadow" in job.layers
         residual = layer_residual(arrays, band, context, haze=job.haze, shadow=shadow)
     else:
         edges = [s.edges for s in held if s.edges is not None]
-        residual = context_residual(arrays, band, context, core, edges, job.haze, job.layers)
+        residual = context_residual(
+            arrays, band, context, core, edges, haze=job.haze, shadow=shadow
+        )
     evidence = kept & (np.asarray(seen[(slice(None), band, *context.slices)]) == 1)
     shift = clear_offset(residual, evidence, scale=job.offset)
     return np.ascontiguousarray(_crop(residual, core, context)), _crop(shift, core, context)
