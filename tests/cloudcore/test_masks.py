@@ -189,14 +189,7 @@ def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
     dark[0, 3, 1] = 2.0  # an edge pixel diagonal to the shadow
     observed = np.ones(dark.shape, bool)
     rule = MaskRule(
-        cloud=6,
-        shadow=3,
-        white=0,
-        white_cloud=0,
-        shadow_edge=1.5,
-        edge_reach=3,
-        shadow_near=0,
-        persist=0,
+        cloud=6, shadow=3, white=0, white_cloud=0, shadow_edge=1.5, edge_reach=3, shadow_near=0
     )
     codes = classify_scores(bright, dark, observed, rule)
     assert (codes[0, 2, 0:4] == SHADOW).all()  # the shadow and three steps along the chain
@@ -231,9 +224,7 @@ def test_a_darkening_beside_a_cloud_of_its_date_is_shadow() -> None:
     dark[1, 4, 3:30] = 2.0  # the same darkening on date 1, which has no cloud
     dark[0, 8, 2] = 1.0  # beside the cloud but less dark
     observed = np.ones(dark.shape, bool)
-    rule = MaskRule(
-        cloud=6, shadow=3, white=0, white_cloud=0, shadow_near=1.5, near_reach=4, persist=0
-    )
+    rule = MaskRule(cloud=6, shadow=3, white=0, white_cloud=0, shadow_near=1.5, near_reach=4)
     codes = classify_scores(bright, dark, observed, rule)
     assert codes[0, 4, 2] == CLOUD
     assert (codes[0, 4, 3:7] == SHADOW).all() and (codes[0, 4, 7:] == CLEAR).all()
@@ -401,7 +392,7 @@ def test_a_date_brighter_everywhere_is_not_cloud_where_it_is_no_brighter_than_ar
     observed = np.ones(bright.shape, bool)
     observed[1, 30:, :] = False
     bright[~observed] = np.nan
-    rule = MaskRule(cloud=6, haze=6, shadow=3, white=0, white_cloud=0, shadow_near=0, persist=0)
+    rule = MaskRule(cloud=6, haze=6, shadow=3, white=0, white_cloud=0, shadow_near=0)
     level = replace(rule, bright_level=8, level_below=9.0)
     without, with_level = (classify_scores(bright, None, observed, r) for r in (rule, level))
     assert (without[0] == CLOUD).all() and not (with_level[0] == CLOUD).any()

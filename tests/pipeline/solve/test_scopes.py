@@ -120,7 +120,6 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
         "white": 0,
         "white_cloud": 0,
         "shadow_near": 0,
-        "persist": 0,
     }
     for keep in (False, True):
         mask = {**before, "keep_clear": keep}
