@@ -18,7 +18,10 @@ fewer than :data:`MIN_CLEAR`); and what the default's mask (``MaskConfig()``, on
 series) calls those pixels. Last, each site's shadow F1 on every date and on the dates whose
 shadows are darker than the clear ground (at :data:`DARKER` and the two factors beside it),
 and the share of reference shadow pixels the mask flags at all (shadow or cloud: both are
-filled, so for the output the two differ in nothing).
+filled, so for the output the two differ in nothing). And, with no model at all, how far each
+reference shadow pixel lies from a reference cloud of its date (:func:`cloud_distances`): a
+shadow whose cloud is outside the frame cannot be paired with it by any test that looks for
+its cloud, and the sites are small crops.
 
 On the three sites with shadows at ≤ 60 m every held-out fold chose the default's mask rule,
 so their codes here are held-out codes.
@@ -51,6 +54,7 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+from scipy import ndimage
 
 from cloudcore._morphology import dilate
 from cloudcore.masks import CLEAR, CLOUD, NODATA, SHADOW, classify_scores, whiteness_tests
@@ -73,6 +77,8 @@ DARKER = 0.8
 FACTORS = (0.7, DARKER, 0.9)
 #: Reference shadow pixels a date needs to be judged; clear pixels it needs for its own c.
 MIN_SHADOW, MIN_CLEAR = 10, 10
+#: Distances (px) from a shadow pixel to a cloud of its date counted in the last table.
+REACHES = (8, 16, 32)
 #: The flat darkening's settings looked at: (σ, every band at most this of the floored ground,
 #: reach in px).
 FLAT_DARK = ((3.0, 0.8, 16), (3.0, 0.8, 32), (2.0, 0.8, 16), (3.0, 0.7, 16))
@@ -237,6 +243,42 @@ def _date_tables(sites: list[SiteSolve]) -> None:
         print(f"| {name} | {cells} | {flagged:.2f} of {count} |")
 
 
+def cloud_distances(reference: np.ndarray, frame: tuple[int, int]) -> np.ndarray:
+    """Each reference shadow entry's distance (px) to the nearest reference cloud of its date;
+    ``inf`` where its date has no cloud in the frame. ``reference`` is ``(pixels, dates)``."""
+    frames = reference.T.reshape(reference.shape[1], *frame)
+    out = []
+    for codes in frames:
+        shadow, cloud = codes == SHADOW, codes == CLOUD
+        if not shadow.any():
+            continue
+        if not cloud.any():
+            out.append(np.full(int(shadow.sum()), np.inf))
+            continue
+        out.append(ndimage.distance_transform_edt(~cloud)[shadow])
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _distance_table() -> None:
+    """Per site, where its reference shadows lie from their dates' reference clouds."""
+    print("\nThe reference shadows and the reference clouds of their dates (no model):\n")
+    reaches = " | ".join(f"within {k} px" for k in REACHES)
+    print(f"| site | frame | shadow px | on a date with no cloud in the frame | {reaches} |")
+    print("|---" * (len(REACHES) + 4) + "|")
+    for name in site_names():
+        series = whole_series(name)
+        distance = cloud_distances(series.scored_reference, series.frame)
+        if distance.size == 0:
+            continue
+        rows, cols = series.frame
+        gsd = load_site(name).gsd
+        shares = " | ".join(f"{np.mean(distance <= k):.2f}" for k in REACHES)
+        print(
+            f"| {name} | {rows} × {cols} px, {rows * gsd / 1000:g} × {cols * gsd / 1000:g} km "
+            f"| {distance.size} | {np.mean(np.isinf(distance)):.2f} | {shares} |"
+        )
+
+
 def _floor_near(sites: list[SiteSolve], sigmas: list[float]) -> None:
     """The in-sample look at a shadow beside its cloud read off the floored ground."""
     rule = PostStep.of(MaskConfig()).rule
@@ -343,6 +385,7 @@ def main() -> None:
     sites = solve_sites(floored=bool(args.floor_near) or args.flat_dark)
     _pooled_table(sites)
     _date_tables(sites)
+    _distance_table()
     if args.floor_near:
         _floor_near(sites, args.floor_near)
     if args.flat_dark:
