@@ -22,8 +22,11 @@ difference** is the :data:`GROUND_QUANTILE` th percentile, over the pixels the r
 clear on both dates, of the bands' mean |source − target|; a pasted pixel departing from the
 truth by no more than that is, pixel by pixel, no different from ground that changed (pairs
 with fewer than :data:`MIN_BOTH_CLEAR` such pixels have none: every pasted pixel counts as
-departing). The table gives the missed pixels within the clear difference, their share of
-the error, and the default's and the temporal median's r on the pasted pixels beyond it.
+departing). The table gives the missed pixels within the clear difference and their share of
+the error; those within :data:`EDGE` px inside the edge of the source's flags (where Fmask,
+which grows its own, put pixels its detector did not find); and on the pasted pixels beyond
+the clear difference the default's r, its r had the mask flagged every pasted pixel, and the
+temporal median's.
 
 In-sample: the default was chosen on all five sites (docs/REAL-CLOUDS.md); this says where its
 error is, not what to choose.
