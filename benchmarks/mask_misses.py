@@ -33,7 +33,7 @@ error is, not what to choose.
 
 Usage::
 
-    python benchmarks/mask_misses.py     # about 20 s
+    python benchmarks/mask_misses.py     # about 4 s
 """
 
 from __future__ import annotations
@@ -140,19 +140,81 @@ class _Site:
         return sum(m.pixels for m in self.missed.values())
 
 
-def score_site(name: str, spec: SolveSpec, steps: list[PostStep]) -> tuple[list[_Site], _Sums]:
+def clear_difference(D: np.ndarray, reference: np.ndarray, source: int, target: int) -> float:
+    """The :data:`GROUND_QUANTILE` th percentile of the bands' mean |D_source − D_target| over
+    the pixels ``reference`` (pixels, dates; the series before pasting) calls clear on both
+    dates; NaN with fewer than :data:`MIN_BOTH_CLEAR` of them. ``D`` is (bands, pixels, dates)."""
+    both = (reference[:, source] == CLEAR) & (reference[:, target] == CLEAR)
+    if both.sum() < MIN_BOTH_CLEAR:
+        return float("nan")
+    difference = np.nanmean(np.abs(D[:, both, source] - D[:, both, target]), axis=0)
+    return float(np.nanpercentile(difference, GROUND_QUANTILE))
+
+
+@dataclass
+class _Departure:
+    """One site's pasted pixels split by whether they depart from the truth beyond the two
+    dates' clear difference (:func:`clear_difference`), under one post-step."""
+
+    missed_within: _Sums = field(default_factory=_Sums)
+    missed_at_edge: int = 0
+    beyond: _Sums = field(default_factory=_Sums)
+    beyond_filled: _Sums = field(default_factory=_Sums)
+    beyond_median: _Sums = field(default_factory=_Sums)
+
+    def add(
+        self,
+        pair: PastedPair,
+        frame: tuple[int, int],
+        limit: float,
+        out: np.ndarray,
+        filled: np.ndarray,
+        missed: np.ndarray,
+        median: np.ndarray,
+    ) -> None:
+        """Add one pair: its output ``out``, the same with every pasted pixel ``filled``, the
+        pasted pixels ``missed``, the temporal ``median``; ``limit`` its clear difference."""
+        departure = np.nanmean(np.abs(pair.D[:, :, pair.target] - pair.truth), axis=0)
+        within = departure <= limit  # all False where the pair has no clear difference
+        beyond = pair.scored & ~within
+        self.missed_within.add(out, pair.truth, missed & within)
+        self.missed_at_edge += int((missed & _edge(pair, frame)).sum())
+        self.beyond.add(out, pair.truth, beyond)
+        self.beyond_filled.add(filled, pair.truth, beyond)
+        self.beyond_median.add(median, pair.truth, beyond)
+
+
+def _edge(pair: PastedPair, frame: tuple[int, int]) -> np.ndarray:
+    """``(pixels,)``: within :data:`EDGE` px (chessboard) of the edge of the source's reference
+    cloud and shadow, inside them: where a reference that grows its own (Fmask's 7 × 7
+    square) put pixels its detector did not find."""
+    flagged = np.isin(pair.reference[:, pair.source], tuple(PASTED.values())).reshape(frame)
+    depth = ndimage.distance_transform_cdt(flagged, metric="chessboard")
+    return np.asarray((flagged & (depth <= EDGE)).reshape(-1))
+
+
+def score_site(
+    name: str, spec: SolveSpec, steps: list[PostStep]
+) -> tuple[list[_Site], _Sums, _Departure]:
     """The sums of :class:`_Site` over the site's pairs, source dropped, for each post-step
-    (one solve per pair serves them all), and the temporal median's on the pasted pixels."""
+    (one solve per pair serves them all), the temporal median's on the pasted pixels, and the
+    first post-step's pasted pixels split by their departure (:class:`_Departure`)."""
     site = load_site(name)
     frame = site.series.frame
+    D, reference, _ = site_arrays(site)
     sums = [_Site() for _ in steps]
     median = _Sums()
+    departure = _Departure()
     for pair, kept, solved in dropped_pairs(site, [spec]):
-        for step, site_sums in zip(steps, sums, strict=True):
+        outputs = [
             _score_pair(pair, kept, solved[spec.name], frame, step, site_sums)
+            for step, site_sums in zip(steps, sums, strict=True)
+        ]
         baseline = MULTIBAND_BASELINES["temporal-median"](kept.D, kept.reference, kept.days)
         median.add(baseline[:, :, kept.target], pair.truth, pair.scored)
-    return sums, median
+        limit = clear_difference(D, reference, pair.source, pair.target)
+        departure.add(pair, frame, limit, *outputs[0], baseline[:, :, kept.target])
+    return sums, median, departure
 
 
 def _score_pair(
@@ -162,8 +224,9 @@ def _score_pair(
     frame: tuple[int, int],
     step: PostStep,
     sums: _Site,
-) -> None:
-    """Add one pasted pair's sums, its output composed by the post-step ``step``."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add one pasted pair's sums, its output composed by the post-step ``step``; return the
+    output, the output with every pasted pixel filled, and the pasted pixels missed."""
     t = kept.target
     seen = kept.observed[:, t].reshape(1, *frame)
     observation, ground = kept.D[:, :, t], solved.ground[:, :, t]
@@ -179,80 +242,12 @@ def _score_pair(
         of_class = pair.scored & (pair.reference[:, pair.target] == code)
         sums.of_class[label] += int(of_class.sum())
         sums.missed[label].add(out, pair.truth, of_class & missed)
-    sums.filled_everywhere.add(
-        compose_target(observation, ground, everywhere, step, frame), pair.truth, pair.scored
-    )
+    filled = compose_target(observation, ground, everywhere, step, frame)
+    sums.filled_everywhere.add(filled, pair.truth, pair.scored)
+    return out, filled, missed
 
 
-def clear_difference(D: np.ndarray, reference: np.ndarray, source: int, target: int) -> float:
-    """The :data:`GROUND_QUANTILE` th percentile of the bands' mean |D_source − D_target| over
-    the pixels ``reference`` (pixels, dates; the series before pasting) calls clear on both
-    dates; NaN with fewer than :data:`MIN_BOTH_CLEAR` of them. ``D`` is (bands, pixels, dates)."""
-    both = (reference[:, source] == CLEAR) & (reference[:, target] == CLEAR)
-    if both.sum() < MIN_BOTH_CLEAR:
-        return float("nan")
-    difference = np.nanmean(np.abs(D[:, both, source] - D[:, both, target]), axis=0)
-    return float(np.nanpercentile(difference, GROUND_QUANTILE))
-
-
-@dataclass
-class _Departure:
-    """One site's pasted pixels split by whether they depart from the truth beyond the two
-    dates' clear difference (:func:`clear_difference`)."""
-
-    missed: int = 0
-    missed_within: int = 0
-    missed_at_edge: int = 0
-    within_error: float = 0.0
-    error: float = 0.0
-    beyond: _Sums = field(default_factory=_Sums)
-    beyond_filled: _Sums = field(default_factory=_Sums)
-    beyond_median: _Sums = field(default_factory=_Sums)
-
-
-def departures(name: str, spec: SolveSpec, step: PostStep) -> _Departure:
-    """:class:`_Departure` of the site's pairs, source dropped, the default's output."""
-    site = load_site(name)
-    frame = site.series.frame
-    D, reference, _ = site_arrays(site)
-    out = _Departure()
-    for pair, kept, solved in dropped_pairs(site, [spec]):
-        t = kept.target
-        seen = kept.observed[:, t].reshape(1, *frame)
-        codes = solved[spec.name].codes(step.rule, seen, t)
-        observation, ground = kept.D[:, :, t], solved[spec.name].ground[:, :, t]
-        output = compose_target(observation, ground, codes, step, frame)
-        everywhere = codes.copy()  # as if the mask had flagged every pasted pixel
-        everywhere.reshape(-1)[pair.scored] = CLOUD
-        filled = compose_target(observation, ground, everywhere, step, frame)
-        median = MULTIBAND_BASELINES["temporal-median"](kept.D, kept.reference, kept.days)
-        limit = clear_difference(D, reference, pair.source, pair.target)
-        departure = np.nanmean(np.abs(pair.D[:, :, pair.target] - pair.truth), axis=0)
-        within = departure <= limit  # all False where the pair has no clear difference
-        missed = pair.scored & (codes.reshape(-1) == CLEAR)
-        out.missed_at_edge += int((missed & _edge(pair, frame)).sum())
-        error = np.nansum((output - pair.truth) ** 2, axis=0)
-        out.missed += int(missed.sum())
-        out.missed_within += int((missed & within).sum())
-        out.within_error += float(error[missed & within].sum())
-        out.error += float(error[pair.scored].sum())
-        beyond = pair.scored & ~within
-        out.beyond.add(output, pair.truth, beyond)
-        out.beyond_filled.add(filled, pair.truth, beyond)
-        out.beyond_median.add(median[:, :, t], pair.truth, beyond)
-    return out
-
-
-def _edge(pair: PastedPair, frame: tuple[int, int]) -> np.ndarray:
-    """``(pixels,)``: within :data:`EDGE` px (chessboard) of the edge of the source's reference
-    cloud and shadow, inside them: where a reference that grows its own (Fmask's 7 × 7
-    square) put pixels its detector did not find."""
-    flagged = np.isin(pair.reference[:, pair.source], tuple(PASTED.values())).reshape(frame)
-    depth = ndimage.distance_transform_cdt(flagged, metric="chessboard")
-    return np.asarray((flagged & (depth <= EDGE)).reshape(-1))
-
-
-def _departure_table(spec: SolveSpec, step: PostStep) -> None:
+def _departure_table(scored: dict[str, tuple[list[_Site], _Sums, _Departure]]) -> None:
     print(
         "\nThe missed pasted pixels against the two dates' clear difference "
         f"({GROUND_QUANTILE}th percentile):\n"
@@ -264,14 +259,15 @@ def _departure_table(spec: SolveSpec, step: PostStep) -> None:
         "| temporal median there | ratio there | ratio there, filled |"
     )
     print("|---" * 11 + "|")
-    for name in site_names():
-        d = departures(name, spec, step)
-        share = d.within_error / d.error if d.error else 0.0
-        b, m = d.beyond, d.beyond_median
+    for name, (sums, _, d) in scored.items():
+        s = sums[0]
+        within = d.missed_within
+        share = within.error / s.pasted.error if s.pasted.error else 0.0
+        b, f, m = d.beyond, d.beyond_filled, d.beyond_median
         print(
-            f"| {name} | {d.missed} | {d.missed_within} | {share:.0%} | {d.missed_at_edge} "
-            f"| {b.pixels} | {b.r:.3f} | {d.beyond_filled.r:.3f} | {m.r:.3f} | {b.r / m.r:.2f} "
-            f"| {d.beyond_filled.r / m.r:.2f} |"
+            f"| {name} | {s.missed_pixels} | {within.pixels} | {share:.0%} | {d.missed_at_edge} "
+            f"| {b.pixels} | {b.r:.3f} | {f.r:.3f} | {m.r:.3f} | {b.r / m.r:.2f} "
+            f"| {f.r / m.r:.2f} |"
         )
 
 
@@ -290,7 +286,7 @@ def main() -> None:
         "| ratio, every pasted pixel filled |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, (sums, median_sums) in scored.items():
+    for name, (sums, median_sums, _) in scored.items():
         s = sums[0]
         cells = []
         for label in PASTED:
@@ -309,10 +305,10 @@ def main() -> None:
         cells = [
             f"{sums[k].missed_pixels} of {sum(sums[k].of_class.values())}; "
             f"{sums[k].pasted.r:.3f}; {sums[k].fidelity.r:.3f}"
-            for sums, _ in scored.values()
+            for sums, _, _ in scored.values()
         ]
         print(f"| {_label(change)} | " + " | ".join(cells) + " |")
-    _departure_table(spec, step)
+    _departure_table(scored)
 
 
 if __name__ == "__main__":
