@@ -259,22 +259,22 @@ def cloud_distances(reference: np.ndarray, frame: tuple[int, int]) -> np.ndarray
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def _distance_table() -> None:
+def _distance_table(sites: list[SiteSolve]) -> None:
     """Per site, where its reference shadows lie from their dates' reference clouds."""
     print("\nThe reference shadows and the reference clouds of their dates (no model):\n")
     reaches = " | ".join(f"within {k} px" for k in REACHES)
     print(f"| site | frame | shadow px | on a date with no cloud in the frame | {reaches} |")
     print("|---" * (len(REACHES) + 4) + "|")
-    for name in site_names():
-        series = whole_series(name)
+    for site in sites:
+        series = site.series
         distance = cloud_distances(series.scored_reference, series.frame)
         if distance.size == 0:
             continue
         rows, cols = series.frame
-        gsd = load_site(name).gsd
+        gsd = load_site(site.name).gsd
         shares = " | ".join(f"{np.mean(distance <= k):.2f}" for k in REACHES)
         print(
-            f"| {name} | {rows} × {cols} px, {rows * gsd / 1000:g} × {cols * gsd / 1000:g} km "
+            f"| {site.name} | {rows} × {cols} px, {rows * gsd / 1000:g} × {cols * gsd / 1000:g} km "
             f"| {distance.size} | {np.mean(np.isinf(distance)):.2f} | {shares} |"
         )
 
@@ -385,7 +385,7 @@ def main() -> None:
     sites = solve_sites(floored=bool(args.floor_near) or args.flat_dark)
     _pooled_table(sites)
     _date_tables(sites)
-    _distance_table()
+    _distance_table(sites)
     if args.floor_near:
         _floor_near(sites, args.floor_near)
     if args.flat_dark:
