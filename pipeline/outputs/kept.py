@@ -25,6 +25,7 @@ __all__ = [
     "ResidualEdges",
     "context_residual",
     "keep_observed",
+    "layer_parts",
     "layer_residual",
     "provenance_codes",
 ]
@@ -45,19 +46,29 @@ def provenance_codes(clear: np.ndarray, kept: np.ndarray | None = None) -> np.nd
     return provenance
 
 
+def layer_parts(
+    arrays: Mapping[str, Any], band: int, window: Window, *, haze: bool, shadow: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One band's solved layers over ``window`` as :func:`layer_residual` sums them: C + N
+    (N read when ``haze``) and S (read when ``shadow``, else None), each a new array."""
+    rows, cols = window.slices
+    added = np.asarray(arrays["cloud"][:, band, rows, cols])
+    if haze:
+        added += np.asarray(arrays["haze"][:, band, rows, cols])
+    return added, np.asarray(arrays["shadow"][:, band, rows, cols]) if shadow else None
+
+
 def layer_residual(
     arrays: Mapping[str, Any], band: int, window: Window, *, haze: bool, shadow: bool
 ) -> np.ndarray:
     """D − L of one band over ``window`` from the solved layers, C + N − S (the additive
     methods' constraint, to the solver's tolerance; ``haze`` and ``shadow``: whether those
-    layers are read). They are layers the mask pass never writes, so a rerun, or a neighbour's
-    task that has already kept its observations in ``clear``, reads the same values."""
-    rows, cols = window.slices
-    residual = np.asarray(arrays["cloud"][:, band, rows, cols])
-    if haze:
-        residual += np.asarray(arrays["haze"][:, band, rows, cols])
-    if shadow:
-        residual -= np.asarray(arrays["shadow"][:, band, rows, cols])
+    layers are read, :func:`layer_parts`). They are layers the mask pass never writes, so a
+    rerun, or a neighbour's task that has already kept its observations in ``clear``, reads the
+    same values."""
+    residual, darkening = layer_parts(arrays, band, window, haze=haze, shadow=shadow)
+    if darkening is not None:
+        residual -= darkening
     return residual
 
 
@@ -75,8 +86,8 @@ class ResidualEdges:
     right: list[np.ndarray] = field(default_factory=list)  # per band: (time, rows, last cols)
 
     def add(self, added: np.ndarray, shadow: np.ndarray | None) -> None:
-        """Keep the next band's edges of C + N (``added``, as :func:`layer_residual` sums
-        them) less S (``shadow``, None without a shadow layer), over the whole window."""
+        """Keep the next band's edges of C + N (``added``) less S (``shadow``, None without a
+        shadow layer), both over the whole window as :func:`layer_parts` reads them."""
         for kept, cols in (
             (self.left, slice(None, self.width)),
             (self.right, slice(-self.width, None)),

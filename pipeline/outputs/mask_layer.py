@@ -72,7 +72,13 @@ from cloudcore.masks import (
 )
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
-from pipeline.outputs.kept import ResidualEdges, context_residual, keep_observed, layer_residual
+from pipeline.outputs.kept import (
+    ResidualEdges,
+    context_residual,
+    keep_observed,
+    layer_parts,
+    layer_residual,
+)
 from pipeline.store.cube import (
     arrays_for_writing,
     chunk_files,
@@ -434,10 +440,7 @@ def _scores(
         observed_b = np.asarray(seen[:, b, rows, cols]) == 1
         observed |= observed_b
         unseen = ~observed_b
-        anomaly = np.asarray(arrays["cloud"][:, b, rows, cols])
-        if job.haze:
-            anomaly += np.asarray(arrays["haze"][:, b, rows, cols])
-        shadow = np.asarray(arrays["shadow"][:, b, rows, cols]) if has_shadow else None
+        anomaly, shadow = layer_parts(arrays, b, window, haze=job.haze, shadow=has_shadow)
         if edges is not None:
             edges.add(anomaly, shadow)
         anomaly[unseen] = np.nan
@@ -452,8 +455,7 @@ def _scores(
     white, flat = (None, None)
     if whiteness is not None:
         white, flat = whiteness_tests(whiteness, job.rule, bright.count)
-    means = (bright.mean(), dark.mean(), observed, white, flat)
-    return _Scores(window.col_off, *means, edges=edges)
+    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat, edges)
 
 
 def _offset(
