@@ -56,6 +56,7 @@ from cloudlab.sitescore import (
     dropped_pairs,
     error_sums,
     site_arrays,
+    written_ground,
 )
 from pipeline.config import MaskConfig, SolverConfig
 
@@ -229,7 +230,8 @@ def _score_pair(
     output, the output with every pasted pixel filled, and the pasted pixels missed."""
     t = kept.target
     seen = kept.observed[:, t].reshape(1, *frame)
-    observation, ground = kept.D[:, :, t], solved.ground[:, :, t]
+    observation = kept.D[:, :, t]
+    ground = written_ground(kept.D, kept.days, t, solved, step, frame)
     codes = solved.codes(step.rule, seen, t)
     everywhere = codes.copy()
     everywhere.reshape(-1)[pair.scored] = CLOUD

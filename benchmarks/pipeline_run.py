@@ -563,6 +563,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-white-clouds": {"solver": {}, "mask": {"white_cloud": 0, "white": 0.2}},
     # The default before a shadow beside its cloud (mask.shadow_near 0): what it costs.
     "no-shadow-near": {"solver": {}, "mask": {"shadow_near": 0}},
+    # The default before the pixel's own departure from its clear dates (mask.interpolate).
+    "no-interpolate": {"solver": {}, "mask": {"interpolate": False}},
     # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
     "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
     # Today's default with the ground floored (solver.floor_ground, an option): what it costs.

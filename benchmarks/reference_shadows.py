@@ -68,6 +68,7 @@ from cloudlab.sitescore import (
     error_sums,
     solve_specs,
     whole_series,
+    written_ground,
 )
 from pipeline.config import MaskConfig, SolverConfig
 
@@ -369,7 +370,7 @@ def _flat_dark_pairs(name: str) -> list[tuple[float, float]]:
             _flat_dark_codes(codes, solved[floored_spec.name], kept.D, seen, s, t)
             for s in FLAT_DARK
         ]
-        ground = solved[spec.name].ground[:, :, t]
+        ground = written_ground(kept.D, kept.days, t, solved[spec.name], step, frame)
         for k, c in enumerate(variants):
             out = compose_target(kept.D[:, :, t], ground, c, step, frame)
             e = error_sums(out, pair.truth, pair.scored, pair.clear)

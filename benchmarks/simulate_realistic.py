@@ -73,6 +73,7 @@ def _scores(D: np.ndarray, truth: np.ndarray, statistic: str = "median") -> dict
     nb, n, h, w = D.shape
     matrices = D.reshape(nb, n, h * w).transpose(0, 2, 1)  # (bands, pixels, dates)
     observed = np.ones((h * w, n), bool)
+    days = np.arange(n)  # the dates a day apart (the interpolation's times)
     out: dict[str, float] = {}
     # The bands are red, green, blue (cloudcore.simulate.realistic): blue is the shortest.
     specs = list(SOLVES.values())
@@ -87,10 +88,12 @@ def _scores(D: np.ndarray, truth: np.ndarray, statistic: str = "median") -> dict
             codes = solved.codes(DEFAULT_STEP.rule, observed.T.reshape(n, h, w))
             name = "default" if spec == DEFAULT_SOLVE else label
             for tag, offset in (("", DEFAULT_STEP.offset), (", no offset", None)):
-                kept = compose(D, ground, codes, haze=DEFAULT_STEP.haze_fill, offset=offset)
+                times = days if DEFAULT_STEP.between else None  # mask.interpolate
+                kept = compose(
+                    D, ground, codes, haze=DEFAULT_STEP.haze_fill, offset=offset, times=times
+                )
                 out[f"{name} (mask, keep_clear{tag})"] = cloudcore.recovery_error(kept, truth)
     reference = np.zeros((h * w, n), np.uint8)  # the oracles are not run: no reference here
-    days = np.arange(n)
     for base in BASELINES:
         est = MULTIBAND_BASELINES[base](matrices, reference, days)
         out[base] = cloudcore.recovery_error(est.transpose(0, 2, 1).reshape(D.shape), truth)

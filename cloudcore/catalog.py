@@ -22,6 +22,7 @@ __all__ = [
     "MASK_EDGE_REACH",
     "MASK_GROW",
     "MASK_HAZE",
+    "MASK_INTERPOLATE",
     "MASK_LEVEL_BELOW",
     "MASK_NEAR_REACH",
     "MASK_OFFSET",
@@ -145,6 +146,10 @@ GROUND_FLOOR: float | None = None
 #: kept as observed into those filled with the ground (:mod:`cloudcore.offset`); chosen with the
 #: mask by leave-one-site-out.
 MASK_OFFSET = 8.0
+#: Whether the ground written is first raised by the pixel's own departure from it on its
+#: nearest kept dates before and after, interpolated in time (:mod:`cloudcore.departure`);
+#: chosen with the mask by leave-one-site-out (a sixth stage).
+MASK_INTERPOLATE = True
 #: The methods whose layers add up to the residual, D − L = C + N − S (:mod:`cloudcore.offset`
 #: reads it from them); ATM's C is an opacity, D − L = C∘(1 − L).
 ADDITIVE_METHODS: tuple[str, ...] = ("aatm", "aatm-shadow", "rpca", "nnrpca")

@@ -89,6 +89,7 @@ def compose(
     haze: HazeFill = "invert",
     window: int = 5,
     offset: float | None = None,
+    times: np.ndarray | None = None,
 ) -> np.ndarray:
     """The cloud-free values of a series: the observation where the mask says clear, the haze
     inverted (or as ``haze`` says), the ground elsewhere.
@@ -109,6 +110,11 @@ def compose(
         None, or the scale in pixels (:func:`cloudcore.offset.clear_offset`) over which the
         date's departure from the ground is spread from its kept clear entries to those the
         ground is written for (module docstring).
+    times
+        None, or the dates' times: where the ground is written over an observation it is first
+        raised by the pixel's own departure from it on its nearest kept dates before and after
+        (:func:`cloudcore.departure.interpolated_departure`, the pipeline's
+        ``mask.interpolate``), and the offset is spread from what is left.
 
     Returns
     -------
@@ -125,6 +131,7 @@ def compose(
         raise ValueError(
             f"compose: observation {obs.shape}, ground {out.shape} and codes {codes.shape} differ"
         )
+    kept = kept_codes(codes, keep_haze=haze == "observed")
     inverted = np.zeros(obs.shape, dtype=bool)
     if haze == "invert":
         hazy = codes == HAZE
@@ -133,16 +140,36 @@ def compose(
             inverted_values = np.clip((obs - alpha) / (1.0 - alpha), 0.0, 1.0)
         inverted = np.broadcast_to(hazy, obs.shape) & np.isfinite(obs)
         out[inverted] = inverted_values[inverted]
+    if times is not None:  # as the pipeline's mask pass: where observed and not inverted
+        ground64 = _with_departure(ground64, obs, kept, np.asarray(times, dtype=np.float64))
+        raised = np.isfinite(obs) & ~inverted
+        out[raised] = np.clip(ground64[raised], 0.0, 1.0)
     # The observation where the mask says clear (and haze, kept as observed): as the pipeline's
     # mask pass writes it (cloudcore.masks.kept_codes, keep_clear). Its offset differs slightly:
     # the pipeline reads the residual from the solved layers (D − L with L unclipped, to the
     # solver's tolerance) where this takes the observation minus the clipped ground.
-    kept = kept_codes(codes, keep_haze=haze == "observed")
     out, _ = keep_clear(out, obs, kept)
     if offset is not None:
         kept_all = np.broadcast_to(kept, obs.shape)
         out = _with_offset(out, obs, ground64, kept_all, inverted, offset)
     return out
+
+
+def _with_departure(
+    ground: np.ndarray, obs: np.ndarray, kept: np.ndarray, times: np.ndarray
+) -> np.ndarray:
+    """``ground`` (bands, dates, rows, cols) raised by each pixel's own departure D − L on its
+    nearest ``kept`` observed dates (:func:`cloudcore.departure.interpolated_departure`), not
+    clipped: the offset is spread from what is left of D − L, as the pipeline does."""
+    from cloudcore.departure import interpolated_departure
+
+    evidence = np.broadcast_to(kept, obs.shape) & np.isfinite(obs)
+    with np.errstate(invalid="ignore"):
+        residual = np.where(evidence, obs - ground, 0.0)
+    departure = interpolated_departure(
+        np.moveaxis(residual, 1, 0), np.moveaxis(evidence, 1, 0), times
+    )
+    return ground + np.moveaxis(departure, 0, 1)
 
 
 def _with_offset(

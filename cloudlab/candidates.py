@@ -64,6 +64,7 @@ __all__ = [
     "WHITE_RATIOS",
     "PostStep",
     "SolveSpec",
+    "between_of",
     "ground_suffix",
     "near_of",
     "post_steps",
@@ -257,16 +258,21 @@ class PostStep:
     #: None, or the scale in pixels over which the date's departure from the ground is added
     #: where the ground is written (:func:`cloudcore.compose.compose`'s ``offset``).
     offset: float | None = None
+    #: Whether the ground written is raised by the pixel's own departure from it on its nearest
+    #: kept dates before and after, interpolated in time (:mod:`cloudcore.departure`,
+    #: ``mask.interpolate``): the sixth stage (:func:`between_of`).
+    between: bool = False
 
     @classmethod
     def of(cls, mask: Any) -> PostStep:
         """The post-step of a :class:`pipeline.config.MaskConfig` (the pipeline's default with
         ``MaskConfig()``): its rule, ``keep_clear``, the haze kept as observed with
         ``keep_haze`` (written as the ground when the rule has no haze class: the same output,
-        spelt as the grid spells it) and its offset (``0``: none)."""
+        spelt as the grid spells it), its offset (``0``: none) and ``interpolate``."""
         rule = mask.rule()
         fill: HazeFill = "observed" if mask.keep_haze and rule.haze < rule.cloud else "ground"
-        return cls(rule, mask.keep_clear, fill, mask.kept_offset)
+        between = bool(mask.interpolate) and mask.keep_clear
+        return cls(rule, mask.keep_clear, fill, mask.kept_offset, between)
 
     def with_rule(self, **change: Any) -> PostStep:
         """This post-step with its mask rule's fields ``change``-d (e.g. ``white=0.3``)."""
@@ -309,11 +315,12 @@ class PostStep:
     @property
     def name(self) -> str:
         """Compact label: ``c4 h3 s3 r1 g1 keep:invert``; ``ground`` with keep_clear off (the
-        output is then the ground whatever the rule)."""
+        output is then the ground whatever the rule); ``+between`` with :attr:`between`."""
         if not self.keep_clear:
             return "ground"
         spread = "" if self.offset is None else f"+offset{self.offset:g}"
-        return f"{self.rule_name} keep:{self.haze_fill}{spread}"
+        between = "+between" if self.between else ""
+        return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}"
 
 
 def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
@@ -417,6 +424,26 @@ def persist_of(step: PostStep) -> list[PostStep]:
     return _rule_variants(step, {"persist": 0.0}, [{"persist": q} for q in PERSIST])
 
 
+def between_of(step: PostStep) -> list[PostStep]:
+    """The sixth stage's variants of a post-step: without the pixel's own departure
+    interpolated from its clear dates (:attr:`PostStep.between`), then with it; keep_clear off:
+    only as it is.
+
+    Parameters
+    ----------
+    step
+        A post-step of any earlier stage.
+
+    Returns
+    -------
+    list of PostStep
+        ``step`` without it first.
+    """
+    if not step.keep_clear:
+        return [step]
+    return [dataclasses.replace(step, between=flag) for flag in (False, True)]
+
+
 def _rule_variants(
     step: PostStep, off: dict[str, Any], changes: list[dict[str, Any]]
 ) -> list[PostStep]:
@@ -451,4 +478,5 @@ def step_named(name: str) -> PostStep:
 @functools.cache
 def _steps_by_name() -> dict[str, PostStep]:
     clouds = [v for step in post_steps() for v in white_clouds_of(step)]
-    return {p.name: p for v in clouds for n in near_of(v) for p in persist_of(n)}
+    stayed = [p for v in clouds for n in near_of(v) for p in persist_of(n)]
+    return {b.name: b for p in stayed for b in between_of(p)}

@@ -44,6 +44,7 @@ from cloudlab.candidates import (
     WHITE_RATIOS,
     PostStep,
     SolveSpec,
+    between_of,
     ground_suffix,
     near_of,
     persist_of,
@@ -182,7 +183,7 @@ def choose(
     solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in five stages: among the candidates without the
+    """The candidate chosen on ``sites``, in six stages: among the candidates without the
     mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
     with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
     one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
@@ -190,7 +191,8 @@ def choose(
     pipeline bounds it (:func:`capped`), where that is scored; then that one with a shadow
     beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way;
     then that one with ground that stays (:func:`cloudlab.candidates.persist_of`) where scored
-    (``--persist``), the same way.
+    (``--persist``), the same way; then that one with each pixel's own departure interpolated
+    from its clear dates (:func:`cloudlab.candidates.between_of`), the same way.
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
@@ -200,6 +202,7 @@ def choose(
         scores.step.map(_has_white_clouds)
         | scores.step.map(_has_near)
         | scores.step.map(_has_persist)
+        | scores.step.map(_has_between)
     )
     plain = scores[(scores.step.map(white_of) == 0.0) & ~later]
     best, info = least_loss(plain, sites, solves, masks)
@@ -211,6 +214,7 @@ def choose(
     best, info["white_clouds"] = _least_as_run(table, _stage_variants(best, white_clouds_of))
     best, info["shadow_near"] = _least_as_run(table, _stage_variants(best, near_of))
     best, info["persist"] = _least_as_run(table, _stage_variants(best, persist_of))
+    best, info["between"] = _least_as_run(table, _stage_variants(best, between_of))
     return best, info
 
 
@@ -291,6 +295,10 @@ def _has_near(step: str) -> bool:
 
 def _has_persist(step: str) -> bool:
     return any(part.startswith("p") and part[1:2].isdigit() for part in str(step).split(" "))
+
+
+def _has_between(step: str) -> bool:
+    return str(step).endswith("+between")
 
 
 def _has_white_clouds(step: str) -> bool:
@@ -642,9 +650,12 @@ def third_stage(
     # The fourth stage's too, of every white-cloud variant: which one the third stage takes is
     # known only once they are scored.
     steps += [n for variants in clouds for v in variants for n in near_of(v)[1:]]
+    nears = [n for variants in clouds for v in variants for n in near_of(v)]
     if persist:  # and the fifth's, of every one of those (with the shadow or not), likewise
-        nears = [n for variants in clouds for v in variants for n in near_of(v)]
         steps += [q for n in nears for q in persist_of(n)[1:]]
+    # And the sixth's, of every step a fold can reach by then (the fifth's only with --persist).
+    reached = [q for n in nears for q in (persist_of(n) if persist else [n])]
+    steps += [b for q in reached for b in between_of(q)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 

@@ -107,7 +107,8 @@ def write_report(
         f"whiteness test: `{summary['best']}`; {_white_losses(summary)}; "
         f"{_stage_losses(summary.get('white_clouds'), 'white clouds')}; "
         f"{_stage_losses(summary.get('shadow_near'), 'a shadow beside its cloud')}; "
-        f"{_stage_losses(summary.get('persist'), 'ground that stays')}). "
+        f"{_stage_losses(summary.get('persist'), 'ground that stays')}; "
+        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}). "
         "**The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",

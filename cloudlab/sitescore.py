@@ -31,6 +31,7 @@ from cloudcore._morphology import dilate
 from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
+from cloudcore.departure import interpolated_departure
 from cloudcore.masks import CLEAR as MASK_CLEAR
 from cloudcore.masks import CLOUD as MASK_CLOUD
 from cloudcore.masks import HAZE as MASK_HAZE
@@ -41,6 +42,7 @@ from cloudcore.masks import (
     Neighbours,
     Whiteness,
     classify_scores,
+    kept_codes,
     neighbour_scores,
     other_day_neighbours,
     whiteness_tests,
@@ -486,6 +488,35 @@ def compose_target(
     return out[:, 0].reshape(out.shape[0], -1)
 
 
+def written_ground(
+    D: np.ndarray,
+    days: np.ndarray,
+    target: int,
+    solved: Solved,
+    step: PostStep,
+    frame: tuple[int, int],
+) -> np.ndarray:
+    """The ground ``(bands, pixels)`` the post-step ``step`` writes on the target where the
+    mask does not keep the observation (before the date's offset, which
+    :func:`compose_target` adds): the solve's; with :attr:`PostStep.between` raised by each
+    pixel's own departure from it on its nearest dates the step keeps, before and after,
+    interpolated in time (:func:`cloudcore.departure.interpolated_departure`,
+    ``mask.interpolate``) and clipped to [0, 1]. ``D`` is the series solved ``(bands, pixels,
+    dates)``, ``days`` its dates' day numbers."""
+    if not step.between:
+        return solved.ground[:, :, target]
+    observed = np.isfinite(D).all(axis=0)
+    codes = solved.codes(step.rule, observed.T.reshape(-1, *frame))
+    kept = kept_codes(codes, keep_haze=step.haze_fill == "observed").reshape(codes.shape[0], -1)
+    raised = []
+    for band, ground in zip(D, solved.ground, strict=True):
+        seen = np.isfinite(band).T
+        residual = np.where(seen, band.T - ground.T, 0.0)
+        departure = interpolated_departure(residual, kept & seen, days)
+        raised.append(ground[:, target] + departure[target])
+    return np.clip(np.stack(raised), 0.0, 1.0)
+
+
 def error_sums(
     out: np.ndarray, truth: np.ndarray, scored: np.ndarray, clear: np.ndarray
 ) -> dict[str, float]:
@@ -553,10 +584,11 @@ def pair_rows(
                 continue
             if step.rule not in codes_of:
                 codes_of[step.rule] = result.codes(step.rule, seen, target)
+            written = written_ground(D, days, target, result, step, frame)
             sums(
                 name,
                 step.name,
-                compose_target(observation, ground, codes_of[step.rule], step, frame),
+                compose_target(observation, written, codes_of[step.rule], step, frame),
             )
     for base, rule in MULTIBAND_BASELINES.items():
         sums(base, "", rule(D, reference, days)[:, :, target])

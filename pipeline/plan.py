@@ -137,6 +137,15 @@ class RunPlan:
         return tuple((int(b), int(a)) for b, a in found) if (found >= 0).any() else None
 
     @property
+    def date_times(self) -> tuple[float, ...] | None:
+        """Each acquisition's UTC time in seconds, which the pixel's own departure interpolated
+        in time reads (``mask.interpolate``, :mod:`cloudcore.departure`); None where the mask
+        pass does not apply it (:attr:`pipeline.config.Config.applied_interpolate`)."""
+        if not self.config.applied_interpolate:
+            return None
+        return tuple(as_utc(a.time).timestamp() for a in self.acquisitions)
+
+    @property
     def time_labels(self) -> list[str]:
         """Each acquisition's UTC time as output file names carry it (unique per series)."""
         return [time_label(a.time) for a in self.acquisitions]
@@ -149,12 +158,14 @@ class RunPlan:
         mask = self.config.mask
         # The options that came later are in the dump only where on (MaskConfig.options_off);
         # those spelt below (grow, white) never are.
-        named = {"keep_clear", "grow", "keep_haze", "offset", "white", "white_band"}
+        named = {"keep_clear", "grow", "keep_haze", "offset", "white", "white_band", "interpolate"}
         settings = mask.model_dump_json(exclude=named | mask.options_off())
         settings += f"keep_clear={mask.keep_clear}" + (f"grow={mask.grow}" if mask.grow else "")
         settings += "keep_haze" if mask.keep_clear and mask.keep_haze else ""
         offset = self.config.applied_offset
         settings += f"offset={offset:g}" if offset is not None else ""
+        # Only where the mask pass applies it (not with atm): cubes of earlier versions resume.
+        settings += "interpolate" if self.config.applied_interpolate else ""
         # The whiteness test named only where it is on: a cube of earlier settings resumes with
         # `white: 0` (and `white_cloud: 0`, below); a default run's cube from before the test is
         # solved again (its mask changed).

@@ -14,6 +14,7 @@ from cloudcore.catalog import (
     MASK_EDGE_REACH,
     MASK_GROW,
     MASK_HAZE,
+    MASK_INTERPOLATE,
     MASK_LEVEL_BELOW,
     MASK_NEAR_REACH,
     MASK_OFFSET,
@@ -92,6 +93,12 @@ class MaskConfig(ConfigSection):
     # its layers do not add up to the residual).
     # At most 64 px: each core then reads 208 px around it (cloudcore.offset.offset_margin).
     offset: float = Field(default=MASK_OFFSET, ge=0, le=64)
+    # With keep_clear: where the ground is written over an observed pixel, add first the
+    # pixel's own departure from the ground on its nearest dates kept as observed before and
+    # after, interpolated in time (cloudcore.departure: a field laid bare, snow that stays,
+    # seen minutes or days away), then the date's offset over what is left. Not with
+    # solver.method atm (as the offset). Chosen by leave-one-site-out (docs/REAL-CLOUDS.md).
+    interpolate: bool = MASK_INTERPOLATE
     # Call a brightening cloud or haze only where the band of shortest wavelength brightened by
     # at least this fraction of the most any band did (cloudcore.masks.Whiteness): clouds are
     # white, haze bluish, while the ground's own changes (greening, bare soil, harvest) brighten
@@ -121,7 +128,7 @@ class MaskConfig(ConfigSection):
     def options_off(self) -> set[str]:
         """The fields of the settings that came after the first cubes and are off here
         (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud, no white clouds,
-        no brightening level, no ground that stays):
+        no brightening level, no ground that stays, no ``interpolate``):
         a cube's identity and attributes leave them out, as before they existed, so cubes of
         earlier versions resume (:attr:`pipeline.plan.RunPlan.cube_token`,
         :func:`pipeline.solve.cube.open_cube`)."""
@@ -133,6 +140,8 @@ class MaskConfig(ConfigSection):
         off |= set() if self.bright_level > 0 else {"bright_level", "level_below"}
         persist = {"persist", "persist_reach", "persist_cover", "persist_spill"}
         off |= set() if self.persist > 0 else persist
+        # Without keep_clear nothing is filled from it: as off (cubes of then resume).
+        off |= set() if self.interpolate and self.keep_clear else {"interpolate"}
         return off
 
     @model_validator(mode="after")

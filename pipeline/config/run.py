@@ -417,6 +417,14 @@ class Config(ConfigSection):
         not add up to the residual (``atm``: :data:`cloudcore.catalog.ADDITIVE_METHODS`)."""
         return self.mask.kept_offset if self.solver.method in ADDITIVE_METHODS else None
 
+    @property
+    def applied_interpolate(self) -> bool:
+        """Whether the mask pass raises the ground it writes by each pixel's own departure on
+        its clear dates (``mask.interpolate``): with ``keep_clear`` and a method whose layers add
+        up to the residual, as :attr:`applied_offset`."""
+        mask = self.mask
+        return mask.interpolate and mask.keep_clear and self.solver.method in ADDITIVE_METHODS
+
     @model_validator(mode="before")
     @classmethod
     def _keep_clear_moved(cls, data: Any) -> Any:

@@ -24,6 +24,7 @@ __all__ = [
     "OBSERVED",
     "ResidualEdges",
     "context_residual",
+    "filled_shift",
     "keep_observed",
     "layer_parts",
     "layer_residual",
@@ -148,6 +149,29 @@ def _edge_columns(
         if max(start, e.col_off) < min(stop, e.col_end)
     ]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+
+def filled_shift(
+    residual: np.ndarray,
+    evidence: np.ndarray,
+    *,
+    scale: float | None,
+    times: Sequence[float] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """What :func:`keep_observed` writes a filled entry from, over a window (time, rows, cols):
+    the residual D − L less the pixel's own departure from the ground on its nearest
+    ``evidence`` dates (:func:`cloudcore.departure.interpolated_departure` at the dates'
+    ``times``, ``mask.interpolate``; None: not taken out), and the date's departure spread
+    from what is left (:func:`cloudcore.offset.clear_offset` over ``scale`` px, ``mask.offset``;
+    None: zeros). A filled entry is then D − residual + shift: L + departure + offset."""
+    from cloudcore.departure import interpolated_departure
+    from cloudcore.offset import clear_offset
+
+    if times is not None:
+        residual = residual - interpolated_departure(residual, evidence, np.asarray(times))
+    if scale is None:
+        return residual, np.zeros_like(residual)
+    return residual, clear_offset(residual, evidence, scale=scale)
 
 
 def keep_observed(

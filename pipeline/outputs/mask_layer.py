@@ -22,8 +22,9 @@ COGs are written; each reads the tiles' records from the row markers when it sta
   left the page cache by then).
 
 With ``mask.offset`` (and ``keep_clear``) an observed entry that is filled gets the date's
-departure from the ground (:mod:`cloudcore.offset`): the band's residual D − L where the mask
-keeps the observation, spread by normalised convolution. It is read from the solved layers
+departure from the ground (:mod:`cloudcore.offset`; with ``mask.interpolate`` first the pixel's
+own, :mod:`cloudcore.departure`): the band's residual D − L where the mask keeps the
+observation, spread by normalised convolution. It is read from the solved layers
 (C + N − S), which the pass never writes, not from ``clear``, which it does: a neighbour's task
 may already have kept its observations there, and a rerun would add the offset twice. A core's
 offset depends on the codes and residuals up to :func:`cloudcore.offset.offset_margin` pixels
@@ -42,8 +43,8 @@ scores of the columns to its right are in, so every cube chunk of the row is dec
 the scores (a task per core decoded its neighbours' whole 1024-column chunks for a few columns
 of them); with ``mask.offset`` each band's residual over a core's context is its core's
 columns read again and, beyond them, the edges the scores kept of the same sums.
-A task writes only its own cores:
-cube chunks are never shared between tasks. The pass keeps no markers: it
+A task writes only its own cores: cube chunks are never shared between tasks. The pass keeps
+no markers: it
 is idempotent (the mask depends only on the solved layers and the input, and the observations
 it copies are the input's), so a rerun simply does it again; the cube token includes the mask
 settings and ``keep_clear`` (:attr:`pipeline.plan.RunPlan.cube_token`), so changing them
@@ -75,6 +76,7 @@ from pipeline.grid.tiling import Tile, Window
 from pipeline.outputs.kept import (
     ResidualEdges,
     context_residual,
+    filled_shift,
     keep_observed,
     layer_parts,
     layer_residual,
@@ -115,9 +117,7 @@ class MaskJob:
     records: tuple[str, ...]  # the markers holding the tiles' records, each band's σ from them
     rule: MaskRule
     keep_clear: bool
-    preview: PreviewSpec | None = (
-        None  # the quicklooks' mask samples to keep (pipeline.store.previews)
-    )
+    preview: PreviewSpec | None = None  # the quicklooks' mask samples (pipeline.store.previews)
     # Whether the haze layer can be non-zero where observed (cloudcore.catalog.writes_haze);
     # if not, the scores read no haze: cloud + 0 gives the same float32 sums, and a fifth of
     # the mask's reads are saved.
@@ -136,6 +136,8 @@ class MaskJob:
     # Each date's nearest dates of other days, before and after (-1: none), which ground that
     # stays reads (rule.persist > 0; RunPlan.date_neighbours); None: no date has one.
     neighbours: tuple[tuple[int, int], ...] | None = None
+    # Each date's time (s, UTC) with mask.interpolate (RunPlan.date_times); None: off.
+    times: tuple[float, ...] | None = None
 
     @property
     def reach(self) -> int:
@@ -468,14 +470,11 @@ def _offset(
     core: Window,
     held: Sequence[_Scores] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The band's residual D − L over ``core`` and the date's departure from the ground there
-    (:func:`cloudcore.offset.clear_offset` of the residual where the observation is kept,
-    ``kept`` over ``context``), or None without ``mask.offset``. With the scores ``held``
+    """:func:`~pipeline.outputs.kept.filled_shift` over ``core`` (``kept`` over ``context``),
+    or None without ``mask.offset`` and ``mask.interpolate``. With the scores ``held``
     around the core, the context's columns beyond the core come from their edges."""
-    if job.offset is None:
+    if job.offset is None and job.times is None:
         return None
-    from cloudcore.offset import clear_offset
-
     shadow = "shadow" in job.layers
     if held is None:
         residual = layer_residual(arrays, band, context, haze=job.haze, shadow=shadow)
@@ -485,7 +484,7 @@ def _offset(
             arrays, band, context, core, edges, haze=job.haze, shadow=shadow
         )
     evidence = kept & (np.asarray(seen[(slice(None), band, *context.slices)]) == 1)
-    shift = clear_offset(residual, evidence, scale=job.offset)
+    residual, shift = filled_shift(residual, evidence, scale=job.offset, times=job.times)
     return np.ascontiguousarray(_crop(residual, core, context)), _crop(shift, core, context)
 
 

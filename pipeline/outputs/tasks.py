@@ -161,6 +161,7 @@ class ProductTasks:
                 offset=config.applied_offset,
                 short_band=plan.short_band,
                 neighbours=neighbours,
+                times=plan.date_times,
             )
             for r in range(tiles.n_rows)
         )

@@ -96,6 +96,7 @@ def _mask_attrs(config: Any, white_band: str | None) -> dict[str, Any]:
     mask = config.mask
     exclude = {"keep_clear", "keep_haze", "white_band"} | mask.options_off()
     exclude |= set() if config.applied_offset is not None else {"offset"}
+    exclude |= set() if config.applied_interpolate else {"interpolate"}
     attrs = dict(mask.model_dump(mode="json", exclude=exclude))
     return attrs | ({"white_band": white_band} if white_band is not None else {})
 

@@ -76,3 +76,24 @@ def test_shapes_must_agree():
     truth, ground = _scene()
     with pytest.raises(ValueError, match="differ"):
         compose(truth, ground[:, :1], np.zeros(truth.shape[1:], np.uint8))
+
+
+def test_with_times_a_filled_entry_gets_its_pixel_s_departure_on_its_kept_dates():
+    """``times`` (the pipeline's ``mask.interpolate``): a cloud entry is the ground plus the
+    pixel's residual D − L on its kept dates before and after, weighted by time; a kept entry
+    stays the observation; an unobserved one the ground."""
+    rng = np.random.default_rng(2)
+    ground = rng.uniform(0.2, 0.5, (2, 4, 3, 3))
+    obs = np.clip(ground + rng.normal(0.0, 0.05, ground.shape), 0.0, 1.0)
+    obs[1, 3, 0, 0] = np.nan  # band 1 did not observe pixel (0, 0) on date 3
+    codes = np.zeros((4, 3, 3), np.uint8)
+    codes[1] = CLOUD  # date 1 clouded everywhere; dates 0 and 2 seen, at days 0, 1, 4
+    times = np.array([0.0, 1.0, 4.0, 9.0])
+    out = compose(obs, ground, codes, haze="ground", times=times)
+    residual = obs - ground
+    expected = ground[:, 1] + 0.75 * residual[:, 0] + 0.25 * residual[:, 2]
+    assert np.allclose(out[:, 1], np.clip(expected, 0.0, 1.0))
+    assert np.array_equal(out[:, [0, 2]], obs[:, [0, 2]])
+    assert out[1, 3, 0, 0] == ground[1, 3, 0, 0]
+    plain = compose(obs, ground, codes, haze="ground")
+    assert not np.allclose(plain[:, 1], out[:, 1])

@@ -160,6 +160,27 @@ def test_ground_that_stays_is_chosen_fifth_given_the_rest_of_the_candidate() -> 
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
 
 
+def test_the_departure_from_the_clear_dates_is_chosen_sixth_given_the_rest() -> None:
+    """Stage six only adds the pixel's own departure interpolated from its clear dates to the
+    candidate the first five chose, off on a tie; a step with it does not enter stage one, and
+    its label names the grid's step."""
+    from cloudlab.candidates import between_of, step_named
+
+    between = f"{STEP}+between"
+    assert [v.name for v in between_of(step_named(STEP))] == [STEP, between]
+    assert step_named(between).between and not step_named(STEP).between
+    pred = {
+        ("aatm-star", STEP): {s: 0.20 for s in SITES},
+        ("aatm-star", between): {s: 0.15 for s in SITES},
+        ("rpca-auto", STEP): {s: 0.30 for s in SITES},
+        ("rpca-auto", between): {s: 0.05 for s in SITES},
+    }
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {between}" and set(info["between"]) == {STEP, between}
+    pred[("aatm-star", between)] = {s: 0.20 for s in SITES}  # a tie: off
+    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
+
+
 def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
     """A step with white clouds is one of its own variants: a run of today's chooses among
     its variants without a label twice (``benchmarks/mask_stage.py`` on such a run)."""
@@ -175,6 +196,7 @@ def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
 def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves() -> None:
     from cloudlab.candidates import (
         CAPPED_SOLVES,
+        between_of,
         near_of,
         persist_of,
         step_named,
@@ -192,12 +214,19 @@ def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves(
     near = [n for v in clouds for n in near_of(v)[1:]]
     # The white clouds, then each white-cloud variant (the step itself too) with a shadow
     # beside its cloud: 1.5σ within 8 or 16 px (STEP's shadow threshold is 2σ).
-    assert steps == clouds[1:] + near and len(steps) == 3 + 4 * 2
+    # Then each of those (with the shadow or not) with the pixel's own departure from its
+    # clear dates (the sixth stage).
+    nears = [n for v in clouds for n in near_of(v)]
+    between = [between_of(n)[1] for n in nears]
+    assert steps == clouds[1:] + near + between and len(between) == 4 * 3
+    assert all(b.between and b.name.endswith("+between") for b in between)
     # With --persist, then each of those, with and without the shadow, with ground that stays
-    # at 0.3 and 0.5.
+    # at 0.3 and 0.5, and the sixth stage's of every one of those.
     _, with_persist = third_stage(_scores(pred, SITES), masks, SITES, SOLVES, persist=True)
-    stays = [q for v in clouds for n in near_of(v) for q in persist_of(n)[1:]]
-    assert with_persist == steps + stays and len(stays) == 4 * 3 * 2
+    stays = [q for n in nears for q in persist_of(n)[1:]]
+    reached = [q for n in nears for q in persist_of(n)]
+    assert with_persist == clouds[1:] + near + stays + [between_of(q)[1] for q in reached]
+    assert len(stays) == 4 * 3 * 2
 
 
 def test_the_capped_table_scores_each_folds_choice_with_its_ground_capped() -> None:
@@ -340,20 +369,28 @@ def test_loss_is_relative_to_the_median_and_pays_for_changed_clear_pixels() -> N
 
 
 def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
-    from cloudlab.candidates import PostStep, SolveSpec, near_of, persist_of, white_clouds_of
+    from cloudlab.candidates import (
+        PostStep,
+        SolveSpec,
+        between_of,
+        near_of,
+        persist_of,
+        white_clouds_of,
+    )
     from pipeline.config import MaskConfig, SolverConfig
 
     solver, mask = SolverConfig(), MaskConfig()
     default_step = PostStep.of(mask)
-    assert default_step.name.endswith("+offset8")
-    # The pipeline's default: a step of the grid with its third stage's white clouds and its
-    # fourth stage's shadow beside its cloud (ground that stays, the fifth's, off); the grid
-    # itself has none of them.
+    assert default_step.name.endswith("+offset8+between")
+    # The pipeline's default: a step of the grid with its third stage's white clouds, its
+    # fourth stage's shadow beside its cloud (ground that stays, the fifth's, off) and its
+    # sixth stage's departure from the clear dates; the grid itself has none of them.
     third = {v.name: v for step in post_steps() for v in white_clouds_of(step)}
     fourth = {n.name: n for v in third.values() for n in near_of(v)[1:]}
     fifth = {q.name for n in fourth.values() for q in persist_of(n)[1:]}
-    assert default_step.name in fourth and default_step.name not in {*third, *fifth}
-    assert not any(s.rule.shadow_near or s.rule.persist for s in post_steps())
+    sixth = {b.name for n in fourth.values() for b in between_of(n)[1:]}
+    assert default_step.name in sixth and default_step.name not in {*third, *fourth, *fifth}
+    assert not any(s.rule.shadow_near or s.rule.persist or s.between for s in post_steps())
     assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
@@ -566,7 +603,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
     grid's, the second pass's baselines and grid steps left out (each is scored once)."""
     import cloudlab.heldout as heldout
-    from cloudlab.candidates import near_of, step_named, white_clouds_of
+    from cloudlab.candidates import between_of, near_of, step_named, white_clouds_of
 
     sites = ["a", "b", "c"]
     calls: list[tuple] = []
@@ -610,6 +647,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     assert len(calls) == 2 and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
     clouds = white_clouds_of(step_named(STEP))
     variants = clouds[1:] + [n for v in clouds for n in near_of(v)[1:]]  # stages three, four
+    variants += [between_of(n)[1] for v in clouds for n in near_of(v)]  # and six
     assert [v.name for v in calls[1][1][0][0]] == [v.name for v in variants]
     scores = pd.read_csv(tmp_path / "scores.csv", keep_default_na=False)
     median = scores[scores.solve == "temporal-median"]

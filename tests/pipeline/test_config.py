@@ -235,3 +235,26 @@ def test_ground_that_stays_off_is_left_out_of_the_cube_identity() -> None:
     with pytest.raises(ConfigError) as info:
         parse(_with("mask", {"persist": 1.5}), Config)
     assert "mask.persist" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_interpolate_off_is_left_out_of_the_cube_identity_and_applies_as_the_offset() -> None:
+    """``mask.interpolate`` off is left out of the cube's identity, as before it existed; on, it
+    is in it, and the mask pass applies it only where it applies the offset's kind of fill:
+    ``keep_clear`` on and a method whose layers add up to the residual (not ``atm``)."""
+    from pipeline.plan import make_plan
+
+    off = parse(_with("mask", {"interpolate": False}), Config)
+    on = parse(_with("mask", {"interpolate": True}), Config)
+    assert "interpolate" in off.mask.options_off()
+    assert "interpolate" not in on.mask.options_off()
+    assert make_plan(off).cube_token != make_plan(on).cube_token
+    assert on.applied_interpolate and not off.applied_interpolate
+    atm = parse({**_with("mask", {"interpolate": True}), "solver": {"method": "atm"}}, Config)
+    atm_off = parse({**_with("mask", {"interpolate": False}), "solver": {"method": "atm"}}, Config)
+    assert not atm.applied_interpolate
+    assert make_plan(atm).cube_token == make_plan(atm_off).cube_token  # nothing it changes
+    unkept = parse(_with("mask", {"interpolate": True, "keep_clear": False}), Config)
+    assert not unkept.applied_interpolate and "interpolate" in unkept.mask.options_off()
+    with pytest.raises(ConfigError) as info:
+        parse(_with("mask", {"interpolate": "often"}), Config)
+    assert "mask.interpolate" in str(info.value) and "\n" not in str(info.value)

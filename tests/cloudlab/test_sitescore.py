@@ -1,0 +1,39 @@
+"""How the held-out benchmark composes a candidate's target (cloudlab.sitescore)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from cloudcore.masks import MaskRule
+from cloudlab.candidates import PostStep
+from cloudlab.sitescore import Solved, written_ground
+
+
+def test_between_raises_the_target_s_ground_by_its_pixels_kept_neighbours() -> None:
+    """With every entry kept (thresholds no anomaly reaches), the target's ground is raised by
+    each pixel's residual D − L on the dates before and after it, weighted by time; a date not
+    observed is no evidence, and the result is clipped to [0, 1]."""
+    rng = np.random.default_rng(5)
+    bands, frame, days = 2, (3, 4), np.array([0.0, 2.0, 3.0, 7.0])
+    pixels, n = frame[0] * frame[1], days.size
+    L = rng.uniform(0.2, 0.6, (bands, pixels, n))
+    D = np.clip(L + rng.normal(0.0, 0.05, L.shape), 0.0, 1.0)
+    D[:, 0, 1] = np.nan  # pixel 0 not observed on date 1: the next kept date after is 3
+    D[:, 5, :] = 0.999  # raised beyond 1: clipped
+    observed = np.isfinite(D).all(axis=0)
+    solved = Solved(D, observed, L, frame)
+    rule = MaskRule(cloud=1e6, haze=1e6, shadow=1e6, white_cloud=0.0, shadow_near=0.0)
+    step = dataclasses.replace(PostStep(rule, keep_clear=True), between=True)
+    target = 2
+    out = written_ground(D, days, target, solved, step, frame)
+    plain = dataclasses.replace(step, between=False)
+    assert np.array_equal(written_ground(D, days, target, solved, plain, frame), L[:, :, target])
+    residual = D - np.clip(L, 0.0, 1.0)
+    # Date 2 (day 3) lies between day 2 (1 before) and day 7 (4 after): 4/5 and 1/5.
+    expected = L[:, :, target] + 0.8 * residual[:, :, 1] + 0.2 * residual[:, :, 3]
+    expected[:, 0] = L[:, 0, target] + residual[:, 0, 0] * 4 / 7 + residual[:, 0, 3] * 3 / 7
+    expected = np.clip(expected, 0.0, 1.0)
+    assert np.allclose(out, expected, atol=1e-12)
+    assert (out[:, 5] <= 1.0).all() and not np.allclose(out, np.clip(L[:, :, target], 0, 1))
