@@ -26,6 +26,7 @@ def test_defaults() -> None:
     assert cfg.solver.refine is False and not cfg.solver.refines
     assert cfg.mask.shadow == 3.0 and cfg.mask.cloud == 6.0 and cfg.mask.haze == 6.0
     assert cfg.mask.keep_clear and cfg.mask.keep_haze and cfg.mask.offset == 8.0
+    assert cfg.mask.interpolate and cfg.applied_interpolate
     assert cfg.solver.tol == 3e-5 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
     assert cfg.cluster.kind == "local" and cfg.cluster.solver_threads is None
     assert cfg.output.cog_dtype == "uint16" and cfg.output.quicklooks is True
