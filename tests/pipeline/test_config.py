@@ -238,20 +238,27 @@ def test_ground_that_stays_off_is_left_out_of_the_cube_identity() -> None:
     assert "mask.persist" in str(info.value) and "\n" not in str(info.value)
 
 
-def test_interpolate_off_is_left_out_of_the_cube_identity_and_applies_as_the_offset() -> None:
+def test_interpolate_off_is_left_out_of_the_cube_identity_and_applies_as_the_offset(
+    tmp_path: Path,
+) -> None:
     """``mask.interpolate`` off is left out of the cube's identity, as before it existed; on, it
     is in it, and the mask pass applies it only where it applies the offset's kind of fill:
     ``keep_clear`` on and a method whose layers add up to the residual (not ``atm``)."""
     from pipeline.plan import make_plan
 
-    off = parse(_with("mask", {"interpolate": False}), Config)
-    on = parse(_with("mask", {"interpolate": True}), Config)
+    def config(interpolate: bool, **solver: str) -> Config:
+        # A plan of simulated inputs simulates them into its output folder: a small series in
+        # the test's own folder (once; the plans share it), never the working directory.
+        small = {"kind": "simulated", "size": 32, "n_dates": 3}
+        values = {"inputs": small, "output": {"path": str(tmp_path)}, "solver": solver}
+        return parse({**values, "mask": {"interpolate": interpolate}}, Config)
+
+    off, on = config(False), config(True)
     assert "interpolate" in off.mask.options_off()
     assert "interpolate" not in on.mask.options_off()
     assert make_plan(off).cube_token != make_plan(on).cube_token
     assert on.applied_interpolate and not off.applied_interpolate
-    atm = parse({**_with("mask", {"interpolate": True}), "solver": {"method": "atm"}}, Config)
-    atm_off = parse({**_with("mask", {"interpolate": False}), "solver": {"method": "atm"}}, Config)
+    atm, atm_off = config(True, method="atm"), config(False, method="atm")
     assert not atm.applied_interpolate
     assert make_plan(atm).cube_token == make_plan(atm_off).cube_token  # nothing it changes
     unkept = parse(_with("mask", {"interpolate": True, "keep_clear": False}), Config)
