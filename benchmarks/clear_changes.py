@@ -196,7 +196,7 @@ def _table() -> list[_Worst]:
                 colour = residual[0] / peak
             for label, step in steps.items():
                 codes = solved.codes(step.rule, seen, tt)
-                ground = written_ground(kept.D, kept.days, tt, solved, step, frame)
+                ground = written_ground(kept.D, kept.days, tt, solved, step)
                 out = compose_target(kept.D[:, :, tt], ground, codes, step, frame)
                 sums = error_sums(out, pair.truth, pair.scored, pair.clear)
                 acc = totals[label]

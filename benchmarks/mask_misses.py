@@ -231,7 +231,7 @@ def _score_pair(
     t = kept.target
     seen = kept.observed[:, t].reshape(1, *frame)
     observation = kept.D[:, :, t]
-    ground = written_ground(kept.D, kept.days, t, solved, step, frame)
+    ground = written_ground(kept.D, kept.days, t, solved, step)
     codes = solved.codes(step.rule, seen, t)
     everywhere = codes.copy()
     everywhere.reshape(-1)[pair.scored] = CLOUD

@@ -52,7 +52,7 @@ def fidelity(name: str, steps: list[PostStep]) -> list[float]:
         t, s = kept.target, solved[spec.name]
         seen = kept.observed[:, t].reshape(1, *frame)
         for k, step in enumerate(steps):
-            ground = written_ground(kept.D, kept.days, t, s, step, frame)
+            ground = written_ground(kept.D, kept.days, t, s, step)
             out = compose_target(kept.D[:, :, t], ground, s.codes(step.rule, seen, t), step, frame)
             e = error_sums(out, pair.truth, pair.scored, pair.clear)
             sums[k] += [e["fid_num"], e["fid_den"]]

@@ -370,7 +370,7 @@ def _flat_dark_pairs(name: str) -> list[tuple[float, float]]:
             _flat_dark_codes(codes, solved[floored_spec.name], kept.D, seen, s, t)
             for s in FLAT_DARK
         ]
-        ground = written_ground(kept.D, kept.days, t, solved[spec.name], step, frame)
+        ground = written_ground(kept.D, kept.days, t, solved[spec.name], step)
         for k, c in enumerate(variants):
             out = compose_target(kept.D[:, :, t], ground, c, step, frame)
             e = error_sums(out, pair.truth, pair.scored, pair.clear)

@@ -141,7 +141,9 @@ def compose(
         inverted = np.broadcast_to(hazy, obs.shape) & np.isfinite(obs)
         out[inverted] = inverted_values[inverted]
     if times is not None:  # as the pipeline's mask pass: where observed and not inverted
-        ground64 = _with_departure(ground64, obs, kept, np.asarray(times, dtype=np.float64))
+        from cloudcore.departure import raised_ground
+
+        ground64 = raised_ground(obs, ground64, kept, np.asarray(times, dtype=np.float64))
         raised = np.isfinite(obs) & ~inverted
         out[raised] = np.clip(ground64[raised], 0.0, 1.0)
     # The observation where the mask says clear (and haze, kept as observed): as the pipeline's
@@ -153,23 +155,6 @@ def compose(
         kept_all = np.broadcast_to(kept, obs.shape)
         out = _with_offset(out, obs, ground64, kept_all, inverted, offset)
     return out
-
-
-def _with_departure(
-    ground: np.ndarray, obs: np.ndarray, kept: np.ndarray, times: np.ndarray
-) -> np.ndarray:
-    """``ground`` (bands, dates, rows, cols) raised by each pixel's own departure D − L on its
-    nearest ``kept`` observed dates (:func:`cloudcore.departure.interpolated_departure`), not
-    clipped: the offset is spread from what is left of D − L, as the pipeline does."""
-    from cloudcore.departure import interpolated_departure
-
-    evidence = np.broadcast_to(kept, obs.shape) & np.isfinite(obs)
-    with np.errstate(invalid="ignore"):
-        residual = np.where(evidence, obs - ground, 0.0)
-    departure = interpolated_departure(
-        np.moveaxis(residual, 1, 0), np.moveaxis(evidence, 1, 0), times
-    )
-    return ground + np.moveaxis(departure, 0, 1)
 
 
 def _with_offset(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["interpolated_departure"]
+__all__ = ["interpolated_departure", "raised_ground"]
 
 
 def interpolated_departure(
@@ -80,6 +80,35 @@ def interpolated_departure(
     unsorted = np.empty_like(out)
     unsorted[order] = out
     return unsorted.reshape(values.shape)
+
+
+def raised_ground(
+    observation: np.ndarray, ground: np.ndarray, kept: np.ndarray, times: np.ndarray
+) -> np.ndarray:
+    """A series' ground raised by each pixel's own departure from it on its nearest kept dates
+    (:func:`interpolated_departure` of D − L where kept and observed), not clipped.
+
+    Parameters
+    ----------
+    observation, ground
+        ``(bands, dates, ...)``; the observation NaN where not observed.
+    kept
+        ``(dates, ...)`` booleans, shared by the bands: the entries the mask keeps as observed.
+    times
+        ``(dates,)`` the dates' times.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``ground`` plus the departure, float64 (``(bands, dates, ...)``).
+    """
+    evidence = np.broadcast_to(kept, observation.shape) & np.isfinite(observation)
+    with np.errstate(invalid="ignore"):
+        residual = np.where(evidence, observation - ground, 0.0)
+    departure = interpolated_departure(
+        np.moveaxis(residual, 1, 0), np.moveaxis(evidence, 1, 0), times
+    )
+    return ground + np.moveaxis(departure, 0, 1)
 
 
 @njit(cache=True, nogil=True)

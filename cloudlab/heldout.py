@@ -649,8 +649,9 @@ def third_stage(
     steps = [v for variants in clouds for v in variants[1:]]
     # The fourth stage's too, of every white-cloud variant: which one the third stage takes is
     # known only once they are scored.
-    steps += [n for variants in clouds for v in variants for n in near_of(v)[1:]]
-    nears = [n for variants in clouds for v in variants for n in near_of(v)]
+    near_lists = [near_of(v) for variants in clouds for v in variants]
+    steps += [n for variants in near_lists for n in variants[1:]]
+    nears = [n for variants in near_lists for n in variants]
     if persist:  # and the fifth's, of every one of those (with the shadow or not), likewise
         steps += [q for n in nears for q in persist_of(n)[1:]]
     # And the sixth's, of every step a fold can reach by then (the fifth's only with --persist).

@@ -31,7 +31,7 @@ from cloudcore._morphology import dilate
 from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
-from cloudcore.departure import interpolated_departure
+from cloudcore.departure import raised_ground
 from cloudcore.masks import CLEAR as MASK_CLEAR
 from cloudcore.masks import CLOUD as MASK_CLOUD
 from cloudcore.masks import HAZE as MASK_HAZE
@@ -489,32 +489,21 @@ def compose_target(
 
 
 def written_ground(
-    D: np.ndarray,
-    days: np.ndarray,
-    target: int,
-    solved: Solved,
-    step: PostStep,
-    frame: tuple[int, int],
+    D: np.ndarray, days: np.ndarray, target: int, solved: Solved, step: PostStep
 ) -> np.ndarray:
     """The ground ``(bands, pixels)`` the post-step ``step`` writes on the target where the
     mask does not keep the observation (before the date's offset, which
     :func:`compose_target` adds): the solve's; with :attr:`PostStep.between` raised by each
-    pixel's own departure from it on its nearest dates the step keeps, before and after,
-    interpolated in time (:func:`cloudcore.departure.interpolated_departure`,
-    ``mask.interpolate``) and clipped to [0, 1]. ``D`` is the series solved ``(bands, pixels,
-    dates)``, ``days`` its dates' day numbers."""
+    pixel's own departure from it on its nearest dates the step keeps, before and after
+    (:func:`cloudcore.departure.raised_ground`, ``mask.interpolate``), clipped to [0, 1].
+    ``D`` is the series solved ``(bands, pixels, dates)``, ``days`` its dates' day numbers."""
     if not step.between:
         return solved.ground[:, :, target]
-    observed = np.isfinite(D).all(axis=0)
-    codes = solved.codes(step.rule, observed.T.reshape(-1, *frame))
+    codes = solved.codes(step.rule, solved.seen)
     kept = kept_codes(codes, keep_haze=step.haze_fill == "observed").reshape(codes.shape[0], -1)
-    raised = []
-    for band, ground in zip(D, solved.ground, strict=True):
-        seen = np.isfinite(band).T
-        residual = np.where(seen, band.T - ground.T, 0.0)
-        departure = interpolated_departure(residual, kept & seen, days)
-        raised.append(ground[:, target] + departure[target])
-    return np.clip(np.stack(raised), 0.0, 1.0)
+    observation, ground = (np.moveaxis(x, 2, 1) for x in (D, solved.ground))  # dates second
+    raised = raised_ground(observation, ground, kept, days)[:, target]
+    return np.clip(raised, 0.0, 1.0)
 
 
 def error_sums(
@@ -584,7 +573,7 @@ def pair_rows(
                 continue
             if step.rule not in codes_of:
                 codes_of[step.rule] = result.codes(step.rule, seen, target)
-            written = written_ground(D, days, target, result, step, frame)
+            written = written_ground(D, days, target, result, step)
             sums(
                 name,
                 step.name,

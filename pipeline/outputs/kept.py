@@ -167,8 +167,9 @@ def filled_shift(
     from cloudcore.departure import interpolated_departure
     from cloudcore.offset import clear_offset
 
-    if times is not None:
-        residual = residual - interpolated_departure(residual, evidence, np.asarray(times))
+    if times is not None:  # R − departure into the departure's own buffer: no third array
+        departure = interpolated_departure(residual, evidence, np.asarray(times))
+        residual = np.subtract(residual, departure, out=departure)
     if scale is None:
         return residual, np.zeros_like(residual)
     return residual, clear_offset(residual, evidence, scale=scale)

@@ -27,9 +27,9 @@ def test_between_raises_the_target_s_ground_by_its_pixels_kept_neighbours() -> N
     rule = MaskRule(cloud=1e6, haze=1e6, shadow=1e6, white_cloud=0.0, shadow_near=0.0)
     step = dataclasses.replace(PostStep(rule, keep_clear=True), between=True)
     target = 2
-    out = written_ground(D, days, target, solved, step, frame)
+    out = written_ground(D, days, target, solved, step)
     plain = dataclasses.replace(step, between=False)
-    assert np.array_equal(written_ground(D, days, target, solved, plain, frame), L[:, :, target])
+    assert np.array_equal(written_ground(D, days, target, solved, plain), L[:, :, target])
     residual = D - np.clip(L, 0.0, 1.0)
     # Date 2 (day 3) lies between day 2 (1 before) and day 7 (4 after): 4/5 and 1/5.
     expected = L[:, :, target] + 0.8 * residual[:, :, 1] + 0.2 * residual[:, :, 3]
