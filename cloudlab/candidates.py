@@ -59,6 +59,9 @@ __all__ = [
     "SHADOW_SOLVES",
     "SHADOW_WEIGHTS",
     "SOLVES",
+    "THRESHOLD_CLOUDS",
+    "THRESHOLD_GROWS",
+    "THRESHOLD_SHADOWS",
     "WHITE_CLOUD",
     "WHITE_CLOUD_GATES",
     "WHITE_RATIOS",
@@ -69,6 +72,7 @@ __all__ = [
     "near_of",
     "post_steps",
     "step_named",
+    "thresholds_of",
     "white_clouds_of",
     "without_ground_suffix",
 ]
@@ -444,6 +448,54 @@ def between_of(step: PostStep) -> list[PostStep]:
     return [dataclasses.replace(step, between=flag) for flag in (False, True)]
 
 
+#: The mask's thresholds offered again in a seventh stage, given every other setting the first
+#: six chose (:func:`thresholds_of`): the grid's cloud and shadow thresholds (σ) and growth (px;
+#: :func:`post_steps`). The first stage chose them before the later stages' steps existed, and
+#: each of those changes what a flag costs: with the pixel's own departure interpolated a clear
+#: pixel wrongly flagged is written nearer its observation (docs/REAL-CLOUDS.md, "The mask's
+#: thresholds chosen again").
+THRESHOLD_CLOUDS = (3.0, 4.0, 6.0)
+THRESHOLD_SHADOWS: tuple[float | None, ...] = (2.0, 3.0, None)
+THRESHOLD_GROWS = (0, 1, 2)
+
+
+def thresholds_of(step: PostStep) -> list[PostStep]:
+    """The seventh stage's variants of a post-step: as it is, then its rule with each of the
+    cloud thresholds, shadow thresholds (None: no shadow class) and growths of
+    :data:`THRESHOLD_CLOUDS`, :data:`THRESHOLD_SHADOWS` and :data:`THRESHOLD_GROWS`, the rest
+    as it is; keep_clear off: only as it is.
+
+    A rule without a haze class keeps none (its haze threshold follows the cloud's); one with
+    a haze class keeps its haze threshold, or none where that reaches the new cloud threshold.
+    A shadow threshold at or below the rule's shadow beside its cloud (``shadow_near``) is not
+    offered: that rule reads a lower threshold than the shadow's own.
+
+    Parameters
+    ----------
+    step
+        A post-step of any earlier stage.
+
+    Returns
+    -------
+    list of PostStep
+        ``step`` first, each label once.
+    """
+    if not step.keep_clear:
+        return [step]
+    rule = step.rule
+    variants = {step.name: step}
+    for cloud, shadow, grow in itertools.product(
+        THRESHOLD_CLOUDS, THRESHOLD_SHADOWS, THRESHOLD_GROWS
+    ):
+        dark = NO_SHADOW if shadow is None else shadow
+        if rule.shadow_near > 0 and dark <= rule.shadow_near:
+            continue
+        haze = cloud if rule.haze >= rule.cloud else min(rule.haze, cloud)
+        variant = step.with_rule(cloud=cloud, haze=haze, shadow=dark, grow=grow)
+        variants.setdefault(variant.name, variant)
+    return list(variants.values())
+
+
 def _rule_variants(
     step: PostStep, off: dict[str, Any], changes: list[dict[str, Any]]
 ) -> list[PostStep]:
@@ -470,9 +522,38 @@ def step_named(name: str) -> PostStep:
     PostStep
     """
     steps = _steps_by_name()
-    if name not in steps:
+    if name in steps:
+        return steps[name]
+    rethresholded = _with_other_thresholds(name, steps)
+    if rethresholded is None:
         raise KeyError(f"no post-step of the grid is labelled {name!r}")
-    return steps[name]
+    return rethresholded
+
+
+_THRESHOLDS = re.compile(r"c(?P<cloud>\S+) h(?P<haze>\S+) s(?P<shadow>\S+) r(?P<r>\d+) g(?P<g>\d+)")
+
+
+def _with_other_thresholds(name: str, steps: dict[str, PostStep]) -> PostStep | None:
+    """The seventh stage's variant (:func:`thresholds_of`) labelled ``name``: a step of the
+    earlier stages with the same label after its thresholds, those set as ``name`` says; None
+    where there is none. (Listing every step's variants would take 27 times the earlier
+    stages' 225 000 labels.)"""
+    found = _THRESHOLDS.match(name)
+    if found is None:
+        return None
+    rest, radius = name[found.end() :], int(found["r"])
+    cloud = float(found["cloud"])
+    haze = cloud if found["haze"] == "-" else float(found["haze"])
+    shadow = NO_SHADOW if found["shadow"] == "-" else float(found["shadow"])
+    hazes = ("-", *(f"{h:g}" for h in (2.0, 3.0)))
+    shadows = ("-", *(f"{s:g}" for s in THRESHOLD_SHADOWS if s is not None))
+    for c, h, s, g in itertools.product(THRESHOLD_CLOUDS, hazes, shadows, THRESHOLD_GROWS):
+        base = steps.get(f"c{c:g} h{h} s{s} r{radius} g{g}{rest}")
+        if base is not None:
+            variant = base.with_rule(cloud=cloud, haze=haze, shadow=shadow, grow=int(found["g"]))
+            if variant.name == name:
+                return variant
+    return None
 
 
 @functools.cache

@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         "docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(
+        "--rethreshold",
+        action="store_true",
+        help="also offer the mask's thresholds again in a seventh stage, given the six before "
+        "(docs/REAL-CLOUDS.md)",
+    )
+    heldout.add_argument(
         "--scale-statistic",
         choices=("median", "quartile"),  # cloudcore.anomaly.SCALE_STATISTICS, without numba
         default="median",
@@ -207,6 +213,7 @@ def _heldout(args: argparse.Namespace) -> int:
             shadow_model=args.shadow_model,
             floor=args.floor,
             persist=args.persist,
+            rethreshold=args.rethreshold,
             scale_statistic=args.scale_statistic,
             rho=args.rho,
         )

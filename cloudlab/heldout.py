@@ -50,6 +50,7 @@ from cloudlab.candidates import (
     persist_of,
     post_steps,
     step_named,
+    thresholds_of,
     white_clouds_of,
     without_ground_suffix,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "run_heldout",
     "runs_in_pipeline",
     "score_site",
+    "seventh_stage",
     "summarise",
     "white_of",
     "with_white",
@@ -183,7 +185,7 @@ def choose(
     solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in six stages: among the candidates without the
+    """The candidate chosen on ``sites``, in seven stages: among the candidates without the
     mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
     with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
     one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
@@ -192,7 +194,9 @@ def choose(
     beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way;
     then that one with ground that stays (:func:`cloudlab.candidates.persist_of`) where scored
     (``--persist``), the same way; then that one with each pixel's own departure interpolated
-    from its clear dates (:func:`cloudlab.candidates.between_of`), the same way.
+    from its clear dates (:func:`cloudlab.candidates.between_of`), the same way; then that one
+    with each of the mask's thresholds again (:func:`cloudlab.candidates.thresholds_of`) where
+    scored (``--rethreshold``), the same way.
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
@@ -215,6 +219,7 @@ def choose(
     best, info["shadow_near"] = _least_as_run(table, _stage_variants(best, near_of))
     best, info["persist"] = _least_as_run(table, _stage_variants(best, persist_of))
     best, info["between"] = _least_as_run(table, _stage_variants(best, between_of))
+    best, info["thresholds"] = _least_as_run(table, _stage_variants(best, thresholds_of))
     return best, info
 
 
@@ -505,6 +510,7 @@ def run_heldout(
     floor: bool = False,
     rho: float | None = None,
     persist: bool = False,
+    rethreshold: bool = False,
 ) -> dict[str, Any]:
     """Score every site, choose by leave-one-site-out, write the tables (module docstring).
 
@@ -536,6 +542,10 @@ def run_heldout(
         stage of :func:`choose` (measured, not among the defaults' candidates: the loss cannot
         see the real clouds it keeps where they are in place on other days;
         docs/REAL-CLOUDS.md, "Ground that stays").
+    rethreshold
+        Also score the seventh stage of :func:`choose`: the mask's thresholds again
+        (:func:`cloudlab.candidates.thresholds_of`) of each fold's choice and of the choice on
+        all sites after the first six, once those are scored.
 
     Returns
     -------
@@ -560,14 +570,15 @@ def run_heldout(
         masks = pd.DataFrame([r for res in results for r in res[1]])
         # The third stage's variants, of the candidates the first two chose (choose).
         stage_solves, stage_steps = third_stage(pooled(rows), masks, names, solves, persist)
-        staged = []
+        args = [pairs] * count, [0] * count, [stage_solves] * count, [scale_statistic] * count
         if stage_steps:
-            args = [pairs] * count, [0] * count, [stage_solves] * count, [scale_statistic] * count
             staged = list(pool.map(score_site, names, *args, [stage_steps] * count))
-    extra = pd.DataFrame([r for res in staged for r in res[0]])
-    if not extra.empty:  # not the baselines again
-        rows = pd.concat([rows, extra[extra.step.isin({s.name for s in stage_steps})]])
-        masks = pd.concat([masks, pd.DataFrame([r for res in staged for r in res[1]])])
+            rows, masks = _with_staged(rows, masks, staged, stage_steps)
+        # The seventh stage's, of the choices the first six made once their steps are scored.
+        last_steps = seventh_stage(pooled(rows), masks, names) if rethreshold else []
+        if last_steps:
+            last = list(pool.map(score_site, names, *args, [last_steps] * count))
+            rows, masks = _with_staged(rows, masks, last, last_steps)
     pooled(rows).to_csv(out / "scores.csv", index=False)
     masks.to_csv(out / "masks.csv", index=False)
     pd.DataFrame([res[2] for res in results]).to_csv(out / "sites.csv", index=False)
@@ -582,10 +593,48 @@ def run_heldout(
         scale_statistic=scale_statistic,
         rho=rho,
         persist=persist,
+        rethreshold=rethreshold,
     )
     settings = {"rho": PAPER_RHO if rho is None else rho, "command": command}
     (out / "settings.json").write_text(json.dumps(settings))
     return summarise(out, seconds=time.perf_counter() - started)
+
+
+def _with_staged(
+    rows: pd.DataFrame, masks: pd.DataFrame, staged: list[Any], steps: list[PostStep]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The grid's ``rows`` and ``masks`` with a later stage's (``staged``: :func:`score_site`'s
+    results for ``steps``), its rows of those steps only (not the baselines again)."""
+    extra = pd.DataFrame([r for res in staged for r in res[0]])
+    if extra.empty:
+        return rows, masks
+    rows = pd.concat([rows, extra[extra.step.isin({s.name for s in steps})]])
+    return rows, pd.concat([masks, pd.DataFrame([r for res in staged for r in res[1]])])
+
+
+def seventh_stage(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -> list[PostStep]:
+    """What the seventh stage of :func:`choose` needs scored: the mask's thresholds again
+    (:func:`cloudlab.candidates.thresholds_of`) of each fold's choice and of the choice on all
+    ``sites``, as the first six stages make them on ``scores`` (the grid's pooled scores and
+    the third stage's, :func:`third_stage`). Empty with fewer than two sites.
+
+    Parameters
+    ----------
+    scores, masks
+        Pooled scores (:func:`pooled`) and mask counts.
+    sites
+        The sites.
+
+    Returns
+    -------
+    list of PostStep
+        The variants, each once, without the choices themselves (already scored).
+    """
+    if scores.empty or len(sites) < 2:
+        return []
+    picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
+    steps = [v for c in picks for v in thresholds_of(step_named(c.split(" | ")[1]))[1:]]
+    return list({s.name: s for s in steps}.values())
 
 
 def run_command(out: Path, **options: Any) -> str:

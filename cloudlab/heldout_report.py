@@ -108,7 +108,8 @@ def write_report(
         f"{_stage_losses(summary.get('white_clouds'), 'white clouds')}; "
         f"{_stage_losses(summary.get('shadow_near'), 'a shadow beside its cloud')}; "
         f"{_stage_losses(summary.get('persist'), 'ground that stays')}; "
-        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}). "
+        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}; "
+        f"{_stage_losses(summary.get('thresholds'), 'the mask thresholds chosen again')}). "
         "**The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",

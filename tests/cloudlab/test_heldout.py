@@ -181,6 +181,52 @@ def test_the_departure_from_the_clear_dates_is_chosen_sixth_given_the_rest() -> 
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
 
 
+def test_the_mask_thresholds_are_chosen_seventh_given_the_rest() -> None:
+    """Stage seven offers the chosen step's rule with the grid's cloud and shadow thresholds and
+    growths again, the rest of it as chosen; each variant's label resolves to that variant; the
+    stage changes nothing until its variants are scored, and keeps the step on a tie."""
+    from cloudlab.candidates import step_named, thresholds_of
+    from cloudlab.heldout import seventh_stage
+
+    between = f"{STEP}+between"
+    variants = thresholds_of(step_named(between))
+    names = [v.name for v in variants]
+    # 3 clouds x 3 shadows x 3 growths, one of them the step's own (c6 s2 g0).
+    assert names[0] == between and len(names) == len(set(names)) == 27
+    assert all(n.endswith(" keep:observed+between") for n in names)
+    assert all(step_named(v.name) == v for v in variants)
+    assert {(v.rule.cloud, v.rule.grow) for v in variants} == {
+        (c, g) for c in (3.0, 4.0, 6.0) for g in (0, 1, 2)
+    }
+    lower = next(v.name for v in variants if (v.rule.cloud, v.rule.grow) == (4.0, 1))
+    pred = {
+        ("aatm-star", STEP): dict.fromkeys(SITES, 0.20),
+        ("aatm-star", between): dict.fromkeys(SITES, 0.15),
+    }
+    masks = _masks(SITES, ["aatm-star"])
+    scores = _scores(pred, SITES)
+    # Only the choices of the first six stages are scored: every fold's is the step with the
+    # departure, so its variants are what the stage needs, each once.
+    assert [v.name for v in seventh_stage(scores, masks, SITES)] == names[1:]
+    pick, info = choose(scores, SITES)
+    assert pick == f"aatm-star | {between}" and info["thresholds"] == {}
+    pred[("aatm-star", lower)] = dict.fromkeys(SITES, 0.10)
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {lower}" and set(info["thresholds"]) == {between, lower}
+    pred[("aatm-star", lower)] = dict.fromkeys(SITES, 0.15)  # a tie: the step as chosen
+    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {between}"
+
+
+def test_a_shadow_at_or_below_the_rules_shadow_beside_its_cloud_is_not_offered() -> None:
+    from cloudlab.candidates import NO_SHADOW, step_named, thresholds_of
+
+    near = step_named(STEP).with_rule(shadow=3.0, shadow_near=2.0, near_reach=16)
+    shadows = {v.rule.shadow for v in thresholds_of(near)}
+    assert shadows == {3.0, NO_SHADOW}
+    haze = {(v.rule.cloud, v.rule.haze) for v in thresholds_of(step_named(STEP))}
+    assert haze == {(6.0, 3.0), (4.0, 3.0), (3.0, 3.0)}  # its haze class kept where it can be
+
+
 def test_white_clouds_of_a_step_that_has_them_name_each_variant_once() -> None:
     """A step with white clouds is one of its own variants: a run of today's chooses among
     its variants without a label twice (``benchmarks/mask_stage.py`` on such a run)."""
@@ -596,12 +642,15 @@ def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkey
     assert b["command"] == f"python -m cloudlab heldout --out {tmp_path / 'b'} --rho 2"
 
 
+@pytest.mark.parametrize("rethreshold", [False, True])
 def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
-    tmp_path, monkeypatch
+    rethreshold, tmp_path, monkeypatch
 ) -> None:
     """``run_heldout`` scores the grid, then the white clouds of the candidates chosen on it
     (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
-    grid's, the second pass's baselines and grid steps left out (each is scored once)."""
+    grid's, the second pass's baselines and grid steps left out (each is scored once). With
+    ``rethreshold``, a third pass scores the seventh stage's variants of the choices the first
+    six made on the first two passes' rows, on the same solves."""
     import cloudlab.heldout as heldout
     from cloudlab.candidates import between_of, near_of, step_named, white_clouds_of
 
@@ -643,8 +692,8 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     monkeypatch.setattr(heldout, "site_names", lambda: sites)
     monkeypatch.setattr(heldout, "summarise", lambda out, seconds=None: {"pipeline_default": "-"})
     monkeypatch.setattr(heldout, "_mean_f1", lambda masks, s, c: [0.0] * len(c))
-    heldout.run_heldout(tmp_path)
-    assert len(calls) == 2 and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
+    heldout.run_heldout(tmp_path, rethreshold=rethreshold)
+    assert len(calls) == 2 + rethreshold and calls[1][0] == ("aatm-starx1.4", "aatm-starx1.4-cap")
     clouds = white_clouds_of(step_named(STEP))
     variants = clouds[1:] + [n for v in clouds for n in near_of(v)[1:]]  # stages three, four
     variants += [between_of(n)[1] for v in clouds for n in near_of(v)]  # and six
@@ -654,6 +703,14 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     assert len(median) == 2 * len(sites) and np.allclose(median.pred, 0.5)  # once, the grid's
     scored = set(zip(scores.solve, scores.step, strict=True))
     assert {("aatm-starx1.4-cap", v.name) for v in variants} <= scored
+    if rethreshold:
+        assert calls[2][0] == calls[1][0]
+        seventh = {v.name for v in calls[2][1][0][0]}
+        first_two = scores[~scores.step.isin(seventh)]
+        expected = heldout.seventh_stage(first_two, pd.DataFrame(), sites)  # pooled already
+        assert seventh == {v.name for v in expected} and len(seventh) >= 26
+        assert not seventh & {v.name for v in variants}  # not scored twice
+        assert {("aatm-starx1.4-cap", s) for s in seventh} <= scored
 
 
 @pytest.mark.parametrize("rho", ["1", "0.5", "nan", "inf", "abc"])
