@@ -184,19 +184,23 @@ def choose(
     sites: list[str],
     solves: tuple[str, ...] | None = None,
     masks: pd.DataFrame | None = None,
+    rethreshold: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in seven stages: among the candidates without the
-    mask's whiteness test, the one of least mean loss (:func:`least_loss`); then that candidate
-    with each whiteness ratio scored, the one of least mean loss (no test on a tie); then that
-    one with white clouds (:func:`cloudlab.candidates.white_clouds_of`) where they are scored,
-    the one of least mean loss (as it is on a tie) with the solve's ground bounded as the
-    pipeline bounds it (:func:`capped`), where that is scored; then that one with a shadow
-    beside its cloud (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way;
-    then that one with ground that stays (:func:`cloudlab.candidates.persist_of`) where scored
-    (``--persist``), the same way; then that one with each pixel's own departure interpolated
-    from its clear dates (:func:`cloudlab.candidates.between_of`), the same way; then that one
-    with each of the mask's thresholds again (:func:`cloudlab.candidates.thresholds_of`) where
-    scored (``--rethreshold``), the same way.
+    """The candidate chosen on ``sites``, in six stages, seven with ``rethreshold``: among the
+    candidates without the mask's whiteness test, the one of least mean loss
+    (:func:`least_loss`); then that candidate with each whiteness ratio scored, the one of least
+    mean loss (no test on a tie); then that one with white clouds
+    (:func:`cloudlab.candidates.white_clouds_of`) where they are scored, the one of least mean
+    loss (as it is on a tie) with the solve's ground bounded as the pipeline bounds it
+    (:func:`capped`), where that is scored; then that one with a shadow beside its cloud
+    (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way; then that one with
+    ground that stays (:func:`cloudlab.candidates.persist_of`) where scored (``--persist``), the
+    same way; then that one with each pixel's own departure interpolated from its clear dates
+    (:func:`cloudlab.candidates.between_of`), the same way; then that one with each of the
+    mask's thresholds again (:func:`cloudlab.candidates.thresholds_of`) where scored, the same
+    way (only with ``rethreshold``, the run's ``--rethreshold``: where the later stages add
+    nothing the variants are the grid's own steps, so a run without it, or a choice made to know
+    what the seventh stage must score, would otherwise take them).
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
@@ -219,7 +223,8 @@ def choose(
     best, info["shadow_near"] = _least_as_run(table, _stage_variants(best, near_of))
     best, info["persist"] = _least_as_run(table, _stage_variants(best, persist_of))
     best, info["between"] = _least_as_run(table, _stage_variants(best, between_of))
-    best, info["thresholds"] = _least_as_run(table, _stage_variants(best, thresholds_of))
+    if rethreshold:
+        best, info["thresholds"] = _least_as_run(table, _stage_variants(best, thresholds_of))
     return best, info
 
 
@@ -452,11 +457,12 @@ def fold_choices(
     masks: pd.DataFrame,
     sites: list[str],
     solves: tuple[str, ...] | None = None,
+    rethreshold: bool = False,
 ) -> dict[str, str]:
-    """Each site's candidate chosen on the other sites (:func:`choose`, among ``solves``)."""
-    return {
-        site: choose(scores, [s for s in sites if s != site], solves, masks)[0] for site in sites
-    }
+    """Each site's candidate chosen on the other sites (:func:`choose`, among ``solves``, with
+    its seventh stage with ``rethreshold``)."""
+    others = {site: [s for s in sites if s != site] for site in sites}
+    return {site: choose(scores, others[site], solves, masks, rethreshold)[0] for site in sites}
 
 
 def held_out(
@@ -468,13 +474,15 @@ def held_out(
     picks: dict[str, str] | None = None,
     floor: float | None = None,
     level: bool = False,
+    rethreshold: bool = False,
 ) -> pd.DataFrame:
     """For each site, the candidate chosen on the others (``picks``, else
     :func:`fold_choices` among ``solves``; with ``cap`` True its ground then capped and with
     ``floor`` floored, :func:`capped`, False neither, :func:`uncapped`; None as chosen) and its
     scores on the site."""
     mask_f1 = _mask_scores(masks)
-    picks = fold_choices(scores, masks, sites, solves) if picks is None else picks
+    if picks is None:
+        picks = fold_choices(scores, masks, sites, solves, rethreshold)
     rows = []
     for site in sites:
         pick = picks[site]
@@ -595,7 +603,9 @@ def run_heldout(
         persist=persist,
         rethreshold=rethreshold,
     )
+    # And whether the seventh stage of choose was scored (summarise chooses with it then).
     settings = {"rho": PAPER_RHO if rho is None else rho, "command": command}
+    settings |= {"rethreshold": rethreshold}
     (out / "settings.json").write_text(json.dumps(settings))
     return summarise(out, seconds=time.perf_counter() - started)
 
@@ -719,11 +729,16 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     masks = pd.read_csv(out / "masks.csv", **read)
     facts = pd.read_csv(out / "sites.csv", **read)
     names = list(facts.site)
-    picks = fold_choices(scores, masks, names)  # the capped tables change only the solve
+    # Runs from before --rethreshold was recorded did not score the seventh stage.
+    settings = out / "settings.json"
+    recorded = json.loads(settings.read_text()) if settings.exists() else {}
+    rethreshold = bool(recorded.get("rethreshold", False))
+    # The capped tables change only the solve.
+    picks = fold_choices(scores, masks, names, rethreshold=rethreshold)
     table = held_out(scores, masks, names, picks=picks)
     table.to_csv(out / "heldout.csv", index=False)
     every = tuple(sorted(set(scores.solve) - set(MULTIBAND_BASELINES)))
-    joint = held_out(scores, masks, names, every)
+    joint = held_out(scores, masks, names, every, rethreshold=rethreshold)
     joint.to_csv(out / "heldout-joint.csv", index=False)
     # The pipeline's default caps the ground (solver.cap_ground), adopted by conditions on the
     # held-out scores written before they were run, not by the loss, which never sees an
@@ -748,14 +763,16 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
                 FlooredTable(q, level, chosen=False),
                 held_out(scores, masks, names, cap=True, picks=picks, floor=q, level=level),
             ),
-            (FlooredTable(q, level, chosen=True), held_out(scores, masks, names, at_q)),
+            (
+                FlooredTable(q, level, chosen=True),
+                held_out(scores, masks, names, at_q, rethreshold=rethreshold),
+            ),
         ]
     for key, t in floored:
         t.to_csv(out / f"heldout-{key.stem}.csv", index=False)
-    settings = out / "settings.json"
     # Runs from before the command was recorded ran the benchmark of record's.
-    command = json.loads(settings.read_text()).get("command") if settings.exists() else None
-    default, info = choose(scores, names, masks=masks)
+    command = recorded.get("command")
+    default, info = choose(scores, names, masks=masks, rethreshold=rethreshold)
     # The pipeline's ground as it bounds it by default (solver.cap_ground, solver.floor_ground).
     pipeline_default = capped(default, GROUND_FLOOR)
     summary: dict[str, Any] = {"default": default, "pipeline_default": pipeline_default, **info}

@@ -1,6 +1,8 @@
 """The held-out benchmark's choice: leave-one-site-out never sees the site it scores, and the
 aATM candidate is preferred only within the spread."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -208,13 +210,40 @@ def test_the_mask_thresholds_are_chosen_seventh_given_the_rest() -> None:
     # Only the choices of the first six stages are scored: every fold's is the step with the
     # departure, so its variants are what the stage needs, each once.
     assert [v.name for v in seventh_stage(scores, masks, SITES)] == names[1:]
-    pick, info = choose(scores, SITES)
+    pick, info = choose(scores, SITES, rethreshold=True)
     assert pick == f"aatm-star | {between}" and info["thresholds"] == {}
     pred[("aatm-star", lower)] = dict.fromkeys(SITES, 0.10)
-    pick, info = choose(_scores(pred, SITES), SITES)
+    pick, info = choose(_scores(pred, SITES), SITES, rethreshold=True)
     assert pick == f"aatm-star | {lower}" and set(info["thresholds"]) == {between, lower}
+    # Without --rethreshold the run's choice has no seventh stage, scored or not.
+    pick, info = choose(_scores(pred, SITES), SITES)
+    assert pick == f"aatm-star | {between}" and "thresholds" not in info
     pred[("aatm-star", lower)] = dict.fromkeys(SITES, 0.15)  # a tie: the step as chosen
-    assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {between}"
+    assert choose(_scores(pred, SITES), SITES, rethreshold=True)[0] == f"aatm-star | {between}"
+
+
+def test_the_stages_to_score_are_those_of_the_first_six_stages_choices() -> None:
+    """Where the later stages add nothing yet, the seventh stage's variants of a whiteness
+    test's step are the grid's own steps: the choices that say what the later stages must
+    score are made without it, or they would score the variants of a step no fold takes."""
+    from cloudlab.candidates import step_named, thresholds_of, white_clouds_of
+    from cloudlab.heldout import seventh_stage, third_stage
+
+    white = STEP.replace(" keep:", " w0.2 keep:")
+    lower = white.replace("c6 ", "c4 ")
+    pred = {
+        ("aatm-star", STEP): dict.fromkeys(SITES, 0.20),
+        ("aatm-star", white): dict.fromkeys(SITES, 0.15),  # the second stage takes the test
+        ("aatm-star", lower): dict.fromkeys(SITES, 0.10),  # not offered in the first
+    }
+    scores, masks = _scores(pred, SITES), _masks(SITES, ["aatm-star"])
+    assert choose(scores, SITES)[0] == f"aatm-star | {white}"
+    assert choose(scores, SITES, rethreshold=True)[0] == f"aatm-star | {lower}"
+    _, steps = third_stage(scores, masks, SITES, SOLVES)
+    assert steps[:3] == white_clouds_of(step_named(white))[1:]
+    assert [v.name for v in seventh_stage(scores, masks, SITES)] == [
+        v.name for v in thresholds_of(step_named(white))[1:]
+    ]
 
 
 def test_a_shadow_at_or_below_the_rules_shadow_beside_its_cloud_is_not_offered() -> None:
@@ -703,6 +732,8 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     assert len(median) == 2 * len(sites) and np.allclose(median.pred, 0.5)  # once, the grid's
     scored = set(zip(scores.solve, scores.step, strict=True))
     assert {("aatm-starx1.4-cap", v.name) for v in variants} <= scored
+    settings = json.loads((tmp_path / "settings.json").read_text())
+    assert settings["rethreshold"] is rethreshold  # summarise chooses with the stage then
     if rethreshold:
         assert calls[2][0] == calls[1][0]
         seventh = {v.name for v in calls[2][1][0][0]}
