@@ -108,8 +108,8 @@ def write_report(
         f"{_stage_losses(summary.get('white_clouds'), 'white clouds')}; "
         f"{_stage_losses(summary.get('shadow_near'), 'a shadow beside its cloud')}; "
         f"{_stage_losses(summary.get('persist'), 'ground that stays')}; "
-        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}; "
-        f"{_stage_losses(summary.get('thresholds'), 'the mask thresholds chosen again')}). "
+        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}"
+        f"{_seventh_stage(summary)}). "
         "**The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",
@@ -228,6 +228,14 @@ def _stage_losses(variants: dict[str, float] | None, what: str) -> str:
     return f"mean loss with {what}, the ground capped: " + ", ".join(
         f"`{step}` {v:.3f}" for step, v in variants.items()
     )
+
+
+def _seventh_stage(summary: dict[str, Any]) -> str:
+    """The seventh stage's clause of the choice's sentence: only for a run that scored it
+    (``--rethreshold``)."""
+    if "thresholds" not in summary:
+        return ""
+    return "; " + _stage_losses(summary["thresholds"], "the mask's thresholds chosen again")
 
 
 def _white_losses(summary: dict[str, Any]) -> str:
