@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,18 @@ def test_interpolate_off_is_left_out_of_the_cube_identity_and_applies_as_the_off
     with pytest.raises(ConfigError) as info:
         parse(_with("mask", {"interpolate": "often"}), Config)
     assert "mask.interpolate" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_interpolation_on_a_ground_not_capped_is_warned_of(caplog) -> None:
+    """Uncapped, the mask keeps overcast dates whose cloud the interpolation writes into the
+    fill: one warning naming both keys and what to set; none by default or with it off."""
+    with caplog.at_level(logging.WARNING, logger="pipeline.config.run"):
+        parse(_with("solver", {"cap_ground": False}), Config)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "mask.interpolate" in warned[0]
+    assert "solver.cap_ground" in warned[0] and "mask.interpolate: false" in warned[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pipeline.config.run"):
+        parse(_with("solver", {"cap_ground": True}), Config)
+        parse({**_with("solver", {"cap_ground": False}), "mask": {"interpolate": False}}, Config)
+    assert not caplog.records
