@@ -61,6 +61,7 @@ __all__ = [
     "SOLVES",
     "THRESHOLD_CLOUDS",
     "THRESHOLD_GROWS",
+    "THRESHOLD_HAZES",
     "THRESHOLD_SHADOWS",
     "WHITE_CLOUD",
     "WHITE_CLOUD_GATES",
@@ -327,12 +328,25 @@ class PostStep:
         return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}"
 
 
+#: The grid's mask thresholds (:func:`post_steps`): cloud, haze and shadow (σ; None: no haze or
+#: no shadow class) and growth (px). The cloud and shadow thresholds and the growth are offered
+#: again in a seventh stage, given every other setting the first six chose
+#: (:func:`thresholds_of`): the first stage chose them before the later stages' steps existed,
+#: and each of those changes what a flag costs: with the pixel's own departure interpolated a
+#: clear pixel wrongly flagged is written nearer its observation (docs/REAL-CLOUDS.md, "The
+#: mask's thresholds chosen again").
+THRESHOLD_CLOUDS = (3.0, 4.0, 6.0)
+THRESHOLD_HAZES: tuple[float | None, ...] = (2.0, 3.0, None)
+THRESHOLD_SHADOWS: tuple[float | None, ...] = (2.0, 3.0, None)
+THRESHOLD_GROWS = (0, 1, 2)
+
+
 def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
     """The grid of post-steps scored on every solve (module docstring), with each of the
     mask's whiteness ratios ``whites`` (0: no test)."""
     steps = []
     for cloud, haze, shadow, radius, grow, white in itertools.product(
-        (3.0, 4.0, 6.0), (2.0, 3.0, None), (2.0, 3.0, None), (0, 1), (0, 1, 2), whites
+        THRESHOLD_CLOUDS, THRESHOLD_HAZES, THRESHOLD_SHADOWS, (0, 1), THRESHOLD_GROWS, whites
     ):
         rule = MaskRule(
             cloud=cloud,
@@ -448,17 +462,6 @@ def between_of(step: PostStep) -> list[PostStep]:
     return [dataclasses.replace(step, between=flag) for flag in (False, True)]
 
 
-#: The mask's thresholds offered again in a seventh stage, given every other setting the first
-#: six chose (:func:`thresholds_of`): the grid's cloud and shadow thresholds (σ) and growth (px;
-#: :func:`post_steps`). The first stage chose them before the later stages' steps existed, and
-#: each of those changes what a flag costs: with the pixel's own departure interpolated a clear
-#: pixel wrongly flagged is written nearer its observation (docs/REAL-CLOUDS.md, "The mask's
-#: thresholds chosen again").
-THRESHOLD_CLOUDS = (3.0, 4.0, 6.0)
-THRESHOLD_SHADOWS: tuple[float | None, ...] = (2.0, 3.0, None)
-THRESHOLD_GROWS = (0, 1, 2)
-
-
 def thresholds_of(step: PostStep) -> list[PostStep]:
     """The seventh stage's variants of a post-step: as it is, then its rule with each of the
     cloud thresholds, shadow thresholds (None: no shadow class) and growths of
@@ -545,8 +548,8 @@ def _with_other_thresholds(name: str, steps: dict[str, PostStep]) -> PostStep | 
     cloud = float(found["cloud"])
     haze = cloud if found["haze"] == "-" else float(found["haze"])
     shadow = NO_SHADOW if found["shadow"] == "-" else float(found["shadow"])
-    hazes = ("-", *(f"{h:g}" for h in (2.0, 3.0)))
-    shadows = ("-", *(f"{s:g}" for s in THRESHOLD_SHADOWS if s is not None))
+    grids = (THRESHOLD_HAZES, THRESHOLD_SHADOWS)  # as rule_name spells them: "-" for none
+    hazes, shadows = (["-" if x is None else f"{x:g}" for x in grid] for grid in grids)
     for c, h, s, g in itertools.product(THRESHOLD_CLOUDS, hazes, shadows, THRESHOLD_GROWS):
         base = steps.get(f"c{c:g} h{h} s{s} r{radius} g{g}{rest}")
         if base is not None:
