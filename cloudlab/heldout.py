@@ -642,7 +642,7 @@ def seventh_stage(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -
     """
     if scores.empty or len(sites) < 2:
         return []
-    picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
+    picks = _six_stage_choices(scores, masks, sites)
     steps = [v for c in picks for v in thresholds_of(step_named(c.split(" | ")[1]))[1:]]
     return list({s.name: s for s in steps}.values())
 
@@ -664,6 +664,12 @@ def run_command(out: Path, **options: Any) -> str:
         else:
             words.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
     return " ".join(words)
+
+
+def _six_stage_choices(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -> list[str]:
+    """Each fold's choice and the choice on all ``sites``, through the first six stages of
+    :func:`choose`: the candidates whose later stages a run scores next."""
+    return [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
 
 
 def third_stage(
@@ -701,7 +707,7 @@ def third_stage(
     """
     if scores.empty or len(sites) < 2:  # no fold to choose on
         return (), []
-    picks = [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
+    picks = _six_stage_choices(scores, masks, sites)
     bases = {without_ground_suffix(c.split(" | ")[0]) for c in picks}
     chosen = tuple(s for s in solves if without_ground_suffix(s.name) in bases)
     clouds = [white_clouds_of(step_named(c.split(" | ")[1])) for c in picks]
