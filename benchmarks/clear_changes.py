@@ -40,7 +40,7 @@ from cloudcore._morphology import dilate
 from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import compose_target, dropped_pairs, error_sums, written_ground
+from cloudlab.sitescore import dropped_pairs, error_sums, written_target
 from pipeline.config import MaskConfig, SolverConfig
 
 SITES_DIR = Path(__file__).resolve().parents[1] / "cloudlab" / "data" / "real-clouds"
@@ -196,8 +196,7 @@ def _table() -> list[_Worst]:
                 colour = residual[0] / peak
             for label, step in steps.items():
                 codes = solved.codes(step.rule, seen, tt)
-                ground = written_ground(kept.D, kept.days, tt, solved, step)
-                out = compose_target(kept.D[:, :, tt], ground, codes, step, frame)
+                out = written_target(kept.D, kept.days, tt, solved, codes, step, frame)
                 sums = error_sums(out, pair.truth, pair.scored, pair.clear)
                 acc = totals[label]
                 for key, value in sums.items():

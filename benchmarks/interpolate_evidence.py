@@ -28,7 +28,7 @@ from cloudcore.masks import kept_codes
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.realdata import CLOUD as REF_CLOUD
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import compose_target, dropped_pairs, error_sums, written_ground
+from cloudlab.sitescore import dropped_pairs, error_sums, written_target
 from pipeline.config import MaskConfig, SolverConfig
 
 #: A date the reference calls cloud on at least this share of its observed pixels.
@@ -74,10 +74,8 @@ def score_site(name: str) -> dict[bool, _Ground]:
         for cap, spec in specs.items():
             s, g = solved[spec.name], sums[cap]
             for k, each in enumerate((plain, step)):
-                ground = written_ground(kept.D, kept.days, t, s, each)
-                out = compose_target(
-                    kept.D[:, :, t], ground, s.codes(each.rule, seen, t), each, frame
-                )
+                codes = s.codes(each.rule, seen, t)
+                out = written_target(kept.D, kept.days, t, s, codes, each, frame)
                 e = error_sums(out, pair.truth, pair.scored, pair.clear)
                 g.error[k] += [e["pred_num"], e["pred_den"]]
             codes = s.codes(step.rule, s.seen)  # (dates, rows, cols), every date

@@ -31,14 +31,7 @@ from cloudlab.realdata import CLOUD as REF_CLOUD
 from cloudlab.realdata import SHADOW as REF_SHADOW
 from cloudlab.realdata import SNOW as REF_SNOW
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import (
-    compose_target,
-    dropped_pairs,
-    error_sums,
-    solve_specs,
-    whole_series,
-    written_ground,
-)
+from cloudlab.sitescore import dropped_pairs, error_sums, solve_specs, whole_series, written_target
 from pipeline.config import MaskConfig, SolverConfig
 
 
@@ -52,8 +45,8 @@ def fidelity(name: str, steps: list[PostStep]) -> list[float]:
         t, s = kept.target, solved[spec.name]
         seen = kept.observed[:, t].reshape(1, *frame)
         for k, step in enumerate(steps):
-            ground = written_ground(kept.D, kept.days, t, s, step)
-            out = compose_target(kept.D[:, :, t], ground, s.codes(step.rule, seen, t), step, frame)
+            codes = s.codes(step.rule, seen, t)
+            out = written_target(kept.D, kept.days, t, s, codes, step, frame)
             e = error_sums(out, pair.truth, pair.scored, pair.clear)
             sums[k] += [e["fid_num"], e["fid_den"]]
     return [float(np.sqrt(a / b)) for a, b in sums]

@@ -488,6 +488,24 @@ def compose_target(
     return out[:, 0].reshape(out.shape[0], -1)
 
 
+def written_target(
+    D: np.ndarray,
+    days: np.ndarray,
+    target: int,
+    solved: Solved,
+    codes: np.ndarray,
+    step: PostStep,
+    frame: tuple[int, int],
+) -> np.ndarray:
+    """The target's output ``(bands, pixels)`` as the post-step ``step`` writes it from
+    ``codes`` ``(1, rows, cols)``: :func:`compose_target` of its observation in ``D``
+    ``(bands, pixels, dates)`` and of the ground :func:`written_ground` gives (raised by the
+    pixels' own departure with :attr:`PostStep.between`). Where a caller composes one ground
+    with several masks it calls the two itself."""
+    ground = written_ground(D, days, target, solved, step)
+    return compose_target(D[:, :, target], ground, codes, step, frame)
+
+
 def written_ground(
     D: np.ndarray, days: np.ndarray, target: int, solved: Solved, step: PostStep
 ) -> np.ndarray:
@@ -563,7 +581,6 @@ def pair_rows(
         rows.append({"solve": name, "step": step, **error_sums(out, truth, scored, clear)})
 
     seen = _frames(observed_t, frame)[None]
-    observation = D[:, :, target]
     for name, result in solved.items():
         ground = result.ground[:, :, target]
         codes_of: dict[Any, np.ndarray] = {}
@@ -573,12 +590,8 @@ def pair_rows(
                 continue
             if step.rule not in codes_of:
                 codes_of[step.rule] = result.codes(step.rule, seen, target)
-            written = written_ground(D, days, target, result, step)
-            sums(
-                name,
-                step.name,
-                compose_target(observation, written, codes_of[step.rule], step, frame),
-            )
+            out = written_target(D, days, target, result, codes_of[step.rule], step, frame)
+            sums(name, step.name, out)
     for base, rule in MULTIBAND_BASELINES.items():
         sums(base, "", rule(D, reference, days)[:, :, target])
     return rows
