@@ -604,8 +604,8 @@ def run_heldout(
         rethreshold=rethreshold,
     )
     # And whether the seventh stage of choose was scored (summarise chooses with it then).
-    settings = {"rho": PAPER_RHO if rho is None else rho, "command": command}
-    settings |= {"rethreshold": rethreshold}
+    growth = PAPER_RHO if rho is None else rho
+    settings = {"rho": growth, "command": command, "rethreshold": rethreshold}
     (out / "settings.json").write_text(json.dumps(settings))
     return summarise(out, seconds=time.perf_counter() - started)
 
