@@ -141,9 +141,6 @@ class ProductTasks:
         method, refines = config.solver.method, config.solver.refines
         quality = config.quality
         neighbours = plan.date_neighbours  # once: every row's task reads the same
-        # Last row first: the solve batch ends with the last rows of every band
-        # (pipeline.solve.scopes.row_major), whose layers the page cache still holds; the
-        # first rows were written longest ago. At full size the cube outgrows the cache.
         jobs = (
             MaskJob(
                 tiles=tuple(tiles.tile(r, c) for c in range(tiles.n_cols)),
@@ -166,7 +163,7 @@ class ProductTasks:
                 neighbours=neighbours,
                 times=plan.date_times,
             )
-            for r in reversed(range(tiles.n_rows))
+            for r in range(tiles.n_rows)
         )
         return [
             Task(

@@ -26,15 +26,7 @@ from pipeline.plan import ROW_PRIORITY, SEAM_PRIORITY, RunPlan
 from pipeline.solve.rows import RowJob, SeamJob, blend_seam, solve_row, strip_ids
 from pipeline.store.durable import OutputError, write_marker
 
-__all__ = [
-    "Accounting",
-    "SceneScope",
-    "SolveContext",
-    "SolveScope",
-    "TileScope",
-    "row_major",
-    "scope_for",
-]
+__all__ = ["Accounting", "SceneScope", "SolveContext", "SolveScope", "TileScope", "scope_for"]
 
 log = logging.getLogger(__name__)
 
@@ -119,17 +111,12 @@ class TileScope:
     def solve(self, ctx: SolveContext, join_outputs: JoinOutputs) -> bool:
         """Solve and blend every band in one batch; the outputs join it.
 
-        The row tasks go in row order, every band's row before the next row
-        (:func:`row_major`), each seam as soon as its two rows are done (seams first among
-        ready tasks, which frees their strips), so no worker idles at a band's end and the
-        scratch disk holds only the strips of rows whose neighbour is not done yet: one
-        bottom strip a band. Row by row rather than band by band because the mask pass reads
-        every band of a row: the rows solved last are then every band's, which the page cache
-        still holds when the pass starts with them (:meth:`ProductTasks._mask_tasks
-        <pipeline.outputs.tasks.ProductTasks>` takes the rows last to first). The outputs
-        ``join_outputs`` returns come behind them; the mask pass only when every band is done
-        or completed by this batch (not when tiles could not be staged: the run then fails
-        and a rerun finishes it).
+        A band's row tasks go in row order, each seam as soon as its two rows are done (seams
+        first among ready tasks, which frees their strips), so no worker idles at a band's end
+        and the scratch disk holds only the strips of rows whose neighbour is not done yet.
+        The outputs ``join_outputs`` returns come behind them; the mask pass only when every
+        band is done or completed by this batch (not when tiles could not be staged: the run
+        then fails and a rerun finishes it).
 
         Returns
         -------
@@ -155,7 +142,6 @@ class TileScope:
                 band_work[band] = [t.key for t in band_jobs]
                 cogs_after[band] = tuple(band_work[band])
             every_band_complete &= complete
-        jobs = row_major(jobs)
         with_outputs = every_band_complete and not ctx.progress.failures
         solving = tuple(key for keys in band_work.values() for key in keys)
         jobs += join_outputs(cogs_after, solving if with_outputs else None)
@@ -168,18 +154,6 @@ class TileScope:
                 # Each task made its chunks durable; the marker vouches for the whole band.
                 write_marker(plan.layout.marker(plan.blended_id(band)), {"band": band})
         return with_outputs
-
-
-def row_major(tasks: list[Task]) -> list[Task]:
-    """Row and seam tasks (:class:`RowJob`, :class:`SeamJob`) in the order of their tile row,
-    each row's tasks before its seams and the bands in their order within each: the order of
-    a batch, which breaks ties between ready tasks of one priority."""
-
-    def position(task: Task) -> tuple[int, int, int]:
-        job = task.args[0]
-        return job.row, isinstance(job, SeamJob), job.band_index
-
-    return sorted(tasks, key=position)
 
 
 def _band_tasks(
