@@ -15,8 +15,9 @@ Per bundled site and scale, the script prints both sides: the scores against the
 (the benchmark's pairs, source dropped, the default post-step) and the scores on the
 pseudo-pairs; then per site the scale each side would choose, and the reference scores of the
 scene's choice against those of the fixed default. The scene's choice reads nothing of the
-site's reference and nothing of the other sites, so its reference scores are held-out figures
-for the rule (the only choices made across sites are the scales offered and the pairs' rules).
+site's reference and nothing of the other sites, so for λ its reference scores are held-out
+figures (the only choices made across sites are the scales offered and the pairs' rules; the
+mask and composition are the default's, on both sides).
 
 Usage::
 
