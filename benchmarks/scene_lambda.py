@@ -29,93 +29,74 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import time
 
 import numpy as np
+import pandas as pd
 
 from cloudlab.candidates import PostStep, SolveSpec
-from cloudlab.heldout import FIDELITY_LIMIT
+from cloudlab.heldout import loss, pooled
 from cloudlab.realpaste import choose_pairs
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import PAIRS, pasted_pair, site_arrays, solve_series, whole_series
+from cloudlab.sitescore import PAIRS, WholeSeries, pasted_pair, site_arrays, solve_series
 from pipeline.config import MaskConfig, SolverConfig
 
 DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
 DEFAULT_STEP = PostStep.of(MaskConfig())
 SCALES = (0.5, 0.7, 1.0, 1.4, 2.0, 3.0)
-#: The pairs of a site, as the held-out benchmark takes them.
-PAIR_COUNT, PAIR_SEED = 4, 0
+#: The pairs of a site, as the held-out benchmark takes them, and its primary protocol.
+PAIR_COUNT, PAIR_SEED, PROTOCOL = 4, 0, "drop-source"
+#: What the pseudo-pairs' scores are filed under: the site's name and this.
+OWN = " (own pairs)"
 
 
-@dataclasses.dataclass(frozen=True)
-class Scores:
-    """Prediction and fidelity r of one solve over a set of pairs, and the benchmark's loss."""
-
-    pred: float
-    fid: float
-    median: float  # the temporal median's prediction r on the same pixels
-
-    @property
-    def loss(self) -> float:
-        """r_pred / r_median + 10 · max(0, r_fid − 0.03), as :func:`cloudlab.heldout.loss`."""
-        return self.pred / self.median + 10 * max(0.0, self.fid - FIDELITY_LIMIT)
+def _label(scale: float) -> str:
+    """The candidate label (:func:`cloudlab.heldout.loss`'s index) of the default at ``scale``."""
+    return f"x{scale:g} | {DEFAULT_STEP.name}"
 
 
-def pair_scores(
+def side_rows(
     D: np.ndarray,
     codes: np.ndarray,
     days: np.ndarray,
     frame: tuple[int, int],
     pairs: list[tuple[int, int]],
-    spec: SolveSpec,
-) -> Scores:
-    """``spec``'s scores over ``pairs``, each the source's ``codes`` cloud and shadow pasted on
-    the target and the source dropped, pooled over pairs and bands; the fidelity is 0 where the
-    targets have no other clear pixel."""
-    sums = dict.fromkeys(("pred_num", "pred_den", "fid_num", "fid_den", "m_num", "m_den"), 0.0)
+    scales: tuple[float, ...],
+    site: str,
+) -> list[dict]:
+    """The error sums (:func:`cloudlab.sitescore.pair_rows`) of the default at each of
+    ``scales`` over ``pairs``, each the source's ``codes`` cloud and shadow pasted on the
+    target and the source dropped, filed under ``site``; the baselines once."""
+    rows = []
     for target, source in pairs:
-        kept = pasted_pair(D, codes, target, source).kept(days, "drop-source")
-        solved = solve_series(kept.D, kept.observed, spec, frame)
-        rows = kept.rows(frame, {"default": solved}, [DEFAULT_STEP])
-        mine = next(r for r in rows if r["solve"] == "default")
-        median = next(r for r in rows if r["solve"] == "temporal-median")
-        for key in ("pred_num", "pred_den", "fid_num", "fid_den"):
-            sums[key] += mine[key]
-        sums["m_num"] += median["pred_num"]
-        sums["m_den"] += median["pred_den"]
-    fid = math.sqrt(sums["fid_num"] / sums["fid_den"]) if sums["fid_den"] else 0.0
-    return Scores(
-        math.sqrt(sums["pred_num"] / sums["pred_den"]),
-        fid,
-        math.sqrt(sums["m_num"] / sums["m_den"]),
-    )
+        kept = pasted_pair(D, codes, target, source).kept(days, PROTOCOL)
+        for i, scale in enumerate(scales):
+            spec = dataclasses.replace(DEFAULT_SOLVE, scale=scale)
+            solved = solve_series(kept.D, kept.observed, spec, frame)
+            for row in kept.rows(frame, {f"x{scale:g}": solved}, [DEFAULT_STEP]):
+                if i == 0 or row["step"]:
+                    rows.append({"site": site, "protocol": PROTOCOL, **row})
+    return rows
 
 
-def own_codes(name: str) -> np.ndarray:
-    """The default's own mask of the site's whole series (``(pixels, dates)``, the reference's
-    codes: clear, cloud, shadow, no data)."""
-    series = whole_series(name)
-    solved = solve_series(series.D, series.observed, DEFAULT_SOLVE, series.frame)
-    return series.codes(solved, DEFAULT_STEP.rule)
-
-
-def score_site(name: str, scales: tuple[float, ...]) -> dict[float, tuple[Scores, Scores]]:
-    """Per scale: (scores against the reference, scores on the scene's own pseudo-pairs)."""
+def score_site(name: str, scales: tuple[float, ...]) -> list[dict]:
+    """The rows of :func:`side_rows` against the reference (filed under ``name``) and on the
+    scene's own pseudo-pairs (under ``name`` + :data:`OWN`), the latter from the default's own
+    mask of the whole series (the reference's codes: clear, cloud, shadow, no data)."""
     site = load_site(name)
     frame = site.series.frame
     D, reference, days = site_arrays(site)
-    own = own_codes(name)
-    reference_pairs = choose_pairs(reference, count=PAIR_COUNT, seed=PAIR_SEED, **PAIRS)
-    own_pairs = choose_pairs(own, count=PAIR_COUNT, seed=PAIR_SEED, **PAIRS)
-    out = {}
-    for scale in scales:
-        spec = dataclasses.replace(DEFAULT_SOLVE, scale=scale)
-        out[scale] = (
-            pair_scores(D, reference, days, frame, reference_pairs, spec),
-            pair_scores(D, own, days, frame, own_pairs, spec),
-        )
-    return out
+    series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
+    own = series.codes(solve_series(D, series.observed, DEFAULT_SOLVE, frame), DEFAULT_STEP.rule)
+    pairs = {
+        name: (reference, choose_pairs(reference, count=PAIR_COUNT, seed=PAIR_SEED, **PAIRS)),
+        name + OWN: (own, choose_pairs(own, count=PAIR_COUNT, seed=PAIR_SEED, **PAIRS)),
+    }
+    return [
+        row
+        for key, (codes, chosen) in pairs.items()
+        for row in side_rows(D, codes, days, frame, chosen, scales, key)
+    ]
 
 
 def main() -> None:
@@ -128,34 +109,41 @@ def main() -> None:
     if fixed not in scales:
         parser.error(f"--scales must include the default's {fixed:g}")
     started = time.perf_counter()
+    names = args.sites or site_names()
+    rows = pd.DataFrame([row for name in names for row in score_site(name, scales)])
+    scores = pooled(rows).set_index(["site", "solve"])
+    losses = loss(pooled(rows), [*names, *(n + OWN for n in names)])
+
+    def of(site: str, scale: float) -> tuple[float, float, float]:
+        """r, fidelity and loss of the default at ``scale`` filed under ``site``."""
+        row = scores.loc[(site, f"x{scale:g}")]
+        return row.pred, row.fid, losses.loc[_label(scale), site]
+
     print("| site | λ scale | r (reference) | fidelity | loss | r (own pairs) | fidelity | loss |")
     print("|---|---|---|---|---|---|---|---|")
-    chosen = {}
-    for name in args.sites or site_names():
-        by_scale = score_site(name, scales)
-        for scale, (ref, own) in by_scale.items():
+    for name in names:
+        for scale in scales:
+            ref, own = of(name, scale), of(name + OWN, scale)
             print(
-                f"| {name} | {scale:g} | {ref.pred:.4f} | {ref.fid:.4f} | {ref.loss:.3f} | "
-                f"{own.pred:.4f} | {own.fid:.4f} | {own.loss:.3f} |",
-                flush=True,
+                f"| {name} | {scale:g} | {ref[0]:.4f} | {ref[1]:.4f} | {ref[2]:.3f} | "
+                f"{own[0]:.4f} | {own[1]:.4f} | {own[2]:.3f} |"
             )
-        chosen[name] = by_scale
     print(
         "\n| site | the reference's choice | the scene's choice | its r, fidelity | "
         f"the default's ({fixed:g}) r, fidelity |"
     )
     print("|---|---|---|---|---|")
     picks = []
-    for name, by_scale in chosen.items():
-        best_ref = min(scales, key=lambda s: by_scale[s][0].loss)
-        best_own = min(scales, key=lambda s: by_scale[s][1].loss)
-        mine, default = by_scale[best_own][0], by_scale[fixed][0]
-        picks.append((mine, default))
+    for name in names:
+        best_ref = min(scales, key=lambda s: of(name, s)[2])
+        best_own = min(scales, key=lambda s: of(name + OWN, s)[2])
+        mine, default = of(name, best_own), of(name, fixed)
+        picks.append([*mine[:2], *default[:2]])
         print(
-            f"| {name} | {best_ref:g} | {best_own:g} | {mine.pred:.4f}, {mine.fid:.4f} | "
-            f"{default.pred:.4f}, {default.fid:.4f} |"
+            f"| {name} | {best_ref:g} | {best_own:g} | {mine[0]:.4f}, {mine[1]:.4f} | "
+            f"{default[0]:.4f}, {default[1]:.4f} |"
         )
-    mean = np.mean([[m.pred, m.fid, d.pred, d.fid] for m, d in picks], axis=0)
+    mean = np.mean(picks, axis=0)
     print(
         f"| mean | | | {mean[0]:.4f}, {mean[1]:.4f} | {mean[2]:.4f}, {mean[3]:.4f} |\n"
         f"({time.perf_counter() - started:.0f} s)"
