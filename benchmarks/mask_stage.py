@@ -21,6 +21,10 @@ The settings (docs/REAL-CLOUDS.md):
   chooses it itself, as its fourth stage; this script reproduces the stage that adopted it on
   a run from before (its choices without the rule); on a run of today's its as-it-is row is
   the run's own choice, which has the rule.
+* ``shadow-flat``: an entry called clear within 16 or 32 px of a cloud of its date, darkened
+  below its pixel's median ground by at least 3σ on the bands' mean and each band to at most
+  0.8 of it, is shadow (``mask.shadow_flat``, ``mask.flat_reach``), or not
+  (:func:`cloudlab.candidates.flat_dark_of`).
 * ``bright-level``: each date's brightening level around an entry (the mean brightening of
   the entries within 16 or 32 px brightened by less than 3σ or 6σ) taken out of its
   brightening before the thresholds (``mask.bright_level``, ``mask.level_below``), or not.
@@ -41,6 +45,7 @@ Usage::
     python -m cloudlab heldout --out runs/heldout                                # about 20 min
     python benchmarks/mask_stage.py shadow-edge --heldout runs/heldout           # seconds
     python benchmarks/mask_stage.py shadow-near --heldout runs/heldout
+    python benchmarks/mask_stage.py shadow-flat --heldout runs/heldout
     python benchmarks/mask_stage.py white-clouds --heldout runs/heldout
     python benchmarks/mask_stage.py bright-level --heldout runs/heldout
     python benchmarks/mask_stage.py bright-level --heldout runs/heldout --level-below 3
@@ -62,6 +67,7 @@ from cloudlab.candidates import (
     SHADOW_SOLVES,
     SOLVES,
     PostStep,
+    flat_dark_of,
     near_of,
     step_named,
     white_clouds_of,
@@ -96,6 +102,7 @@ def levels_of(step: PostStep, below: float | None = None) -> list[PostStep]:
 SETTINGS = {
     "bright-level": levels_of,
     "shadow-edge": edges_of,
+    "shadow-flat": flat_dark_of,
     "shadow-near": near_of,
     "white-clouds": white_clouds_of,
 }

@@ -20,6 +20,8 @@ __all__ = [
     "MASK_BRIGHT_LEVEL",
     "MASK_CLOUD",
     "MASK_EDGE_REACH",
+    "MASK_FLAT_RATIO",
+    "MASK_FLAT_REACH",
     "MASK_GROW",
     "MASK_HAZE",
     "MASK_INTERPOLATE",
@@ -33,6 +35,7 @@ __all__ = [
     "MASK_RADIUS",
     "MASK_SHADOW",
     "MASK_SHADOW_EDGE",
+    "MASK_SHADOW_FLAT",
     "MASK_SHADOW_NEAR",
     "MASK_WHITE",
     "MASK_WHITE_CLOUD",
@@ -109,6 +112,16 @@ MASK_EDGE_REACH = 3
 #: mask_stage.py shadow-near``; docs/REAL-CLOUDS.md, "A shadow beside its cloud").
 MASK_SHADOW_NEAR = 1.5
 MASK_NEAR_REACH = 16
+#: A shadow dark in every band (:func:`cloudcore.masks.classify_scores`): an entry the rest of
+#: the rule calls clear, within :data:`MASK_FLAT_REACH` pixels of a cloud of its date, whose
+#: bands are darkened below the pixel's median ground by at least this many σ on their mean
+#: and each to at most :data:`MASK_FLAT_RATIO` of it, is shadow; 0: off. A shadow takes the
+#: direct sunlight away and leaves the sky's, so it darkens every band by a large factor; the
+#: median ground is what the pixel is on most dates, so a ground that took the shadow in
+#: (a low-rank fit follows a date shadowed over most of the frame) does not hide it.
+MASK_SHADOW_FLAT = 0.0
+MASK_FLAT_RATIO = 0.8
+MASK_FLAT_REACH = 32
 #: A date's brightening level (:func:`cloudcore.masks.classify_scores`): before the
 #: thresholds, each entry's brightening less the mean brightening of the entries of its date
 #: within this many pixels (a square) that are brightened by less than

@@ -7,10 +7,12 @@ band's layers at a time); these accumulate what :func:`cloudcore.masks.classify_
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from numba import njit
 
-__all__ = ["BandMean", "Whiteness", "add_bands"]
+__all__ = ["BandMean", "Shade", "Whiteness", "add_bands"]
 
 
 class BandMean:
@@ -126,6 +128,64 @@ class Whiteness:
             Booleans (False where the shortest band has no value, unlike :meth:`passes`).
         """
         return (self.short >= np.float32(ratio) * self.peak) & (bands >= 2)
+
+
+class Shade:
+    """How far each entry lies below the pixel's median ground in every band, for the shadow
+    dark in every band (``MaskRule.shadow_flat``), added one band at a time: the bands' mean
+    of (median ground − D)⁺ in units of σ (:class:`BandMean`), and the largest over the bands
+    of D / median ground.
+
+    The median is over the dates of the pixel's ground (``nanmedian``: dates with no ground
+    left out); a pixel with a ground on fewer than three dates, or a median ground ≤ 0, has no
+    ratio, and is never called dark in every band.
+
+    Parameters
+    ----------
+    shape
+        The shape of one band's values, ``(dates, rows, cols)``.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.below = BandMean(shape)
+        self.brightest = np.full(shape, np.nan, np.float32)
+
+    def add(self, observation: np.ndarray, ground: np.ndarray, sigma: float) -> None:
+        """Add one band.
+
+        Parameters
+        ----------
+        observation
+            The band's D, ``(dates, rows, cols)``, NaN where not observed.
+        ground
+            The band's ground L of the same shape, NaN where there is none.
+        sigma
+            The band's anomaly scale σ.
+        """
+        observation = np.asarray(observation, dtype=np.float32)
+        ground = np.asarray(ground, dtype=np.float32)
+        if observation.shape != self.brightest.shape or ground.shape != observation.shape:
+            raise ValueError(
+                f"observation {observation.shape} and ground {ground.shape}, "
+                f"expected {self.brightest.shape}"
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a pixel with no ground at all
+            median = np.nanmedian(ground, axis=0)
+        enough = np.isfinite(ground).sum(axis=0) >= _MIN_DATES
+        median = np.where(enough & (median > 0), median, np.float32(np.nan)).astype(np.float32)
+        self.below.add(np.maximum(median - observation, np.float32(0.0)), sigma)
+        np.fmax(self.brightest, observation / median, out=self.brightest)
+
+    def dark(self, sigma: float, ratio: float) -> np.ndarray:
+        """Where an entry is dark in every band: the bands' mean darkening below the median
+        ground at least ``sigma`` σ and every band at most ``ratio`` of it (booleans; False
+        where no band has a ratio)."""
+        return (self.below.mean() >= np.float32(sigma)) & (self.brightest <= np.float32(ratio))
+
+
+#: Dates a pixel's ground needs for its median to stand for the pixel (as cloudcore.cap's).
+_MIN_DATES = 3
 
 
 def add_bands(x: np.ndarray, scales: np.ndarray) -> BandMean:

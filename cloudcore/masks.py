@@ -62,6 +62,8 @@ from cloudcore.catalog import (
     MASK_BRIGHT_LEVEL,
     MASK_CLOUD,
     MASK_EDGE_REACH,
+    MASK_FLAT_RATIO,
+    MASK_FLAT_REACH,
     MASK_GROW,
     MASK_HAZE,
     MASK_LEVEL_BELOW,
@@ -73,6 +75,7 @@ from cloudcore.catalog import (
     MASK_RADIUS,
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
+    MASK_SHADOW_FLAT,
     MASK_SHADOW_NEAR,
     MASK_WHITE,
     MASK_WHITE_CLOUD,
@@ -149,6 +152,13 @@ class MaskRule:
     #: is most likely its shadow); 0: off.
     shadow_near: float = MASK_SHADOW_NEAR
     near_reach: int = MASK_NEAR_REACH
+    #: A shadow dark in every band: an entry the rest of the rule calls clear, within
+    #: ``flat_reach`` pixels of a cloud of its date, whose bands are darkened below the pixel's
+    #: median ground by at least this many σ on their mean and each to at most ``flat_ratio``
+    #: of it (:class:`~cloudcore.mask_scores.Shade`), is shadow; 0: off.
+    shadow_flat: float = MASK_SHADOW_FLAT
+    flat_ratio: float = MASK_FLAT_RATIO
+    flat_reach: int = MASK_FLAT_REACH
     #: A date's brightening level: before the thresholds, the mean brightening of the entries
     #: of the same date within this many pixels (a square) brightened by less than
     #: ``level_below`` σ is taken out of each entry's (:func:`darkening_level`'s mean, of the
@@ -174,11 +184,13 @@ class MaskRule:
     def context(self) -> int:
         """How far (pixels) the codes of an entry depend on the scores around it on its date:
         the brightening level's square, the opening's erosion and dilation, the square of
-        ground that stays, the shadow's edge and the growth."""
+        ground that stays, the shadow's edge and the growth, and the reach of a shadow dark in
+        every band (from the grown clouds)."""
         edge = self.edge_reach if self.shadow_edge > 0 else 0
         near = self.near_reach if self.shadow_near > 0 else 0
+        flat = self.flat_reach if self.shadow_flat > 0 else 0
         persist = self.persist_reach if self.persist > 0 else 0
-        return self.bright_level + 2 * self.radius + persist + max(edge, near) + self.grow
+        return self.bright_level + 2 * self.radius + persist + max(edge, near, flat) + self.grow
 
 
 def classify(
@@ -272,6 +284,7 @@ def classify_scores(
     white: np.ndarray | None = None,
     flat: np.ndarray | None = None,
     neighbours: Neighbours | None = None,
+    shade: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`classify` from the bands' mean anomalies in units of σ (:class:`BandMean`):
     ``bright`` and ``dark`` are the ``(dates, rows, cols)`` means of A/σ and S/σ (``dark`` None:
@@ -283,7 +296,9 @@ def classify_scores(
     (:func:`whiteness_tests` gives both); neither is read otherwise. ``neighbours`` (the
     brightening of each date's nearest acquisitions of other days, :func:`neighbour_scores`) is
     what ``rule.persist`` > 0 reads; None: no date has one (a series of one day), and the rule
-    changes nothing."""
+    changes nothing. ``shade`` (:meth:`~cloudcore.mask_scores.Shade.dark` of
+    ``rule.shadow_flat`` and ``rule.flat_ratio``) is where an entry is dark in every band,
+    required when ``rule.shadow_flat`` > 0 and there is a shadow class, not read otherwise."""
     if rule.white_cloud > 0 and flat is None:
         raise ValueError(f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness")
     own = bright  # the brightening as measured, before the level and the whiteness test
@@ -334,6 +349,13 @@ def classify_scores(
         cloud = dilate(cloud, rule.grow) & observed
         if shadow is not None:
             shadow = dilate(shadow, rule.grow) & observed & ~cloud
+    if shadow is not None and rule.shadow_flat > 0:
+        if shade is None:
+            raise ValueError(
+                f"a rule with shadow_flat={rule.shadow_flat:g} needs the bands' shade (Shade)"
+            )
+        # Last, and only where the rest calls clear: neither grown nor kept from haze.
+        shadow |= shade & dilate(cloud, rule.flat_reach) & (codes == CLEAR) & observed & ~cloud
     if shadow is not None:
         codes[shadow] = SHADOW
     codes[cloud] = CLOUD

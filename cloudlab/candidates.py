@@ -39,6 +39,7 @@ from typing import Any
 
 from cloudcore.catalog import (
     MASK_EDGE_REACH,
+    MASK_FLAT_RATIO,
     MASK_PERSIST_COVER,
     MASK_PERSIST_REACH,
     MASK_PERSIST_SPILL,
@@ -287,7 +288,9 @@ class PostStep:
     def rule_name(self) -> str:
         """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
         ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
-        than the default's), ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px), ``wc3``
+        than the default's), ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px),
+        ``f3x32`` with a shadow dark in every band (3σ, 32 px; ``f3x32@0.7`` with a ratio
+        other than the default's), ``wc3``
         with white clouds from 3σ (``wc3@0.8`` with a ratio other than the default's), ``l16<3``
         with a date's brightening level over 16 px of the entries under 3σ, ``p0.3`` with ground
         that stays at 0.3 of the brightening (``p0.3x8@0.5/0.5`` with a reach, cover or spill
@@ -301,6 +304,9 @@ class PostStep:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
             edge = f" e{r.shadow_edge:g}{reach}"
         near = f" n{r.shadow_near:g}x{r.near_reach}" if r.shadow_near > 0 else ""
+        if r.shadow_flat > 0:
+            ratio = "" if r.flat_ratio == MASK_FLAT_RATIO else f"@{r.flat_ratio:g}"
+            near += f" f{r.shadow_flat:g}x{r.flat_reach}{ratio}"
         level = f" l{r.bright_level}<{r.level_below:g}" if r.bright_level > 0 else ""
         flat = ""
         if r.white_cloud > 0:
@@ -415,6 +421,33 @@ def near_of(step: PostStep) -> list[PostStep]:
     """
     admitted = [{"shadow_near": s, "near_reach": r} for s, r in NEAR if s < step.rule.shadow]
     return _rule_variants(step, {"shadow_near": 0.0}, admitted)
+
+
+#: A shadow dark in every band (``MaskRule.shadow_flat``), a stage of its own
+#: (``benchmarks/mask_stage.py shadow-flat``): (σ, reach in px), at the default ratio 0.8.
+#: The two an in-sample look at the five sites tried first (2026-11-29, docs/REAL-CLOUDS.md,
+#: "A shadow dark in every band").
+FLAT_DARK = ((3.0, 16), (3.0, 32))
+
+
+def flat_dark_of(step: PostStep) -> list[PostStep]:
+    """The variants of a post-step for a shadow dark in every band: without it, then with
+    each of :data:`FLAT_DARK` (not offered to a rule without a shadow class); keep_clear
+    off: only as it is.
+
+    Parameters
+    ----------
+    step
+        A post-step of the grid, or one of the later stages' variants.
+
+    Returns
+    -------
+    list of PostStep
+        ``step`` without the rule first.
+    """
+    admitted = [] if step.rule.shadow >= NO_SHADOW else FLAT_DARK
+    changes = [{"shadow_flat": s, "flat_reach": r} for s, r in admitted]
+    return _rule_variants(step, {"shadow_flat": 0.0}, changes)
 
 
 #: Ground that stays, the fifth stage's variants: the fraction of its brightening a flagged

@@ -36,6 +36,7 @@ from cloudcore.masks import CLEAR as MASK_CLEAR
 from cloudcore.masks import CLOUD as MASK_CLOUD
 from cloudcore.masks import HAZE as MASK_HAZE
 from cloudcore.masks import SHADOW as MASK_SHADOW
+from cloudcore.mask_scores import Shade
 from cloudcore.masks import (
     BandMean,
     MaskRule,
@@ -96,6 +97,9 @@ class Solved:
         A :class:`~cloudcore.masks.Whiteness` of the bands' D − L, for the mask's whiteness
         test, ``short_band`` the shortest (every site's bands are in the order of their
         wavelengths: the first, checked in tests/cloudlab/test_sites.py).
+    shade
+        A :class:`~cloudcore.mask_scores.Shade` of the observations against the ground as
+        written (capped with ``cap``), for the shadow dark in every band.
 
     Each band's σ is :func:`~cloudcore.anomaly.anomaly_scale` with ``scale_statistic``, of the
     solve's own residual; with ``cap`` the ground is then capped at each pixel's median date
@@ -128,6 +132,7 @@ class Solved:
         self.ground = np.clip(L, 0.0, 1.0)
         bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
         self.whiteness = Whiteness((n, *frame))
+        self.shade = Shade((n, *frame))
         for b, (band, low) in enumerate(zip(D, L, strict=True)):
             residual = np.where(observed, band - low, np.nan)
             sigma = anomaly_scale(residual, observed, scale_statistic)
@@ -143,6 +148,10 @@ class Solved:
             else:
                 dark.add(-frames, sigma)
             self.whiteness.add(frames, short=b == short_band)
+            # The observation against the ground as written (capped), as the pipeline's mask
+            # pass reads it (pipeline.outputs.mask_layer).
+            seen_values = np.where(observed, band, np.nan).T.reshape(n, *frame)
+            self.shade.add(seen_values, self.ground[b].T.reshape(n, *frame), sigma)
         self.bright, self.dark = bright.mean(), dark.mean()
         self.bands = bright.count  # bands with a value, for the white clouds' test
         self.seen = observed.T.reshape(n, *frame)
@@ -180,7 +189,12 @@ class Solved:
                 days = other_day_neighbours(np.arange(self.seen.shape[0]))
                 self._neighbours = neighbour_scores(self.bright, self.seen, days)
             around = self._neighbours.dates(pick)
-        return classify_scores(self.bright[pick], self.dark[pick], seen, rule, white, flat, around)
+        shade = None
+        if rule.shadow_flat > 0:
+            shade = self.shade.dark(rule.shadow_flat, rule.flat_ratio)[pick]
+        return classify_scores(
+            self.bright[pick], self.dark[pick], seen, rule, white, flat, around, shade
+        )
 
 
 def solve_series(
