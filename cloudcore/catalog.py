@@ -118,8 +118,10 @@ MASK_NEAR_REACH = 16
 #: and each to at most :data:`MASK_FLAT_RATIO` of it, is shadow; 0: off. A shadow takes the
 #: direct sunlight away and leaves the sky's, so it darkens every band by a large factor; the
 #: median ground is what the pixel is on most dates, so a ground that took the shadow in
-#: (a low-rank fit follows a date shadowed over most of the frame) does not hide it.
-MASK_SHADOW_FLAT = 0.0
+#: (a low-rank fit follows a date shadowed over most of the frame) does not hide it. Chosen
+#: by leave-one-site-out in a stage of its own (``benchmarks/mask_stage.py shadow-flat``;
+#: docs/REAL-CLOUDS.md, "A shadow dark in every band"): every fold took 3σ within 32 px.
+MASK_SHADOW_FLAT = 3.0
 MASK_FLAT_RATIO = 0.8
 MASK_FLAT_REACH = 32
 #: A date's brightening level (:func:`cloudcore.masks.classify_scores`): before the

@@ -136,9 +136,10 @@ class Shade:
     of (median ground − D)⁺ in units of σ (:class:`BandMean`), and the largest over the bands
     of D / median ground.
 
-    The median is over the dates of the pixel's ground (``nanmedian``: dates with no ground
-    left out); a pixel with a ground on fewer than three dates, or a median ground ≤ 0, has no
-    ratio, and is never called dark in every band.
+    The median is over the dates of the pixel's ground (``nanmedian``: dates with no ground,
+    NaN, left out; the pipeline and the benchmark give the ground where observed, as the
+    layers imply it); a pixel with a ground on fewer than three dates, or a median ground
+    ≤ 0, has no ratio, and is never called dark in every band.
 
     Parameters
     ----------

@@ -81,7 +81,7 @@ from cloudcore.catalog import (
     MASK_WHITE_CLOUD,
     MASK_WHITE_CLOUD_RATIO,
 )
-from cloudcore.mask_scores import BandMean, Whiteness, add_bands
+from cloudcore.mask_scores import BandMean, Shade, Whiteness, add_bands
 from cloudcore.persistence import (
     Neighbours,
     neighbour_scores,
@@ -201,6 +201,9 @@ def classify(
     rule: MaskRule = MaskRule(),
     short_band: int | None = None,
     neighbours: np.ndarray | None = None,
+    *,
+    observations: np.ndarray | None = None,
+    grounds: np.ndarray | None = None,
 ) -> np.ndarray:
     """Mask codes per date and pixel from the bands' anomalies.
 
@@ -224,6 +227,10 @@ def classify(
     neighbours
         ``(dates, 2)`` each date's nearest dates of other days (:func:`other_day_neighbours`),
         which ``rule.persist`` > 0 reads; None: none (a series of one day).
+    observations, grounds
+        D and the ground L per band, of ``brightening``'s shape, NaN where not observed (or
+        no ground): what a shadow dark in every band (``rule.shadow_flat`` > 0, with
+        ``darkening``) reads (:class:`~cloudcore.mask_scores.Shade`); required then.
 
     Returns
     -------
@@ -231,13 +238,24 @@ def classify(
         ``(dates, rows, cols)`` uint8: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no data.
     """
     added = add_bands(brightening, scales)
+    shade = None
+    if rule.shadow_flat > 0 and darkening is not None:
+        if observations is None or grounds is None:
+            raise ValueError(
+                f"a rule with shadow_flat={rule.shadow_flat:g} needs the bands' observations and "
+                "grounds (or shadow_flat=0)"
+            )
+        sums = Shade(brightening.shape[1:])
+        for d, g, sigma in zip(observations, grounds, np.asarray(scales, float), strict=True):
+            sums.add(d, g, float(sigma))
+        shade = sums.dark(rule.shadow_flat, rule.flat_ratio)
     bright = added.mean()
     dark = add_bands(darkening, scales).mean() if darkening is not None else None
     around = None
     if rule.persist > 0 and neighbours is not None:
         around = neighbour_scores(bright, observed, neighbours)
     if not rule.reads_whiteness:
-        return classify_scores(bright, dark, observed, rule, neighbours=around)
+        return classify_scores(bright, dark, observed, rule, neighbours=around, shade=shade)
     if short_band is None and len(brightening) > 1:
         raise ValueError(
             f"a rule with white={rule.white:g} or white_cloud={rule.white_cloud:g} needs "
@@ -247,7 +265,7 @@ def classify(
     for b, band in enumerate(brightening):
         whiteness.add(band, short=b == (short_band or 0))
     white, flat = whiteness_tests(whiteness, rule, added.count)
-    return classify_scores(bright, dark, observed, rule, white, flat, around)
+    return classify_scores(bright, dark, observed, rule, white, flat, around, shade)
 
 
 def whiteness_tests(
@@ -446,7 +464,21 @@ def classify_result(
     # Without a shadow layer the residual's negative part, L − D = −(C + N), is the darkening.
     dark = np.stack([frames(r.S) if r.S is not None else -frames(r.C + r.N) for r in bands])
     scales = np.array([result_scale(r, seen) for r in bands])
-    return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule, short_band)
+    grounds = np.stack([frames(r.L) for r in bands])
+    # D as the layers give it back: L + C + N (− S).
+    observations = np.stack(
+        [frames(r.L + r.C + r.N - (0.0 if r.S is None else r.S)) for r in bands]
+    )
+    return classify(
+        bright,
+        dark,
+        scales,
+        seen.T.reshape(n, *frame),
+        rule,
+        short_band,
+        observations=observations,
+        grounds=grounds,
+    )
 
 
 def kept_codes(codes: np.ndarray, keep_haze: bool = False) -> np.ndarray:

@@ -336,7 +336,7 @@ class PostStep:
 
 #: The grid's mask thresholds (:func:`post_steps`): cloud, haze and shadow (σ; None: no haze or
 #: no shadow class) and growth (px). The cloud and shadow thresholds and the growth are offered
-#: again in a seventh stage, given every other setting the first six chose
+#: again in an eighth stage, given every other setting the first seven chose
 #: (:func:`thresholds_of`): the first stage chose them before the later stages' steps existed,
 #: and each of those changes what a flag costs: with the pixel's own departure interpolated a
 #: clear pixel wrongly flagged is written nearer its observation (docs/REAL-CLOUDS.md, "The
@@ -364,11 +364,12 @@ def post_steps(whites: tuple[float, ...] = WHITE_RATIOS) -> list[PostStep]:
             white_cloud=0.0,  # offered in the third stage (white_clouds_of)
             shadow_near=0.0,  # offered in a fourth (benchmarks/mask_stage.py shadow-near)
             persist=0.0,  # offered in a fifth (persist_of)
+            shadow_flat=0.0,  # offered in a seventh (flat_dark_of)
         )
         fills: tuple[HazeFill, ...] = ("ground",) if haze is None else HAZE_FILLS
         steps += [PostStep(rule, True, fill, offset) for fill in fills for offset in OFFSET_SCALES]
     # keep_clear off: the rule does not change the output; one per solve is enough to score it.
-    steps.append(PostStep(MaskRule(shadow_near=0.0, persist=0.0), False))
+    steps.append(PostStep(MaskRule(shadow_near=0.0, persist=0.0, shadow_flat=0.0), False))
     return steps
 
 
@@ -423,17 +424,17 @@ def near_of(step: PostStep) -> list[PostStep]:
     return _rule_variants(step, {"shadow_near": 0.0}, admitted)
 
 
-#: A shadow dark in every band (``MaskRule.shadow_flat``), a stage of its own
-#: (``benchmarks/mask_stage.py shadow-flat``): (σ, reach in px), at the default ratio 0.8.
-#: The two an in-sample look at the five sites tried first (2026-11-29, docs/REAL-CLOUDS.md,
-#: "A shadow dark in every band").
+#: A shadow dark in every band (``MaskRule.shadow_flat``), the seventh stage's variants
+#: (first measured as a stage added to a run, ``benchmarks/mask_stage.py shadow-flat``):
+#: (σ, reach in px), at the default ratio 0.8. The two an in-sample look at the five sites
+#: tried first (2026-11-29, docs/REAL-CLOUDS.md, "A shadow dark in every band").
 FLAT_DARK = ((3.0, 16), (3.0, 32))
 
 
 def flat_dark_of(step: PostStep) -> list[PostStep]:
-    """The variants of a post-step for a shadow dark in every band: without it, then with
-    each of :data:`FLAT_DARK` (not offered to a rule without a shadow class); keep_clear
-    off: only as it is.
+    """The seventh stage's variants of a post-step, a shadow dark in every band: without it,
+    then with each of :data:`FLAT_DARK` (not offered to a rule without a shadow class);
+    keep_clear off: only as it is.
 
     Parameters
     ----------
@@ -496,7 +497,7 @@ def between_of(step: PostStep) -> list[PostStep]:
 
 
 def thresholds_of(step: PostStep) -> list[PostStep]:
-    """The seventh stage's variants of a post-step: as it is, then its rule with each of the
+    """The eighth stage's variants of a post-step: as it is, then its rule with each of the
     cloud thresholds, shadow thresholds (None: no shadow class) and growths of
     :data:`THRESHOLD_CLOUDS`, :data:`THRESHOLD_SHADOWS` and :data:`THRESHOLD_GROWS`, the rest
     as it is; keep_clear off: only as it is.
@@ -545,8 +546,9 @@ def _rule_variants(
 
 
 def step_named(name: str) -> PostStep:
-    """The post-step of the grid (:func:`post_steps`) labelled ``name``, or one of its white
-    clouds (:func:`white_clouds_of`).
+    """The post-step of the grid (:func:`post_steps`) labelled ``name``, or one of its later
+    stages' variants (white clouds, :func:`white_clouds_of`, and the rest; a shadow dark in
+    every band, :func:`flat_dark_of`, is read off the name rather than listed).
 
     Parameters
     ----------
@@ -557,6 +559,15 @@ def step_named(name: str) -> PostStep:
     -------
     PostStep
     """
+    flat = _FLAT.search(name)
+    if flat is not None:  # the seventh stage's: its step without, then the rule added
+        base = step_named(name[: flat.start()] + name[flat.end() :])
+        ratio = MASK_FLAT_RATIO if flat["ratio"] is None else float(flat["ratio"])
+        change = {"shadow_flat": float(flat["sigma"]), "flat_reach": int(flat["reach"])}
+        variant = base.with_rule(**change, flat_ratio=ratio)
+        if variant.name != name:
+            raise KeyError(f"no post-step of the grid is labelled {name!r}")
+        return variant
     steps = _steps_by_name()
     if name in steps:
         return steps[name]
@@ -566,11 +577,15 @@ def step_named(name: str) -> PostStep:
     return rethresholded
 
 
+#: A shadow dark in every band as :attr:`PostStep.rule_name` spells it (``f3x32``, ``f3x32@0.7``).
+_FLAT = re.compile(r" f(?P<sigma>[0-9.]+)x(?P<reach>\d+)(?:@(?P<ratio>[0-9.]+))?(?= |$)")
+
+
 _THRESHOLDS = re.compile(r"c(?P<cloud>\S+) h(?P<haze>\S+) s(?P<shadow>\S+) r(?P<r>\d+) g(?P<g>\d+)")
 
 
 def _with_other_thresholds(name: str, steps: dict[str, PostStep]) -> PostStep | None:
-    """The seventh stage's variant (:func:`thresholds_of`) labelled ``name``: a step of the
+    """The eighth stage's variant (:func:`thresholds_of`) labelled ``name``: a step of the
     earlier stages with the same label after its thresholds, those set as ``name`` says; None
     where there is none. (Listing every step's variants would take 27 times the earlier
     stages' 225 000 labels.)"""

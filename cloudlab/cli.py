@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     heldout.add_argument(
         "--rethreshold",
         action="store_true",
-        help="also offer the mask's thresholds again in a seventh stage, given the six before "
+        help="also offer the mask's thresholds again in an eighth stage, given the seven before "
         "(docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(

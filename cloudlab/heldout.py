@@ -45,6 +45,7 @@ from cloudlab.candidates import (
     PostStep,
     SolveSpec,
     between_of,
+    flat_dark_of,
     ground_suffix,
     near_of,
     persist_of,
@@ -75,8 +76,8 @@ __all__ = [
     "run_heldout",
     "runs_in_pipeline",
     "score_site",
-    "seventh_stage",
     "summarise",
+    "threshold_stage",
     "white_of",
     "with_white",
 ]
@@ -186,7 +187,7 @@ def choose(
     masks: pd.DataFrame | None = None,
     rethreshold: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """The candidate chosen on ``sites``, in six stages, seven with ``rethreshold``: among the
+    """The candidate chosen on ``sites``, in seven stages, eight with ``rethreshold``: among the
     candidates without the mask's whiteness test, the one of least mean loss
     (:func:`least_loss`); then that candidate with each whiteness ratio scored, the one of least
     mean loss (no test on a tie); then that one with white clouds
@@ -196,11 +197,13 @@ def choose(
     (:func:`cloudlab.candidates.near_of`) where scored, chosen the same way; then that one with
     ground that stays (:func:`cloudlab.candidates.persist_of`) where scored (``--persist``), the
     same way; then that one with each pixel's own departure interpolated from its clear dates
-    (:func:`cloudlab.candidates.between_of`), the same way; then that one with each of the
+    (:func:`cloudlab.candidates.between_of`), the same way; then that one with a shadow dark
+    in every band (:func:`cloudlab.candidates.flat_dark_of`), the same way; then that one with
+    each of the
     mask's thresholds again (:func:`cloudlab.candidates.thresholds_of`) where scored, the same
     way (only with ``rethreshold``, the run's ``--rethreshold``: where the later stages add
     nothing the variants are the grid's own steps, so a run without it, or a choice made to know
-    what the seventh stage must score, would otherwise take them).
+    what the eighth stage must score, would otherwise take them).
 
     Each stage is one step added to a default chosen without it: offered in the same grid as
     every other setting at once, the folds' choices scattered (thresholds lowered because the
@@ -211,6 +214,7 @@ def choose(
         | scores.step.map(_has_near)
         | scores.step.map(_has_persist)
         | scores.step.map(_has_between)
+        | scores.step.map(_has_flat)
     )
     plain = scores[(scores.step.map(white_of) == 0.0) & ~later]
     best, info = least_loss(plain, sites, solves, masks)
@@ -223,6 +227,7 @@ def choose(
     best, info["shadow_near"] = _least_as_run(table, _stage_variants(best, near_of))
     best, info["persist"] = _least_as_run(table, _stage_variants(best, persist_of))
     best, info["between"] = _least_as_run(table, _stage_variants(best, between_of))
+    best, info["shadow_flat"] = _least_as_run(table, _stage_variants(best, flat_dark_of))
     if rethreshold:
         best, info["thresholds"] = _least_as_run(table, _stage_variants(best, thresholds_of))
     return best, info
@@ -305,6 +310,10 @@ def _has_near(step: str) -> bool:
 
 def _has_persist(step: str) -> bool:
     return any(part.startswith("p") and part[1:2].isdigit() for part in str(step).split(" "))
+
+
+def _has_flat(step: str) -> bool:
+    return any(part.startswith("f") and "x" in part for part in str(step).split(" "))
 
 
 def _has_between(step: str) -> bool:
@@ -460,7 +469,7 @@ def fold_choices(
     rethreshold: bool = False,
 ) -> dict[str, str]:
     """Each site's candidate chosen on the other sites (:func:`choose`, among ``solves``, with
-    its seventh stage with ``rethreshold``)."""
+    its eighth stage with ``rethreshold``)."""
     others = {site: [s for s in sites if s != site] for site in sites}
     return {site: choose(scores, others[site], solves, masks, rethreshold)[0] for site in sites}
 
@@ -551,9 +560,9 @@ def run_heldout(
         see the real clouds it keeps where they are in place on other days;
         docs/REAL-CLOUDS.md, "Ground that stays").
     rethreshold
-        Also score the seventh stage of :func:`choose`: the mask's thresholds again
+        Also score the eighth stage of :func:`choose`: the mask's thresholds again
         (:func:`cloudlab.candidates.thresholds_of`) of each fold's choice and of the choice on
-        all sites after the first six, once those are scored.
+        all sites after the first seven, once those are scored.
 
     Returns
     -------
@@ -582,8 +591,8 @@ def run_heldout(
         if stage_steps:
             staged = list(pool.map(score_site, names, *args, [stage_steps] * count))
             rows, masks = _with_staged(rows, masks, staged, stage_steps)
-        # The seventh stage's, of the choices the first six made once their steps are scored.
-        last_steps = seventh_stage(pooled(rows), masks, names) if rethreshold else []
+        # The eighth stage's, of the choices the first seven made once their steps are scored.
+        last_steps = threshold_stage(pooled(rows), masks, names) if rethreshold else []
         if last_steps:
             last = list(pool.map(score_site, names, *args, [last_steps] * count))
             rows, masks = _with_staged(rows, masks, last, last_steps)
@@ -603,7 +612,7 @@ def run_heldout(
         persist=persist,
         rethreshold=rethreshold,
     )
-    # And whether the seventh stage of choose was scored (summarise chooses with it then).
+    # And whether the eighth stage of choose was scored (summarise chooses with it then).
     growth = PAPER_RHO if rho is None else rho
     settings = {"rho": growth, "command": command, "rethreshold": rethreshold}
     (out / "settings.json").write_text(json.dumps(settings))
@@ -622,10 +631,10 @@ def _with_staged(
     return rows, pd.concat([masks, pd.DataFrame([r for res in staged for r in res[1]])])
 
 
-def seventh_stage(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -> list[PostStep]:
-    """What the seventh stage of :func:`choose` needs scored: the mask's thresholds again
+def threshold_stage(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -> list[PostStep]:
+    """What the eighth stage of :func:`choose` needs scored: the mask's thresholds again
     (:func:`cloudlab.candidates.thresholds_of`) of each fold's choice and of the choice on all
-    ``sites``, as the first six stages make them on ``scores`` (the grid's pooled scores and
+    ``sites``, as the first seven stages make them on ``scores`` (the grid's pooled scores and
     the third stage's, :func:`third_stage`). Empty with fewer than two sites.
 
     Parameters
@@ -642,7 +651,7 @@ def seventh_stage(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -
     """
     if scores.empty or len(sites) < 2:
         return []
-    picks = _six_stage_choices(scores, masks, sites)
+    picks = _staged_choices(scores, masks, sites)
     steps = [v for c in picks for v in thresholds_of(step_named(c.split(" | ")[1]))[1:]]
     return list({s.name: s for s in steps}.values())
 
@@ -666,8 +675,8 @@ def run_command(out: Path, **options: Any) -> str:
     return " ".join(words)
 
 
-def _six_stage_choices(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -> list[str]:
-    """Each fold's choice and the choice on all ``sites``, through the first six stages of
+def _staged_choices(scores: pd.DataFrame, masks: pd.DataFrame, sites: list[str]) -> list[str]:
+    """Each fold's choice and the choice on all ``sites``, through the first seven stages of
     :func:`choose`: the candidates whose later stages a run scores next."""
     return [*fold_choices(scores, masks, sites).values(), choose(scores, sites, masks=masks)[0]]
 
@@ -679,11 +688,13 @@ def third_stage(
     solves: tuple[SolveSpec, ...],
     persist: bool = False,
 ) -> tuple[tuple[SolveSpec, ...], list[PostStep]]:
-    """What the third to fifth stages of :func:`choose` need scored beyond the grid: the
+    """What the third to seventh stages of :func:`choose` need scored beyond the grid: the
     white clouds (:func:`cloudlab.candidates.white_clouds_of`) of each fold's choice and of the
     choice on all ``sites``, and each of those (and the choice itself) with a shadow beside its
     cloud (:func:`cloudlab.candidates.near_of`), and each of all those with ground that stays
-    (:func:`cloudlab.candidates.persist_of`), on every solve of ``solves`` that shares a
+    (:func:`cloudlab.candidates.persist_of`), with the departure from the clear dates
+    (:func:`cloudlab.candidates.between_of`) and with a shadow dark in every band
+    (:func:`cloudlab.candidates.flat_dark_of`), on every solve of ``solves`` that shares a
     chosen solve's method and λ (its ground capped, floored or not: the held-out tables score
     each way). Only these: a table whose folds choose among other solves (the joint
     re-solve's, a floor's own choice) gets no third or fourth stage where its choice differs
@@ -707,7 +718,7 @@ def third_stage(
     """
     if scores.empty or len(sites) < 2:  # no fold to choose on
         return (), []
-    picks = _six_stage_choices(scores, masks, sites)
+    picks = _staged_choices(scores, masks, sites)
     bases = {without_ground_suffix(c.split(" | ")[0]) for c in picks}
     chosen = tuple(s for s in solves if without_ground_suffix(s.name) in bases)
     clouds = [white_clouds_of(step_named(c.split(" | ")[1])) for c in picks]
@@ -721,7 +732,10 @@ def third_stage(
         steps += [q for n in nears for q in persist_of(n)[1:]]
     # And the sixth's, of every step a fold can reach by then (the fifth's only with --persist).
     reached = [q for n in nears for q in (persist_of(n) if persist else [n])]
+    betweens = [b for q in reached for b in between_of(q)]
     steps += [b for q in reached for b in between_of(q)[1:]]
+    # And the seventh's, of every one of those.
+    steps += [f for b in betweens for f in flat_dark_of(b)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 
@@ -735,7 +749,7 @@ def summarise(out: Path, seconds: float | None = None) -> dict[str, Any]:
     masks = pd.read_csv(out / "masks.csv", **read)
     facts = pd.read_csv(out / "sites.csv", **read)
     names = list(facts.site)
-    # Runs from before --rethreshold was recorded did not score the seventh stage.
+    # Runs from before --rethreshold was recorded did not score the eighth stage.
     settings = out / "settings.json"
     recorded = json.loads(settings.read_text()) if settings.exists() else {}
     rethreshold = bool(recorded.get("rethreshold", False))

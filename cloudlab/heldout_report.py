@@ -108,8 +108,9 @@ def write_report(
         f"{_stage_losses(summary.get('white_clouds'), 'white clouds')}; "
         f"{_stage_losses(summary.get('shadow_near'), 'a shadow beside its cloud')}; "
         f"{_stage_losses(summary.get('persist'), 'ground that stays')}; "
-        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}"
-        f"{_seventh_stage(summary)}). "
+        f"{_stage_losses(summary.get('between'), 'the departure from the clear dates')}; "
+        f"{_stage_losses(summary.get('shadow_flat'), 'a shadow dark in every band')}"
+        f"{_threshold_stage(summary)}). "
         "**The pipeline's "
         f"default** is that with its ground capped (and floored where the solve name says "
         f"so): `{summary['pipeline_default']}`.",
@@ -230,8 +231,8 @@ def _stage_losses(variants: dict[str, float] | None, what: str) -> str:
     )
 
 
-def _seventh_stage(summary: dict[str, Any]) -> str:
-    """The seventh stage's clause of the choice's sentence: only for a run that scored it
+def _threshold_stage(summary: dict[str, Any]) -> str:
+    """The eighth stage's clause of the choice's sentence: only for a run that scored it
     (``--rethreshold``)."""
     if "thresholds" not in summary:
         return ""

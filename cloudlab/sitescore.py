@@ -32,11 +32,11 @@ from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
 from cloudcore.departure import raised_ground
+from cloudcore.mask_scores import Shade
 from cloudcore.masks import CLEAR as MASK_CLEAR
 from cloudcore.masks import CLOUD as MASK_CLOUD
 from cloudcore.masks import HAZE as MASK_HAZE
 from cloudcore.masks import SHADOW as MASK_SHADOW
-from cloudcore.mask_scores import Shade
 from cloudcore.masks import (
     BandMean,
     MaskRule,
@@ -98,8 +98,8 @@ class Solved:
         test, ``short_band`` the shortest (every site's bands are in the order of their
         wavelengths: the first, checked in tests/cloudlab/test_sites.py).
     shade
-        A :class:`~cloudcore.mask_scores.Shade` of the observations against the ground as
-        written (capped with ``cap``), for the shadow dark in every band.
+        A :class:`~cloudcore.mask_scores.Shade` of the observations against the ground their
+        layers imply where observed (capped with ``cap``), for the shadow dark in every band.
 
     Each band's σ is :func:`~cloudcore.anomaly.anomaly_scale` with ``scale_statistic``, of the
     solve's own residual; with ``cap`` the ground is then capped at each pixel's median date
@@ -148,10 +148,12 @@ class Solved:
             else:
                 dark.add(-frames, sigma)
             self.whiteness.add(frames, short=b == short_band)
-            # The observation against the ground as written (capped), as the pipeline's mask
-            # pass reads it (pipeline.outputs.mask_layer).
-            seen_values = np.where(observed, band, np.nan).T.reshape(n, *frame)
-            self.shade.add(seen_values, self.ground[b].T.reshape(n, *frame), sigma)
+            # The observation against the ground its layers imply where observed, D − (D − L)
+            # after the cap, as the pipeline's mask pass reads it (pipeline.outputs.mask_layer).
+            seen_values = np.where(observed, band, np.nan)
+            self.shade.add(
+                seen_values.T.reshape(n, *frame), (band - residual).T.reshape(n, *frame), sigma
+            )
         self.bright, self.dark = bright.mean(), dark.mean()
         self.bands = bright.count  # bands with a value, for the white clouds' test
         self.seen = observed.T.reshape(n, *frame)

@@ -12,6 +12,8 @@ from cloudcore.catalog import (
     MASK_BRIGHT_LEVEL,
     MASK_CLOUD,
     MASK_EDGE_REACH,
+    MASK_FLAT_RATIO,
+    MASK_FLAT_REACH,
     MASK_GROW,
     MASK_HAZE,
     MASK_INTERPOLATE,
@@ -25,6 +27,7 @@ from cloudcore.catalog import (
     MASK_RADIUS,
     MASK_SHADOW,
     MASK_SHADOW_EDGE,
+    MASK_SHADOW_FLAT,
     MASK_SHADOW_NEAR,
     MASK_WHITE,
     MASK_WHITE_CLOUD,
@@ -58,6 +61,16 @@ class MaskConfig(ConfigSection):
     # leave-one-site-out with the rest (docs/REAL-CLOUDS.md).
     shadow_near: float = Field(default=MASK_SHADOW_NEAR, ge=0)
     near_reach: int = Field(default=MASK_NEAR_REACH, ge=1, le=64)
+    # A shadow dark in every band: a pixel the rest calls clear, within `flat_reach` pixels of
+    # a cloud of the same date, is shadow where its bands are darkened below the pixel's median
+    # ground by at least this many σ on their mean and each to at most `flat_ratio` of it (a
+    # shadow takes the direct sunlight away in every band; the median ground is what the pixel
+    # is on most dates, so a ground that took a large shadow in does not hide it). 0: off.
+    # Each core then reads `flat_reach` px more around it, and the observations there. Chosen by
+    # leave-one-site-out (docs/REAL-CLOUDS.md, "A shadow dark in every band").
+    shadow_flat: float = Field(default=MASK_SHADOW_FLAT, ge=0)
+    flat_ratio: float = Field(default=MASK_FLAT_RATIO, gt=0, lt=1)
+    flat_reach: int = Field(default=MASK_FLAT_REACH, ge=1, le=64)
     # A date's brightening level: before the thresholds, the mean brightening of the pixels
     # within this many pixels (a square) brightened by less than `level_below` σ is taken out
     # of each pixel's, so a date brighter across the scene than the ground (a hazier day, the
@@ -127,7 +140,8 @@ class MaskConfig(ConfigSection):
 
     def options_off(self) -> set[str]:
         """The fields of the settings that came after the first cubes and are off here
-        (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud, no white clouds,
+        (``grow`` 0, ``white`` 0, no shadow edge, no shadow beside its cloud or dark in every
+        band, no white clouds,
         no brightening level, no ground that stays, no ``interpolate``):
         a cube's identity and attributes leave them out, as before they existed, so cubes of
         earlier versions resume (:attr:`pipeline.plan.RunPlan.cube_token`,
@@ -136,6 +150,7 @@ class MaskConfig(ConfigSection):
         off |= set() if self.white > 0 else {"white"}
         off |= set() if self.shadow_edge > 0 else {"shadow_edge", "edge_reach"}
         off |= set() if self.shadow_near > 0 else {"shadow_near", "near_reach"}
+        off |= set() if self.shadow_flat > 0 else {"shadow_flat", "flat_ratio", "flat_reach"}
         off |= set() if self.white_cloud > 0 else {"white_cloud", "white_cloud_ratio"}
         off |= set() if self.bright_level > 0 else {"bright_level", "level_below"}
         persist = {"persist", "persist_reach", "persist_cover", "persist_spill"}

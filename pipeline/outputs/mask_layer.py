@@ -191,15 +191,17 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
         arrays = dict(zip(names, arrays_for_writing(cube, names), strict=True))
         seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
-        # The observations themselves only where kept: the scores need where they are finite.
+        # The observations themselves only where kept or where a shadow dark in every band is
+        # looked for: otherwise the scores need only where they are finite.
         observed = None
-        if job.keep_clear:
+        if job.keep_clear or _reads_shade(job):
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
-        for tile, context, around, flagged, held in _core_codes(arrays, seen, job):
+        for tile, context, around, flagged, held in _core_codes(arrays, seen, observed, job):
             rows, cols = tile.core.slices
             codes = _crop(around, tile.core, context)
             arrays[MASK][:, rows, cols] = codes
-            if observed is not None:
+            if job.keep_clear:
+                assert observed is not None  # opened above with keep_clear
                 kept = kept_codes(around, job.keep_haze)  # one for every band
                 core_kept = _crop(kept, tile.core, context)
                 for b in range(len(job.bands)):
@@ -226,7 +228,7 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
 
 
 def _core_codes(
-    arrays: Mapping[str, Any], seen: Any, job: MaskJob
+    arrays: Mapping[str, Any], seen: Any, observations: Any, job: MaskJob
 ) -> Iterator[tuple[Tile, Window, np.ndarray, np.ndarray | None, list[_Scores] | None]]:
     """Each core of the row, left to right, with its context (the core and :attr:`MaskJob.reach`
     pixels around it, within the scene), the codes over the context, with a provider's
@@ -255,7 +257,7 @@ def _core_codes(
     # Read when the task runs, not when it is planned: in tile scope the mask tasks are in the
     # solve batch, behind every row, and those rows write the records.
     scales = band_scales(tile_records(Path(p) for p in job.records), job.bands)
-    for tile, context, codes, held in _row_codes(arrays, seen, job, scales):
+    for tile, context, codes, held in _row_codes(arrays, seen, observations, job, scales):
         if job.provider is None:
             yield tile, context, codes, None, held
             continue
@@ -312,6 +314,7 @@ class _Scores:
     observed: np.ndarray
     white: np.ndarray | None  # where a brightening may be cloud (rule.white > 0), else None
     flat: np.ndarray | None  # where a brightening is white cloud (rule.white_cloud > 0)
+    shade: np.ndarray | None  # where an entry is dark in every band (rule.shadow_flat > 0)
     # With an offset: each band's residual D − L over the window's first and last
     # MaskJob.reach columns, which a neighbouring core's context takes from it; None without.
     edges: ResidualEdges | None = None
@@ -322,7 +325,11 @@ class _Scores:
 
 
 def _row_codes(
-    arrays: Mapping[str, Any], seen: Any, job: MaskJob, scales: Sequence[float]
+    arrays: Mapping[str, Any],
+    seen: Any,
+    observations: Any,
+    job: MaskJob,
+    scales: Sequence[float],
 ) -> Iterator[tuple[Tile, Window, np.ndarray, list[_Scores]]]:
     """Each core of the row, left to right, with its context (:func:`_context`), the codes
     over it (time, rows, cols) and the scores held (every column of the context is in one).
@@ -344,13 +351,13 @@ def _row_codes(
         while not held or held[-1].col_end < c1:
             nxt = next(following)
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
-            held.append(_scores(arrays, seen, job, scales, window))
+            held.append(_scores(arrays, seen, observations, job, scales, window))
         held = [s for s in held if s.col_end > c0]
-        bright, dark, observed, white, flat = _columns(held, c0, c1)
+        bright, dark, observed, white, flat, shade = _columns(held, c0, c1)
         around = None  # no neighbours (a series of one day): ground that stays changes nothing
         if job.rule.persist > 0 and job.neighbours is not None:
             around = neighbour_scores(bright, observed, np.asarray(job.neighbours))
-        codes = classify_scores(bright, dark, observed, job.rule, white, flat, around)
+        codes = classify_scores(bright, dark, observed, job.rule, white, flat, around, shade)
         context = _context(tile, job)
         inner = _crop(codes, context, Window(r0, c0, r1 - r0, c1 - c0))
         yield tile, context, np.ascontiguousarray(inner), held
@@ -374,9 +381,18 @@ def _prefetch(
     if job.keep_clear:  # the core's clear values and observations, no rows beyond it
         core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
         files += chunk_files(cube, ["clear"], core_chunk_rows, cols)
+    if _reads_shade(job):  # the observations over the scores' rows
+        files += chunk_files(source, [INPUT_OBSERVED], chunk_range(r0, r1, tile_size), tile_cols)
+    elif job.keep_clear:
         core_rows = chunk_range(core.row_off, core.row_end, tile_size)
         files += chunk_files(source, [INPUT_OBSERVED], core_rows, tile_cols)
     prefetch_files(files)
+
+
+def _reads_shade(job: MaskJob) -> bool:
+    """Whether the scores read the observations: a shadow dark in every band is looked for
+    (``mask.shadow_flat``)."""
+    return job.rule.shadow_flat > 0
 
 
 def _scored(job: MaskJob) -> list[str]:
@@ -387,7 +403,14 @@ def _scored(job: MaskJob) -> list[str]:
 
 def _columns(
     held: Sequence[_Scores], start: int, stop: int
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None, np.ndarray | None]:
+) -> tuple[
+    np.ndarray,
+    np.ndarray | None,
+    np.ndarray,
+    np.ndarray | None,
+    np.ndarray | None,
+    np.ndarray | None,
+]:
     """The scores over scene columns ``[start, stop)``, from consecutive held ones covering
     them (a copy only where two join)."""
 
@@ -407,12 +430,14 @@ def _columns(
         joined([cut(s, s.observed) for s in used]),
         joined_or_none([None if s.white is None else cut(s, s.white) for s in used]),
         joined_or_none([None if s.flat is None else cut(s, s.flat) for s in used]),
+        joined_or_none([None if s.shade is None else cut(s, s.shade) for s in used]),
     )
 
 
 def _scores(
     arrays: Mapping[str, Any],
     seen: Any,
+    observations: Any,
     job: MaskJob,
     scales: Sequence[float],
     window: Window,
@@ -421,7 +446,12 @@ def _scores(
     band did not observe the pixel (``seen``; the solver's C, N, S are 0 there, not evidence),
     are added to the bands' means in units of the band's σ in ``scales``
     (:class:`cloudcore.masks.BandMean`), and with a whiteness test to its
-    :class:`cloudcore.masks.Whiteness`, so the task holds one band's layers at once."""
+    :class:`cloudcore.masks.Whiteness`, so the task holds one band's layers at once. With a
+    shadow dark in every band (:func:`_reads_shade`), each band's observations
+    (``observations``) and the ground they imply, D − (C + N − S) where observed, are added to
+    a :class:`cloudcore.mask_scores.Shade`: from the layers the pass never writes, as the
+    offset's residual (``clear`` may already hold a neighbour's kept observations)."""
+    from cloudcore.mask_scores import Shade
     from cloudcore.masks import BandMean, Whiteness, whiteness_tests
 
     rows, cols = window.slices
@@ -433,6 +463,7 @@ def _scores(
     has_shadow = "shadow" in job.layers
     observed = np.zeros(shape, dtype=bool)  # in some band
     whiteness = Whiteness(shape) if job.rule.reads_whiteness else None
+    shade = Shade(shape) if _reads_shade(job) else None
     # The residual's edges for the offset (pipeline.outputs.kept.context_residual): kept from
     # this read rather than read again, which decoded the neighbours' whole chunk columns for
     # a few of their columns (4.8 of a full-size mask task's 22.6 s, warm).
@@ -445,6 +476,12 @@ def _scores(
         anomaly, shadow = layer_parts(arrays, b, window, haze=job.haze, shadow=has_shadow)
         if edges is not None:
             edges.add(anomaly, shadow)
+        if shade is not None:
+            observation = np.array(observations[:, b, rows, cols], dtype=np.float32)
+            ground = observation - (anomaly if shadow is None else anomaly - shadow)
+            observation[unseen] = np.nan
+            ground[unseen] = np.nan
+            shade.add(observation, ground, sigma)
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
         if whiteness is not None:
@@ -457,7 +494,8 @@ def _scores(
     white, flat = (None, None)
     if whiteness is not None:
         white, flat = whiteness_tests(whiteness, job.rule, bright.count)
-    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat, edges)
+    dim = None if shade is None else shade.dark(job.rule.shadow_flat, job.rule.flat_ratio)
+    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat, dim, edges)
 
 
 def _offset(

@@ -161,9 +161,15 @@ def test_a_shadowed_date_leaves_the_ground_with_the_floor() -> None:
     patch[: D_PIX // 2] = True
     D[patch, OVERCAST] *= 0.4
     result = cloudcore.decompose(D, "aatm", lam=1.4 * cloudcore.lambda_star(*D.shape), tol=3e-5)
-    rule = MaskRule(white=0.0)
+    # The floor alone: without the shadow dark in every band, which finds it another way.
+    rule = MaskRule(white=0.0, shadow_flat=0.0)
     shadow_code = 3
     before = classify_result([result], (64, 64), rule)[OVERCAST].reshape(-1)
+    # That rule (on by default) reads the observation against the median ground, which the
+    # shadow did not take; it is within reach of the other half, which the unfloored ground's
+    # dip makes look brightened (cloud).
+    dark_in_every_band = classify_result([result], (64, 64), MaskRule(white=0.0))[OVERCAST]
+    assert (dark_in_every_band.reshape(-1)[patch] == shadow_code).mean() > 0.5
     L, C, N = result.L.copy(), result.C.copy(), result.N.copy()
     cap_ground(L, C, floor=0.25, below=N)
     floored = cloudcore.Decomposition(**{**result.__dict__, "L": L, "C": C, "N": N})

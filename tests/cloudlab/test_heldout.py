@@ -183,12 +183,12 @@ def test_the_departure_from_the_clear_dates_is_chosen_sixth_given_the_rest() -> 
     assert choose(_scores(pred, SITES), SITES)[0] == f"aatm-star | {STEP}"
 
 
-def test_the_mask_thresholds_are_chosen_seventh_given_the_rest() -> None:
+def test_the_mask_thresholds_are_chosen_eighth_given_the_rest() -> None:
     """Stage seven offers the chosen step's rule with the grid's cloud and shadow thresholds and
     growths again, the rest of it as chosen; each variant's label resolves to that variant; the
     stage changes nothing until its variants are scored, and keeps the step on a tie."""
     from cloudlab.candidates import step_named, thresholds_of
-    from cloudlab.heldout import seventh_stage
+    from cloudlab.heldout import threshold_stage
 
     between = f"{STEP}+between"
     variants = thresholds_of(step_named(between))
@@ -207,15 +207,15 @@ def test_the_mask_thresholds_are_chosen_seventh_given_the_rest() -> None:
     }
     masks = _masks(SITES, ["aatm-star"])
     scores = _scores(pred, SITES)
-    # Only the choices of the first six stages are scored: every fold's is the step with the
+    # Only the choices of the first seven stages are scored: every fold's is the step with the
     # departure, so its variants are what the stage needs, each once.
-    assert [v.name for v in seventh_stage(scores, masks, SITES)] == names[1:]
+    assert [v.name for v in threshold_stage(scores, masks, SITES)] == names[1:]
     pick, info = choose(scores, SITES, rethreshold=True)
     assert pick == f"aatm-star | {between}" and info["thresholds"] == {}
     pred[("aatm-star", lower)] = dict.fromkeys(SITES, 0.10)
     pick, info = choose(_scores(pred, SITES), SITES, rethreshold=True)
     assert pick == f"aatm-star | {lower}" and set(info["thresholds"]) == {between, lower}
-    # Without --rethreshold the run's choice has no seventh stage, scored or not.
+    # Without --rethreshold the run's choice has no eighth stage, scored or not.
     pick, info = choose(_scores(pred, SITES), SITES)
     assert pick == f"aatm-star | {between}" and "thresholds" not in info
     pred[("aatm-star", lower)] = dict.fromkeys(SITES, 0.15)  # a tie: the step as chosen
@@ -223,11 +223,11 @@ def test_the_mask_thresholds_are_chosen_seventh_given_the_rest() -> None:
 
 
 def test_the_stages_to_score_are_those_of_the_first_six_stages_choices() -> None:
-    """Where the later stages add nothing yet, the seventh stage's variants of a whiteness
+    """Where the later stages add nothing yet, the eighth stage's variants of a whiteness
     test's step are the grid's own steps: the choices that say what the later stages must
     score are made without it, or they would score the variants of a step no fold takes."""
     from cloudlab.candidates import step_named, thresholds_of, white_clouds_of
-    from cloudlab.heldout import seventh_stage, third_stage
+    from cloudlab.heldout import third_stage, threshold_stage
 
     white = STEP.replace(" keep:", " w0.2 keep:")
     lower = white.replace("c6 ", "c4 ")
@@ -241,7 +241,7 @@ def test_the_stages_to_score_are_those_of_the_first_six_stages_choices() -> None
     assert choose(scores, SITES, rethreshold=True)[0] == f"aatm-star | {lower}"
     _, steps = third_stage(scores, masks, SITES, SOLVES)
     assert steps[:3] == white_clouds_of(step_named(white))[1:]
-    assert [v.name for v in seventh_stage(scores, masks, SITES)] == [
+    assert [v.name for v in threshold_stage(scores, masks, SITES)] == [
         v.name for v in thresholds_of(step_named(white))[1:]
     ]
 
@@ -272,6 +272,7 @@ def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves(
     from cloudlab.candidates import (
         CAPPED_SOLVES,
         between_of,
+        flat_dark_of,
         near_of,
         persist_of,
         step_named,
@@ -293,14 +294,20 @@ def test_the_third_stage_scores_the_white_clouds_of_the_choices_on_their_solves(
     # clear dates (the sixth stage).
     nears = [n for v in clouds for n in near_of(v)]
     between = [between_of(n)[1] for n in nears]
-    assert steps == clouds[1:] + near + between and len(between) == 4 * 3
+    # And each of those, with the departure or not, with a shadow dark in every band: 3σ
+    # within 16 or 32 px (the seventh stage).
+    flats = [f for n in nears for b in between_of(n) for f in flat_dark_of(b)[1:]]
+    assert steps == clouds[1:] + near + between + flats and len(between) == 4 * 3
     assert all(b.between and b.name.endswith("+between") for b in between)
+    assert len(flats) == 4 * 3 * 2 * 2 and all(f.rule.shadow_flat == 3.0 for f in flats)
     # With --persist, then each of those, with and without the shadow, with ground that stays
-    # at 0.3 and 0.5, and the sixth stage's of every one of those.
+    # at 0.3 and 0.5, and the sixth and seventh stages' of every one of those.
     _, with_persist = third_stage(_scores(pred, SITES), masks, SITES, SOLVES, persist=True)
     stays = [q for n in nears for q in persist_of(n)[1:]]
     reached = [q for n in nears for q in persist_of(n)]
-    assert with_persist == clouds[1:] + near + stays + [between_of(q)[1] for q in reached]
+    flats = [f for q in reached for b in between_of(q) for f in flat_dark_of(b)[1:]]
+    betweens = [between_of(q)[1] for q in reached]
+    assert with_persist == clouds[1:] + near + stays + betweens + flats
     assert len(stays) == 4 * 3 * 2
 
 
@@ -448,6 +455,7 @@ def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
         PostStep,
         SolveSpec,
         between_of,
+        flat_dark_of,
         near_of,
         persist_of,
         white_clouds_of,
@@ -458,14 +466,20 @@ def test_the_grid_holds_the_pipeline_settings_and_every_solve() -> None:
     default_step = PostStep.of(mask)
     assert default_step.name.endswith("+offset8+between")
     # The pipeline's default: a step of the grid with its third stage's white clouds, its
-    # fourth stage's shadow beside its cloud (ground that stays, the fifth's, off) and its
-    # sixth stage's departure from the clear dates; the grid itself has none of them.
+    # fourth stage's shadow beside its cloud (ground that stays, the fifth's, off), its
+    # sixth stage's departure from the clear dates and its seventh's shadow dark in every
+    # band; the grid itself has none of them.
     third = {v.name: v for step in post_steps() for v in white_clouds_of(step)}
     fourth = {n.name: n for v in third.values() for n in near_of(v)[1:]}
     fifth = {q.name for n in fourth.values() for q in persist_of(n)[1:]}
-    sixth = {b.name for n in fourth.values() for b in between_of(n)[1:]}
-    assert default_step.name in sixth and default_step.name not in {*third, *fourth, *fifth}
-    assert not any(s.rule.shadow_near or s.rule.persist or s.between for s in post_steps())
+    sixth = {b.name: b for n in fourth.values() for b in between_of(n)[1:]}
+    seventh = {f.name for b in sixth.values() for f in flat_dark_of(b)[1:]}
+    assert default_step.name in seventh
+    assert default_step.name not in {*third, *fourth, *fifth, *sixth}
+    assert not any(
+        s.rule.shadow_near or s.rule.persist or s.between or s.rule.shadow_flat
+        for s in post_steps()
+    )
     assert SolveSpec.of(solver) in SOLVES
     names = {step.name for step in post_steps()}
     assert "c6 h- s- r0 g0 keep:ground" in names and "ground" in names
@@ -678,10 +692,16 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     """``run_heldout`` scores the grid, then the white clouds of the candidates chosen on it
     (:func:`cloudlab.heldout.third_stage`), on the chosen solves only; their rows join the
     grid's, the second pass's baselines and grid steps left out (each is scored once). With
-    ``rethreshold``, a third pass scores the seventh stage's variants of the choices the first
-    six made on the first two passes' rows, on the same solves."""
+    ``rethreshold``, a third pass scores the eighth stage's variants of the choices the first
+    seven made on the first two passes' rows, on the same solves."""
     import cloudlab.heldout as heldout
-    from cloudlab.candidates import between_of, near_of, step_named, white_clouds_of
+    from cloudlab.candidates import (
+        between_of,
+        flat_dark_of,
+        near_of,
+        step_named,
+        white_clouds_of,
+    )
 
     sites = ["a", "b", "c"]
     calls: list[tuple] = []
@@ -726,6 +746,9 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
     clouds = white_clouds_of(step_named(STEP))
     variants = clouds[1:] + [n for v in clouds for n in near_of(v)[1:]]  # stages three, four
     variants += [between_of(n)[1] for v in clouds for n in near_of(v)]  # and six
+    variants += [  # and seven
+        f for v in clouds for n in near_of(v) for b in between_of(n) for f in flat_dark_of(b)[1:]
+    ]
     assert [v.name for v in calls[1][1][0][0]] == [v.name for v in variants]
     scores = pd.read_csv(tmp_path / "scores.csv", keep_default_na=False)
     median = scores[scores.solve == "temporal-median"]
@@ -738,7 +761,7 @@ def test_the_run_scores_the_third_stage_after_the_grid_and_keeps_one_baseline(
         assert calls[2][0] == calls[1][0]
         seventh = {v.name for v in calls[2][1][0][0]}
         first_two = scores[~scores.step.isin(seventh)]
-        expected = heldout.seventh_stage(first_two, pd.DataFrame(), sites)  # pooled already
+        expected = heldout.threshold_stage(first_two, pd.DataFrame(), sites)  # pooled already
         assert seventh == {v.name for v in expected} and len(seventh) >= 26
         assert not seventh & {v.name for v in variants}  # not scored twice
         assert {("aatm-starx1.4-cap", s) for s in seventh} <= scored
