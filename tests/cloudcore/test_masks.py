@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import cloudcore
+from cloudcore.mask_scores import Shade
 from cloudcore.masks import (
     CLEAR,
     CLOUD,
@@ -569,3 +570,125 @@ def test_ground_that_stays_cannot_tell_a_cloud_that_stays_and_is_off_by_default(
         ]
         == CLOUD
     ).all()
+
+
+def _flat_dark_scene() -> tuple[np.ndarray, ...]:
+    """Two bands, five dates, 20 × 80 px: on date 2 a cloud (cols 5–9), beside it a shadow dark
+    in both bands (half its ground) that the ground took in (D − L = 0 there, as a low-rank
+    fit that follows a date shadowed over much of the frame), a patch as dark but 50 px from
+    the cloud, and one beside it dark in the first band only (0.9 of the ground in the second).
+    Returns the bands' observations, grounds, brightening and darkening (L − D), each
+    ``(bands, dates, rows, cols)``, and observed ``(dates, rows, cols)``."""
+    rng = np.random.default_rng(11)
+    level = np.array([0.3, 0.4], np.float32)[:, None, None, None]
+    D = level + rng.normal(0.0, 0.002, (2, 5, 20, 80)).astype(np.float32)
+    L = np.broadcast_to(level, D.shape).copy()
+    D[:, 2, 5:10, 5:10] += 0.3  # the cloud
+    for cols, factors in (
+        (slice(12, 17), (0.5, 0.5)),  # the shadow, 2–7 px from the cloud
+        (slice(60, 65), (0.5, 0.5)),  # as dark, 50 px away
+        (slice(20, 25), (0.5, 0.9)),  # beside it, dark in one band only
+    ):
+        for b, f in enumerate(factors):
+            D[b, 2, 5:10, cols] = level[b, 0, 0, 0] * f
+            L[b, 2, 5:10, cols] = D[b, 2, 5:10, cols]  # taken into the ground
+    bright = D - L
+    return D, L, bright, -bright, np.ones(D.shape[1:], bool)
+
+
+def test_a_shadow_dark_in_every_band_beside_a_cloud_is_shadow() -> None:
+    """Darkened below the pixel's median ground in every band, within the reach of a cloud of
+    its date: shadow, though the ground took it in; not far from every cloud, not where one
+    band is barely darker; off, none of them."""
+    D, L, bright, dark, observed = _flat_dark_scene()
+    rule = MaskRule(shadow_flat=3.0, flat_reach=32, white=0.0, white_cloud=0.0, shadow_near=0.0)
+    scales = np.array([0.01, 0.01])
+    codes = classify(bright, dark, scales, observed, rule, observations=D, grounds=L)
+    assert (codes[2, 5:10, 5:10] == CLOUD).all()
+    assert (codes[2, 5:10, 12:17] == SHADOW).all()
+    assert (codes[2, 5:10, 60:65] == CLEAR).all() and (codes[2, 5:10, 20:25] == CLEAR).all()
+    assert (codes[[0, 1, 3, 4]] == CLEAR).all()
+    off = classify(bright, dark, scales, observed, replace(rule, shadow_flat=0.0))
+    assert not (off == SHADOW).any()
+    # A longer reach takes the far patch too; a looser ratio the one dark in one band.
+    far = classify(
+        bright, dark, scales, observed, replace(rule, flat_reach=60), observations=D, grounds=L
+    )
+    assert (far[2, 5:10, 60:65] == SHADOW).all()
+    loose = classify(
+        bright, dark, scales, observed, replace(rule, flat_ratio=0.95), observations=D, grounds=L
+    )
+    assert (loose[2, 5:10, 20:25] == SHADOW).all()
+    with pytest.raises(ValueError, match="shadow_flat=3 needs the bands' observations"):
+        classify(bright, dark, scales, observed, rule)
+
+
+def test_a_pixel_with_too_few_grounds_or_none_above_zero_is_never_dark_in_every_band() -> None:
+    """The median ground stands for the pixel only with three dates or more, and a ratio to a
+    ground at or below zero means nothing."""
+    shade = Shade((4, 1, 3))
+    D = np.full((4, 1, 3), 0.1, np.float32)
+    L = np.full((4, 1, 3), 0.4, np.float32)
+    L[:2, 0, 1] = np.nan  # two dates with a ground
+    L[:, 0, 2] = 0.0
+    shade.add(D, L, 0.01)
+    dark = shade.dark(3.0, 0.8)
+    assert dark[:, 0, 0].all() and not dark[:, 0, 1:].any()
+    np.testing.assert_allclose(shade.below.mean()[:, 0, 0], 30.0, rtol=1e-6)
+
+
+def test_a_shadow_dark_in_every_band_is_the_same_in_any_crop_with_its_context() -> None:
+    """A crop with ``rule.context`` around it gives the whole frame's codes: the context counts
+    the reach from the grown clouds."""
+    D, L, bright, dark, observed = _flat_dark_scene()
+    rule = MaskRule(
+        shadow_flat=3.0, flat_reach=6, grow=1, white=0.0, white_cloud=0.0, shadow_near=0.0
+    )
+    assert rule.context == 6 + 1 and replace(rule, shadow_flat=0.0).context == 1
+    scales = np.array([0.01, 0.01])
+    whole = classify(bright, dark, scales, observed, rule, observations=D, grounds=L)
+    assert (whole == SHADOW).any()
+    m, crop = rule.context, (slice(None), slice(None), slice(0, 20), slice(3, 40))
+    part = classify(
+        bright[crop],
+        dark[crop],
+        scales,
+        observed[crop[1:]],
+        rule,
+        observations=D[crop],
+        grounds=L[crop],
+    )
+    assert np.array_equal(part[:, :, m:-m], whole[:, :, 3 + m : 40 - m])
+
+
+@pytest.mark.parametrize("dates", [5, 6, 7, 8])
+def test_the_shade_sums_are_numpys_nanmedian_and_band_mean_bit_for_bit(dates: int) -> None:
+    """The compiled pass equals the NumPy expressions it replaces: the median of the finite
+    grounds (three at least, above 0), the darkening below it added as :class:`BandMean` adds,
+    and the largest D / median as ``numpy.fmax``; odd and even counts, NaN in both inputs."""
+    import warnings
+
+    from cloudcore.mask_scores import BandMean
+
+    rng = np.random.default_rng(dates)
+    D = rng.uniform(0.0, 0.5, (dates, 30, 40)).astype(np.float32)
+    L = rng.uniform(-0.05, 0.5, (dates, 30, 40)).astype(np.float32)
+    D[rng.random(D.shape) < 0.2] = np.nan
+    L[rng.random(L.shape) < 0.3] = np.nan
+    shade = Shade(D.shape)
+    for sigma in (0.013, 0.02):  # two bands
+        shade.add(D, L, sigma)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # pixels with no ground
+        median = np.nanmedian(L, axis=0)
+    enough = np.isfinite(L).sum(axis=0) >= 3
+    median = np.where(enough & (median > 0), median, np.float32(np.nan)).astype(np.float32)
+    below = BandMean(D.shape)
+    brightest = np.full(D.shape, np.nan, np.float32)
+    for sigma in (0.013, 0.02):
+        below.add(np.maximum(median - D, np.float32(0.0)), sigma)
+        np.fmax(brightest, D / median, out=brightest)
+    assert np.array_equal(shade.below.total, below.total)
+    assert np.array_equal(shade.below.count, below.count)
+    assert np.array_equal(shade.brightest, brightest, equal_nan=True)
+    assert np.isnan(median).any() and np.isfinite(median).any()

@@ -133,20 +133,22 @@ def _mask_all_rows(
 
 
 @pytest.mark.parametrize(
-    ("width", "radius", "white", "edge", "near", "level", "persist"),
+    ("width", "radius", "white", "edge", "near", "level", "persist", "flat"),
     # last tile column 22 px wide; 1 px wide, narrower than the opening; a whiteness test whose
     # shortest band is the second; shadows extended into their edges (mask.shadow_edge);
     # shadows beside their clouds, 12 px away at most, farther than a tile's overlap
     # (mask.shadow_near); with them, a date's brightening level over 10 px (mask.bright_level);
-    # with them, ground that stays (mask.persist) across a core border
+    # with them, ground that stays (mask.persist) across a core border; with them, shadows dark
+    # in every band within 20 px of a cloud (mask.shadow_flat: the observations read too)
     [
-        (150, 1, 0.0, 0.0, 0.0, 0, 0.0),
-        (129, 2, 0.0, 0.0, 0.0, 0, 0.0),
-        (150, 1, 0.5, 0.0, 0.0, 0, 0.0),
-        (129, 1, 0.0, 1.0, 0.0, 0, 0.0),
-        (129, 1, 0.0, 0.0, 1.25, 0, 0.0),
-        (129, 1, 0.0, 0.0, 1.25, 10, 0.0),
-        (129, 1, 0.0, 0.0, 1.25, 0, 0.3),
+        (150, 1, 0.0, 0.0, 0.0, 0, 0.0, 0.0),
+        (129, 2, 0.0, 0.0, 0.0, 0, 0.0, 0.0),
+        (150, 1, 0.5, 0.0, 0.0, 0, 0.0, 0.0),
+        (129, 1, 0.0, 1.0, 0.0, 0, 0.0, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 0, 0.0, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 10, 0.0, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 0, 0.3, 0.0),
+        (129, 1, 0.0, 0.0, 1.25, 0, 0.0, 3.0),
     ],
 )
 def test_row_sweep_equals_the_whole_scene_classification(
@@ -158,6 +160,7 @@ def test_row_sweep_equals_the_whole_scene_classification(
     near: float,
     level: int,
     persist: float,
+    flat: float,
 ) -> None:
     height = 70  # tile rows of 32, 32 and 6
     grid = TileGrid(height, width, TILE, OVERLAP)
@@ -194,6 +197,8 @@ def test_row_sweep_equals_the_whole_scene_classification(
         bright_level=level,
         level_below=5.5,
         persist=persist,
+        shadow_flat=flat,
+        flat_reach=20,
     )
     days = other_day_neighbours(np.arange(N_DATES, dtype=float))
     scales = (0.01, 0.02)
@@ -216,22 +221,32 @@ def test_row_sweep_equals_the_whole_scene_classification(
     bright = np.where(unseen, np.nan, scene["cloud"] + scene["haze"]).transpose(1, 0, 2, 3)
     dark = np.where(unseen, np.nan, scene["shadow"]).transpose(1, 0, 2, 3)
     seen = (~unseen).any(axis=1)
-    expected = classify(bright, dark, np.array(scales), seen, rule, short_band=1, neighbours=days)
+    # The shadow dark in every band reads D and the ground the layers imply, D − (C + N − S).
+    observations = np.where(unseen, np.nan, scene["observed"]).transpose(1, 0, 2, 3)
+    grounds = (scene["observed"] - (scene["cloud"] + scene["haze"] - scene["shadow"])).transpose(
+        1, 0, 2, 3
+    )
+    shade = {"observations": observations, "grounds": grounds}
+    expected = classify(
+        bright, dark, np.array(scales), seen, rule, short_band=1, neighbours=days, **shade
+    )
     group = zarr.open_group(store=str(cube), mode="r")
     codes = np.asarray(group["mask"][:])
     assert np.array_equal(codes, expected)
     # Every class occurs, and the opening changed codes (it reaches across cores here).
     assert set(np.unique(codes)) >= {0, 1, 2, 3, NODATA}
-    unopened = classify(bright, dark, np.array(scales), seen, replace(rule, radius=0), 1, days)
+    unopened = classify(
+        bright, dark, np.array(scales), seen, replace(rule, radius=0), 1, days, **shade
+    )
     assert not np.array_equal(codes, unopened)
     if edge:  # the shadows grew into their edges
         plain = classify(
-            bright, dark, np.array(scales), seen, replace(rule, shadow_edge=0.0), 1, days
+            bright, dark, np.array(scales), seen, replace(rule, shadow_edge=0.0), 1, days, **shade
         )
         assert ((codes == 3) & (plain == 0)).any() and not ((plain == 3) & (codes != 3)).any()
     if near:  # the darkened entries near clouds became shadow, those far from any did not
         plain = classify(
-            bright, dark, np.array(scales), seen, replace(rule, shadow_near=0.0), 1, days
+            bright, dark, np.array(scales), seen, replace(rule, shadow_near=0.0), 1, days, **shade
         )
         added = (codes == 3) & (plain == 0)
         assert added.any() and ((plain == 0) & (codes == 0)).any()
@@ -239,17 +254,29 @@ def test_row_sweep_equals_the_whole_scene_classification(
         assert not (added & ~clouds).any()
     if level:  # the brightened half is no brighter than around it (but near its edge)
         plain = classify(
-            bright, dark, np.array(scales), seen, replace(rule, bright_level=0), 1, days
+            bright, dark, np.array(scales), seen, replace(rule, bright_level=0), 1, days, **shade
         )
         assert ((plain[2] != 0) & (codes[2] == 0)).sum() > 1000
     if persist:  # the field is ground where it stays (clear), cloud without the rule
-        plain = classify(bright, dark, np.array(scales), seen, replace(rule, persist=0.0), 1, days)
+        plain = classify(
+            bright, dark, np.array(scales), seen, replace(rule, persist=0.0), 1, days, **shade
+        )
         field = codes[:, 41:47, 27:39]  # clear, or shadow where a blob darkened it
         assert (plain[:, 41:47, 27:39] == 2).all() and not (field == 2).any()
         assert (field == 0).mean() > 0.8
     if white:  # the first band's own brightening is not cloud: the test removed it
-        untested = classify(bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1, days)
+        untested = classify(
+            bright, dark, np.array(scales), seen, replace(rule, white=0.0), 1, days, **shade
+        )
         assert (untested[1, 22:38, 42:58] == 2).all() and (codes[1, 22:38, 42:58] == 0).all()
+    if flat:  # clear entries dark in every band near clouds became shadow, none far from one
+        plain = classify(
+            bright, dark, np.array(scales), seen, replace(rule, shadow_flat=0.0), 1, days
+        )
+        added = (codes == 3) & (plain != 3)
+        assert added.any() and not (added & (plain != 0)).any()
+        clouds = ndimage.binary_dilation(codes == 2, np.ones((1, 41, 41), bool))
+        assert not (added & ~clouds).any() and ((codes == 0) & clouds).any()
 
     clear_mask = (codes == CLEAR)[:, None]
     kept_clear, kept = keep_clear(scene["clear"], scene["observed"], clear_mask)
@@ -406,10 +433,17 @@ def test_each_core_s_files_are_asked_for_before_they_are_read(
     marker = tmp_path / "r00.json"
     write_marker(marker, {"tiles": [{"band": f"B{b + 1}", "anomaly_scale": 0.01} for b in (0, 1)]})
     events = record_reads(monkeypatch, "pipeline.outputs.mask_layer")
-    _mask_all_rows(grid, source, cube, (marker,), MaskRule(radius=1), keep_clear=False)
+    rule = MaskRule(radius=1, shadow_flat=0.0)
+    _mask_all_rows(grid, source, cube, (marker,), rule, keep_clear=False)
 
     layers = chunk_files(cube, ["clear", "cloud", "haze", "shadow"], range(99), range(99))
     count, unasked = reads_asked_before(events, set(layers))
     assert count >= len(layers) and not unasked
     shards = {p for k, p in events if k == "asked" and p.is_relative_to(source)}
     assert len(shards) == grid.n_rows * grid.n_cols * N_BANDS  # every core's `seen`, no more
+    # With a shadow dark in every band the scores read the observations too: asked first.
+    events.clear()
+    _mask_all_rows(grid, source, cube, (marker,), replace(rule, shadow_flat=3.0), keep_clear=False)
+    observations = chunk_files(source, [INPUT_OBSERVED], range(99), range(99))
+    count, unasked = reads_asked_before(events, set(observations))
+    assert count >= grid.n_rows * grid.n_cols and not unasked
