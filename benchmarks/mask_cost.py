@@ -51,6 +51,7 @@ def main() -> None:
     observed = np.ones(bright.shape, bool)
     white = np.ones(bright.shape, bool)
     flat = np.zeros(bright.shape, bool)
+    shade = np.zeros(bright.shape, bool)  # no entry dark in every band (the rule still runs)
     default = MaskConfig().rule()
     rules = {
         "persist off": dataclasses.replace(default, persist=0.0),
@@ -63,7 +64,7 @@ def main() -> None:
         for name, rule in rules.items():
             started = time.perf_counter()
             around = neighbour_scores(bright, observed, days) if rule.persist > 0 else None
-            codes = classify_scores(bright, dark, observed, rule, white, flat, around)
+            codes = classify_scores(bright, dark, observed, rule, white, flat, around, shade)
             best[name] = min(best[name], time.perf_counter() - started)
             counts[name] = int((codes == 2).sum())
     print(f"{args.dates} × {args.size}², one thread, best of {args.runs} alternated:")

@@ -297,7 +297,7 @@ def _floor_near(sites: list[SiteSolve], sigmas: list[float]) -> None:
         white, flat = whiteness_tests(capped.whiteness, rule, capped.bands)
         dark = np.nan_to_num(site.floored.dark).astype(np.float32)
         for sigma in sigmas:
-            near = dataclasses.replace(rule, shadow=np.inf, shadow_near=sigma)
+            near = dataclasses.replace(rule, shadow=np.inf, shadow_near=sigma, shadow_flat=0.0)
             found = classify_scores(capped.bright, dark, seen, near, white, flat)
             added = (found.reshape(found.shape[0], -1).T == SHADOW) & (codes == CLEAR)
             both = np.where(added, SHADOW, codes)
