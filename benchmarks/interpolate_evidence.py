@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from cloudcore.masks import kept_codes
+from cloudcore.kept import kept_codes
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.realdata import CLOUD as REF_CLOUD
 from cloudlab.sites import load_site, site_names

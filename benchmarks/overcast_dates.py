@@ -19,7 +19,8 @@ import dataclasses
 
 import numpy as np
 
-from cloudcore.masks import CLOUD, HAZE, kept_codes
+from cloudcore.kept import kept_codes
+from cloudcore.masks import CLOUD, HAZE
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.realscores import agreement
 from cloudlab.sites import site_names

@@ -563,6 +563,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-white-clouds": {"solver": {}, "mask": {"white_cloud": 0, "white": 0.2}},
     # The default before a shadow beside its cloud (mask.shadow_near 0): what it costs.
     "no-shadow-near": {"solver": {}, "mask": {"shadow_near": 0}},
+    # The default before a shadow dark in every band (mask.shadow_flat 0): what it costs.
+    "no-shadow-flat": {"solver": {}, "mask": {"shadow_flat": 0}},
     # The default before the pixel's own departure from its clear dates (mask.interpolate).
     "no-interpolate": {"solver": {}, "mask": {"interpolate": False}},
     # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
@@ -577,7 +579,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "tol": 1e-7,
             "cap_ground": False,
         },
-        # shadow_near 0: as measured before it was the default (the reference stays the same).
+        # shadow_near and shadow_flat 0: as measured before they were the default (the
+        # reference stays the same).
         "mask": {
             "cloud": 6.0,
             "haze": 4.0,
@@ -585,6 +588,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "radius": 1,
             "keep_clear": False,
             "shadow_near": 0,
+            "shadow_flat": 0,
         },
     },
 }

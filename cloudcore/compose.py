@@ -29,7 +29,8 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from cloudcore.masks import HAZE, keep_clear, kept_codes
+from cloudcore.kept import keep_clear, kept_codes
+from cloudcore.masks import HAZE
 
 __all__ = ["HAZE_FILLS", "HazeFill", "compose", "haze_opacity"]
 
@@ -147,7 +148,7 @@ def compose(
         raised = np.isfinite(obs) & ~inverted
         out[raised] = np.clip(ground64[raised], 0.0, 1.0)
     # The observation where the mask says clear (and haze, kept as observed): as the pipeline's
-    # mask pass writes it (cloudcore.masks.kept_codes, keep_clear). Its offset differs slightly:
+    # mask pass writes it (cloudcore.kept.kept_codes, keep_clear). Its offset differs slightly:
     # the pipeline reads the residual from the solved layers (D − L with L unclipped, to the
     # solver's tolerance) where this takes the observation minus the clipped ground.
     out, _ = keep_clear(out, obs, kept)

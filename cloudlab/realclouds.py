@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 import cloudcore
-from cloudcore.masks import keep_clear
+from cloudcore.kept import keep_clear
 from cloudlab.realconfig import RealCloudsConfig, SolverEntry
 from cloudlab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
 from cloudlab.realpaste import (

@@ -32,6 +32,7 @@ from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
 from cloudcore.compose import compose
 from cloudcore.departure import raised_ground
+from cloudcore.kept import kept_codes
 from cloudcore.mask_scores import Shade
 from cloudcore.masks import CLEAR as MASK_CLEAR
 from cloudcore.masks import CLOUD as MASK_CLOUD
@@ -43,7 +44,6 @@ from cloudcore.masks import (
     Neighbours,
     Whiteness,
     classify_scores,
-    kept_codes,
     neighbour_scores,
     other_day_neighbours,
     whiteness_tests,

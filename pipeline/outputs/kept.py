@@ -236,7 +236,7 @@ def _compose_core(
     # composition does in a dozen passes over the whole core (12 temporaries of 7 × 1024² per
     # band; tested against it bit for bit, tests/pipeline/outputs/test_kept.py):
     #   filled entries (observed, not kept): clip(D − R + offset, 0, 1) where finite;
-    #   kept entries: the observation (cloudcore.masks.keep_clear);
+    #   kept entries: the observation (cloudcore.kept.keep_clear);
     #   unobserved entries: NaN, unless the provider flagged them;
     #   provenance_codes of the result, FLAGGED where flagged and finite.
     for t in range(clear.shape[0]):

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from cloudcore.kept import kept_codes
 from cloudcore.masks import (
     CLEAR,
     CLOUD,
@@ -68,18 +69,22 @@ from cloudcore.masks import (
     SHADOW,
     MaskRule,
     classify_scores,
-    kept_codes,
     neighbour_scores,
 )
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
 from pipeline.outputs.kept import (
-    ResidualEdges,
     context_residual,
     filled_shift,
     keep_observed,
-    layer_parts,
     layer_residual,
+)
+from pipeline.outputs.mask_scores import (
+    Scores,
+    columns,
+    reads_shade,
+    scored_layers,
+    scores_over,
 )
 from pipeline.store.cube import (
     arrays_for_writing,
@@ -188,13 +193,13 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
     tile = job.tiles[0]
     try:
         # Opened once for the task: every core and band reads and writes the same arrays.
-        names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*_scored(job), MASK)
+        names = (*job.layers, MASK, PROVENANCE) if job.keep_clear else (*scored_layers(job), MASK)
         arrays = dict(zip(names, arrays_for_writing(cube, names), strict=True))
         seen = zarr.open_array(store=job.input_store, path=INPUT_SEEN, mode="r")
         # The observations themselves only where kept or where a shadow dark in every band is
         # looked for: otherwise the scores need only where they are finite.
         observed = None
-        if job.keep_clear or _reads_shade(job):
+        if job.keep_clear or reads_shade(job):
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
         for tile, context, around, flagged, held in _core_codes(arrays, seen, observed, job):
             rows, cols = tile.core.slices
@@ -229,7 +234,7 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
 
 def _core_codes(
     arrays: Mapping[str, Any], seen: Any, observations: Any, job: MaskJob
-) -> Iterator[tuple[Tile, Window, np.ndarray, np.ndarray | None, list[_Scores] | None]]:
+) -> Iterator[tuple[Tile, Window, np.ndarray, np.ndarray | None, list[Scores] | None]]:
     """Each core of the row, left to right, with its context (the core and :attr:`MaskJob.reach`
     pixels around it, within the scene), the codes over the context, with a provider's
     quality band (``inputs.quality``) where the provider flagged cloud or shadow over the core
@@ -301,36 +306,13 @@ def _core_id(tile: Tile) -> str:
     return f"mask-r{tile.row:02d}c{tile.col:02d}"
 
 
-@dataclass
-class _Scores:
-    """The per-pixel inputs of :func:`cloudcore.masks.classify_scores` over scene columns
-    ``[col_off, col_off + width)`` of a tile row's rows (the cores' and the margin
-    :func:`_row_codes` reads above and below): the bands' mean anomalies in units of σ and
-    where some band observed."""
-
-    col_off: int
-    bright: np.ndarray
-    dark: np.ndarray | None
-    observed: np.ndarray
-    white: np.ndarray | None  # where a brightening may be cloud (rule.white > 0), else None
-    flat: np.ndarray | None  # where a brightening is white cloud (rule.white_cloud > 0)
-    shade: np.ndarray | None  # where an entry is dark in every band (rule.shadow_flat > 0)
-    # With an offset: each band's residual D − L over the window's first and last
-    # MaskJob.reach columns, which a neighbouring core's context takes from it; None without.
-    edges: ResidualEdges | None = None
-
-    @property
-    def col_end(self) -> int:
-        return self.col_off + self.bright.shape[-1]
-
-
 def _row_codes(
     arrays: Mapping[str, Any],
     seen: Any,
     observations: Any,
     job: MaskJob,
     scales: Sequence[float],
-) -> Iterator[tuple[Tile, Window, np.ndarray, list[_Scores]]]:
+) -> Iterator[tuple[Tile, Window, np.ndarray, list[Scores]]]:
     """Each core of the row, left to right, with its context (:func:`_context`), the codes
     over it (time, rows, cols) and the scores held (every column of the context is in one).
 
@@ -341,7 +323,7 @@ def _row_codes(
     pad = job.rule.context + job.reach
     core = job.tiles[0].core
     r0, r1 = max(core.row_off - pad, 0), min(core.row_end + pad, job.height)
-    held: list[_Scores] = []  # consecutive columns, left to right
+    held: list[Scores] = []  # consecutive columns, left to right
     # By the time the mask runs the cube has mostly left the page cache (at full size the stores
     # outgrow the machine's memory), and a core's reads, one chunk at a time, left the task
     # waiting on the disk: the next core's files are asked for while this one is computed.
@@ -351,9 +333,9 @@ def _row_codes(
         while not held or held[-1].col_end < c1:
             nxt = next(following)
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
-            held.append(_scores(arrays, seen, observations, job, scales, window))
+            held.append(scores_over(arrays, seen, observations, job, scales, window))
         held = [s for s in held if s.col_end > c0]
-        bright, dark, observed, white, flat, shade = _columns(held, c0, c1)
+        bright, dark, observed, white, flat, shade = columns(held, c0, c1)
         around = None  # no neighbours (a series of one day): ground that stays changes nothing
         if job.rule.persist > 0 and job.neighbours is not None:
             around = neighbour_scores(bright, observed, np.asarray(job.neighbours))
@@ -372,7 +354,7 @@ def _prefetch(
     core, cube, source = tile.core, Path(job.cube), Path(job.input_store)
     chunk_rows, chunk_cols = (arrays["cloud"].shards or arrays["cloud"].chunks)[-2:]  # a file each
     cols = chunk_range(core.col_off, core.col_end, chunk_cols)
-    files = chunk_files(cube, _scored(job), chunk_range(r0, r1, chunk_rows), cols)
+    files = chunk_files(cube, scored_layers(job), chunk_range(r0, r1, chunk_rows), cols)
     # The input's chunks (`seen`, read whole: codes are not sharded, create_store) and shards
     # (the observations) are tile-sized: a file per core.
     tile_size = seen.chunks[-1]
@@ -381,121 +363,12 @@ def _prefetch(
     if job.keep_clear:  # the core's clear values and observations, no rows beyond it
         core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
         files += chunk_files(cube, ["clear"], core_chunk_rows, cols)
-    if _reads_shade(job):  # the observations over the scores' rows
+    if reads_shade(job):  # the observations over the scores' rows
         files += chunk_files(source, [INPUT_OBSERVED], chunk_range(r0, r1, tile_size), tile_cols)
     elif job.keep_clear:
         core_rows = chunk_range(core.row_off, core.row_end, tile_size)
         files += chunk_files(source, [INPUT_OBSERVED], core_rows, tile_cols)
     prefetch_files(files)
-
-
-def _reads_shade(job: MaskJob) -> bool:
-    """Whether the scores read the observations: a shadow dark in every band is looked for
-    (``mask.shadow_flat``)."""
-    return job.rule.shadow_flat > 0
-
-
-def _scored(job: MaskJob) -> list[str]:
-    """The solved layers the scores read: all but ``clear``, and ``haze`` only if it can be
-    non-zero where observed."""
-    return [n for n in job.layers if n != "clear" and (n != "haze" or job.haze)]
-
-
-def _columns(
-    held: Sequence[_Scores], start: int, stop: int
-) -> tuple[
-    np.ndarray,
-    np.ndarray | None,
-    np.ndarray,
-    np.ndarray | None,
-    np.ndarray | None,
-    np.ndarray | None,
-]:
-    """The scores over scene columns ``[start, stop)``, from consecutive held ones covering
-    them (a copy only where two join)."""
-
-    def cut(s: _Scores, x: np.ndarray) -> np.ndarray:
-        return x[..., max(start, s.col_off) - s.col_off : min(stop, s.col_end) - s.col_off]
-
-    def joined(parts: list[np.ndarray]) -> np.ndarray:
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
-
-    def joined_or_none(parts: list[np.ndarray | None]) -> np.ndarray | None:
-        return None if parts[0] is None else joined([p for p in parts if p is not None])
-
-    used = [s for s in held if s.col_off < stop and s.col_end > start]
-    return (
-        joined([cut(s, s.bright) for s in used]),
-        joined_or_none([None if s.dark is None else cut(s, s.dark) for s in used]),
-        joined([cut(s, s.observed) for s in used]),
-        joined_or_none([None if s.white is None else cut(s, s.white) for s in used]),
-        joined_or_none([None if s.flat is None else cut(s, s.flat) for s in used]),
-        joined_or_none([None if s.shade is None else cut(s, s.shade) for s in used]),
-    )
-
-
-def _scores(
-    arrays: Mapping[str, Any],
-    seen: Any,
-    observations: Any,
-    job: MaskJob,
-    scales: Sequence[float],
-    window: Window,
-) -> _Scores:
-    """The scores over ``window``, one band at a time: each band's C + N and S, NaN where the
-    band did not observe the pixel (``seen``; the solver's C, N, S are 0 there, not evidence),
-    are added to the bands' means in units of the band's σ in ``scales``
-    (:class:`cloudcore.masks.BandMean`), and with a whiteness test to its
-    :class:`cloudcore.masks.Whiteness`, so the task holds one band's layers at once. With a
-    shadow dark in every band (:func:`_reads_shade`), each band's observations
-    (``observations``) and the ground they imply, D − (C + N − S) where observed, are added to
-    a :class:`cloudcore.mask_scores.Shade`: from the layers the pass never writes, as the
-    offset's residual (``clear`` may already hold a neighbour's kept observations)."""
-    from cloudcore.mask_scores import Shade
-    from cloudcore.masks import BandMean, Whiteness, whiteness_tests
-
-    rows, cols = window.slices
-    shape = (seen.shape[0], window.height, window.width)
-    bright = BandMean(shape)
-    # Shadow darkens: below the ground by S where the solve has a shadow layer, and by
-    # L − D = −(C + N) where it has none (every method's residual holds the shadows then).
-    dark = BandMean(shape)
-    has_shadow = "shadow" in job.layers
-    observed = np.zeros(shape, dtype=bool)  # in some band
-    whiteness = Whiteness(shape) if job.rule.reads_whiteness else None
-    shade = Shade(shape) if _reads_shade(job) else None
-    # The residual's edges for the offset (pipeline.outputs.kept.context_residual): kept from
-    # this read rather than read again, which decoded the neighbours' whole chunk columns for
-    # a few of their columns (4.8 of a full-size mask task's 22.6 s, warm).
-    reach = job.reach
-    edges = ResidualEdges(window.col_off, window.col_end, window.row_off, reach) if reach else None
-    for b, sigma in enumerate(scales):
-        observed_b = np.asarray(seen[:, b, rows, cols]) == 1
-        observed |= observed_b
-        unseen = ~observed_b
-        anomaly, shadow = layer_parts(arrays, b, window, haze=job.haze, shadow=has_shadow)
-        if edges is not None:
-            edges.add(anomaly, shadow)
-        if shade is not None:
-            observation = np.array(observations[:, b, rows, cols], dtype=np.float32)
-            ground = observation - (anomaly if shadow is None else anomaly - shadow)
-            observation[unseen] = np.nan
-            ground[unseen] = np.nan
-            shade.add(observation, ground, sigma)
-        anomaly[unseen] = np.nan
-        bright.add(anomaly, sigma)
-        if whiteness is not None:
-            whiteness.add(anomaly, short=b == job.short_band)
-        if shadow is not None:
-            shadow[unseen] = np.nan
-            dark.add(shadow, sigma)
-        else:
-            dark.add(np.negative(anomaly, out=anomaly), sigma)
-    white, flat = (None, None)
-    if whiteness is not None:
-        white, flat = whiteness_tests(whiteness, job.rule, bright.count)
-    dim = None if shade is None else shade.dark(job.rule.shadow_flat, job.rule.flat_ratio)
-    return _Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat, dim, edges)
 
 
 def _offset(
@@ -506,7 +379,7 @@ def _offset(
     kept: np.ndarray,
     context: Window,
     core: Window,
-    held: Sequence[_Scores] | None = None,
+    held: Sequence[Scores] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`~pipeline.outputs.kept.filled_shift` over ``core`` (``kept`` over ``context``),
     or None without ``mask.offset`` and ``mask.interpolate``. With the scores ``held``

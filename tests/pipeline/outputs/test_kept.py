@@ -1,7 +1,7 @@
 """keep_observed: the values and provenance the mask pass writes for a core, entry by entry.
 
 Its compiled pass is compared bit for bit with the composition it replaces, written here from
-the public pieces (:func:`cloudcore.masks.keep_clear`, :func:`provenance_codes`) as the rule
+the public pieces (:func:`cloudcore.kept.keep_clear`, :func:`provenance_codes`) as the rule
 says it: filled entries clip(D − R + offset, 0, 1), kept ones the observation, unobserved ones
 no data unless the provider flagged them. The clip is written out (below 0: 0, above 1: 1,
 anything else as it is) rather than read from ``np.clip``, whose result for −0 changed in
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cloudcore.masks import NODATA, keep_clear
+from cloudcore.kept import keep_clear
+from cloudcore.masks import NODATA
 from pipeline.grid.tiling import Window
 from pipeline.outputs.kept import FILLED, FLAGGED, OBSERVED, keep_observed, provenance_codes
 

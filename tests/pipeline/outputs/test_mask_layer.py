@@ -18,7 +18,8 @@ import zarr
 from affine import Affine
 from scipy import ndimage
 
-from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, keep_clear, other_day_neighbours
+from cloudcore.kept import keep_clear
+from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, other_day_neighbours
 from pipeline.grid.target import TargetGrid
 from pipeline.grid.tiling import TileGrid
 from pipeline.outputs.kept import FILLED, OBSERVED

@@ -120,6 +120,7 @@ def test_the_cube_token_and_attributes_are_spelt_as_before_keep_clear_moved(
         "white": 0,
         "white_cloud": 0,
         "shadow_near": 0,
+        "shadow_flat": 0,
         "interpolate": False,
     }
     for keep in (False, True):
