@@ -131,42 +131,47 @@ class Whiteness:
 class Shade:
     """How far each entry lies below the pixel's median ground in every band, for the shadow
     dark in every band (``MaskRule.shadow_flat``), added one band at a time: the bands' mean
-    of (median ground − D)⁺ in units of σ (:class:`BandMean`), and the largest over the bands
-    of D / median ground.
+    of (median ground − D)⁺ in units of σ (:class:`BandMean`), and whether every band with a
+    ratio D / median ground has one at most ``ratio`` (``MaskRule.flat_ratio``): a byte an
+    entry, not the largest ratio itself, so a mask task holds 6 bytes an entry, not 9.
 
-    The median is over the dates of the pixel's ground (``nanmedian``: dates with no ground,
-    NaN, left out; the pipeline and the benchmark give the ground where observed, as the
-    layers imply it); a pixel with a ground on fewer than three dates, or a median ground
+    The ground is D − R, R the band's residual D − L (what the layers give back where the
+    band observed: C + N − S); its median is over the dates (``nanmedian``: dates with no
+    ground, NaN, left out); a pixel with a ground on fewer than three dates, or a median ground
     ≤ 0, has no ratio, and is never called dark in every band.
 
     Parameters
     ----------
     shape
         The shape of one band's values, ``(dates, rows, cols)``.
+    ratio
+        The largest D / median ground of every band of an entry dark in every band.
     """
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+    def __init__(self, shape: tuple[int, ...], ratio: float) -> None:
         self.below = BandMean(shape)
-        self.brightest = np.full(shape, np.nan, np.float32)
+        self.ratio = float(ratio)
+        # 0: no band has a ratio yet; 1: every band's is at most `ratio`; 2: one is above it.
+        self.state = np.zeros(shape, np.uint8)
 
-    def add(self, observation: np.ndarray, ground: np.ndarray, sigma: float) -> None:
+    def add(self, observation: np.ndarray, residual: np.ndarray, sigma: float) -> None:
         """Add one band.
 
         Parameters
         ----------
         observation
             The band's D, ``(dates, rows, cols)``, NaN where not observed.
-        ground
-            The band's ground L of the same shape, NaN where there is none.
+        residual
+            The band's D − L of the same shape (NaN where there is no ground).
         sigma
             The band's anomaly scale σ.
         """
         observation = np.ascontiguousarray(observation, dtype=np.float32)
-        ground = np.ascontiguousarray(ground, dtype=np.float32)
-        if observation.shape != self.brightest.shape or ground.shape != observation.shape:
+        residual = np.ascontiguousarray(residual, dtype=np.float32)
+        if observation.shape != self.state.shape or residual.shape != observation.shape:
             raise ValueError(
-                f"observation {observation.shape} and ground {ground.shape}, "
-                f"expected {self.brightest.shape}"
+                f"observation {observation.shape} and residual {residual.shape}, "
+                f"expected {self.state.shape}"
             )
         n = observation.shape[0]
         scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
@@ -174,18 +179,19 @@ class Shade:
         # expressions after it took 2.2 s for a 1024² core of 7 dates on a busy machine.
         _add_shade(
             observation.reshape(n, -1),
-            ground.reshape(n, -1),
+            residual.reshape(n, -1),
             scale,
+            np.float32(self.ratio),
             self.below.total.reshape(n, -1),
             self.below.count.reshape(n, -1),
-            self.brightest.reshape(n, -1),
+            self.state.reshape(n, -1),
         )
 
-    def dark(self, sigma: float, ratio: float) -> np.ndarray:
+    def dark(self, sigma: float) -> np.ndarray:
         """Where an entry is dark in every band: the bands' mean darkening below the median
-        ground at least ``sigma`` σ and every band at most ``ratio`` of it (booleans; False
-        where no band has a ratio)."""
-        return (self.below.mean() >= np.float32(sigma)) & (self.brightest <= np.float32(ratio))
+        ground at least ``sigma`` σ and every band with a ratio at most :attr:`ratio` of it
+        (booleans; False where no band has one)."""
+        return (self.below.mean() >= np.float32(sigma)) & (self.state == 1)
 
 
 #: Dates a pixel's ground needs for its median to stand for the pixel (as cloudcore.cap's).
@@ -199,17 +205,19 @@ _SHADE_BLOCK = 512
 @njit(cache=True, nogil=True)
 def _add_shade(
     D: np.ndarray,
-    L: np.ndarray,
+    R: np.ndarray,
     scale: np.float32,
+    limit: np.float32,
     total: np.ndarray,
     count: np.ndarray,
-    brightest: np.ndarray,
+    state: np.ndarray,
 ) -> None:  # pragma: no cover - compiled; tested through Shade against NumPy
     """:meth:`Shade.add` on ``(dates, pixels)`` arrays, in place: per pixel the median of its
-    finite grounds (``numpy.nanmedian``'s: the middle one, or the float32 mean of the middle
-    two), NaN with fewer than :data:`_MIN_DATES` or at or below 0; then per date the darkening
-    max(median − D, 0) added to ``total``/``count`` as :meth:`BandMean.add` adds, and D / median
-    to ``brightest`` as ``numpy.fmax``.
+    finite grounds D − R (``numpy.nanmedian``'s: the middle one, or the float32 mean of the
+    middle two), NaN with fewer than :data:`_MIN_DATES` or at or below 0; then per date the
+    darkening max(median − D, 0) added to ``total``/``count`` as :meth:`BandMean.add` adds,
+    and D / median, where it is a number, to ``state`` (1 while every band's is at most
+    ``limit``, 2 once one is above it).
 
     A block of pixels is sorted over the dates by an odd-even transposition network (n rounds
     of element-wise min and max across the block, NaN as +inf: no branch on the data, so it
@@ -225,7 +233,7 @@ def _add_shade(
         finite[:m] = 0
         for t in range(n):
             for i in range(m):
-                v = L[t, p0 + i]
+                v = D[t, p0 + i] - R[t, p0 + i]
                 seen = v == v
                 rows[t, i] = v if seen else inf
                 finite[i] += seen
@@ -256,8 +264,11 @@ def _add_shade(
                 else:
                     total[t, p0 + i] += zero
                 ratio = d / median
-                if ratio == ratio and not ratio <= brightest[t, p0 + i]:
-                    brightest[t, p0 + i] = ratio
+                if ratio == ratio:
+                    if ratio > limit:
+                        state[t, p0 + i] = 2
+                    elif state[t, p0 + i] == 0:
+                        state[t, p0 + i] = 1
 
 
 def add_bands(x: np.ndarray, scales: np.ndarray) -> BandMean:

@@ -201,7 +201,7 @@ def classify(
     neighbours: np.ndarray | None = None,
     *,
     observations: np.ndarray | None = None,
-    grounds: np.ndarray | None = None,
+    residuals: np.ndarray | None = None,
 ) -> np.ndarray:
     """Mask codes per date and pixel from the bands' anomalies.
 
@@ -225,9 +225,9 @@ def classify(
     neighbours
         ``(dates, 2)`` each date's nearest dates of other days (:func:`other_day_neighbours`),
         which ``rule.persist`` > 0 reads; None: none (a series of one day).
-    observations, grounds
-        D and the ground L per band, of ``brightening``'s shape, NaN where not observed (or
-        no ground): what a shadow dark in every band (``rule.shadow_flat`` > 0, with
+    observations, residuals
+        D and D − L per band, of ``brightening``'s shape, NaN where not observed (or no
+        ground): what a shadow dark in every band (``rule.shadow_flat`` > 0, with
         ``darkening``) reads (:class:`~cloudcore.mask_scores.Shade`); required then.
 
     Returns
@@ -238,15 +238,15 @@ def classify(
     added = add_bands(brightening, scales)
     shade = None
     if rule.shadow_flat > 0 and darkening is not None:
-        if observations is None or grounds is None:
+        if observations is None or residuals is None:
             raise ValueError(
                 f"a rule with shadow_flat={rule.shadow_flat:g} needs the bands' observations and "
-                "grounds (or shadow_flat=0)"
+                "residuals (or shadow_flat=0)"
             )
-        sums = Shade(brightening.shape[1:])
-        for d, g, sigma in zip(observations, grounds, np.asarray(scales, float), strict=True):
-            sums.add(d, g, float(sigma))
-        shade = sums.dark(rule.shadow_flat, rule.flat_ratio)
+        sums = Shade(brightening.shape[1:], rule.flat_ratio)
+        for d, r, sigma in zip(observations, residuals, np.asarray(scales, float), strict=True):
+            sums.add(d, r, float(sigma))
+        shade = sums.dark(rule.shadow_flat)
     bright = added.mean()
     dark = add_bands(darkening, scales).mean() if darkening is not None else None
     around = None
@@ -462,11 +462,8 @@ def classify_result(
     # Without a shadow layer the residual's negative part, L − D = −(C + N), is the darkening.
     dark = np.stack([frames(r.S) if r.S is not None else -frames(r.C + r.N) for r in bands])
     scales = np.array([result_scale(r, seen) for r in bands])
-    grounds = np.stack([frames(r.L) for r in bands])
-    # D as the layers give it back: L + C + N (− S).
-    observations = np.stack(
-        [frames(r.L + r.C + r.N - (0.0 if r.S is None else r.S)) for r in bands]
-    )
+    residuals = np.stack([frames(r.C + r.N - (0.0 if r.S is None else r.S)) for r in bands])
+    observations = np.stack([frames(r.L) for r in bands]) + residuals  # D as the layers give it
     return classify(
         bright,
         dark,
@@ -475,5 +472,5 @@ def classify_result(
         rule,
         short_band,
         observations=observations,
-        grounds=grounds,
+        residuals=residuals,
     )

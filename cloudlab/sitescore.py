@@ -30,6 +30,7 @@ import cloudcore
 from cloudcore._morphology import dilate
 from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
+from cloudcore.catalog import MASK_FLAT_RATIO
 from cloudcore.compose import compose
 from cloudcore.departure import raised_ground
 from cloudcore.kept import kept_codes
@@ -132,7 +133,8 @@ class Solved:
         self.ground = np.clip(L, 0.0, 1.0)
         bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
         self.whiteness = Whiteness((n, *frame))
-        self.shade = Shade((n, *frame))
+        # The ratio every variant scored reads (cloudlab.candidates.FLAT_DARK); codes() checks.
+        self.shade = Shade((n, *frame), MASK_FLAT_RATIO)
         for b, (band, low) in enumerate(zip(D, L, strict=True)):
             residual = np.where(observed, band - low, np.nan)
             sigma = anomaly_scale(residual, observed, scale_statistic)
@@ -151,9 +153,7 @@ class Solved:
             # The observation against the ground its layers imply where observed, D − (D − L)
             # after the cap, as the pipeline's mask pass reads it (pipeline.outputs.mask_layer).
             seen_values = np.where(observed, band, np.nan)
-            self.shade.add(
-                seen_values.T.reshape(n, *frame), (band - residual).T.reshape(n, *frame), sigma
-            )
+            self.shade.add(seen_values.T.reshape(n, *frame), residual.T.reshape(n, *frame), sigma)
         self.bright, self.dark = bright.mean(), dark.mean()
         self.bands = bright.count  # bands with a value, for the white clouds' test
         self.seen = observed.T.reshape(n, *frame)
@@ -193,7 +193,12 @@ class Solved:
             around = self._neighbours.dates(pick)
         shade = None
         if rule.shadow_flat > 0:
-            shade = self.shade.dark(rule.shadow_flat, rule.flat_ratio)[pick]
+            if rule.flat_ratio != self.shade.ratio:
+                raise ValueError(
+                    f"the benchmark's solves hold the shade at flat_ratio {self.shade.ratio:g}, "
+                    f"not {rule.flat_ratio:g}"
+                )
+            shade = self.shade.dark(rule.shadow_flat)[pick]
         return classify_scores(
             self.bright[pick], self.dark[pick], seen, rule, white, flat, around, shade
         )

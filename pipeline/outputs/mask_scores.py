@@ -116,7 +116,7 @@ def scores_over(
     has_shadow = "shadow" in job.layers
     observed = np.zeros(shape, dtype=bool)  # in some band
     whiteness = Whiteness(shape) if job.rule.reads_whiteness else None
-    shade = Shade(shape) if reads_shade(job) else None
+    shade = Shade(shape, job.rule.flat_ratio) if reads_shade(job) else None
     # The residual's edges for the offset (pipeline.outputs.kept.context_residual): kept from
     # this read rather than read again, which decoded the neighbours' whole chunk columns for
     # a few of their columns (4.8 of a full-size mask task's 22.6 s, warm).
@@ -130,11 +130,9 @@ def scores_over(
         if edges is not None:
             edges.add(anomaly, shadow)
         if shade is not None:
-            observation = np.array(observations[:, b, rows, cols], dtype=np.float32)
-            ground = observation - (anomaly if shadow is None else anomaly - shadow)
-            observation[unseen] = np.nan
-            ground[unseen] = np.nan
-            shade.add(observation, ground, sigma)
+            observation = np.asarray(observations[:, b, rows, cols], dtype=np.float32)
+            observation[unseen] = np.nan  # NaN there already, but for the provider's flags
+            shade.add(observation, anomaly if shadow is None else anomaly - shadow, sigma)
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
         if whiteness is not None:
@@ -147,5 +145,5 @@ def scores_over(
     white, flat = (None, None)
     if whiteness is not None:
         white, flat = whiteness_tests(whiteness, job.rule, bright.count)
-    dim = None if shade is None else shade.dark(job.rule.shadow_flat, job.rule.flat_ratio)
+    dim = None if shade is None else shade.dark(job.rule.shadow_flat)
     return Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat, dim, edges)

@@ -603,7 +603,8 @@ def test_a_shadow_dark_in_every_band_beside_a_cloud_is_shadow() -> None:
     D, L, bright, dark, observed = _flat_dark_scene()
     rule = MaskRule(shadow_flat=3.0, flat_reach=32, white=0.0, white_cloud=0.0, shadow_near=0.0)
     scales = np.array([0.01, 0.01])
-    codes = classify(bright, dark, scales, observed, rule, observations=D, grounds=L)
+    R = D - L
+    codes = classify(bright, dark, scales, observed, rule, observations=D, residuals=R)
     assert (codes[2, 5:10, 5:10] == CLOUD).all()
     assert (codes[2, 5:10, 12:17] == SHADOW).all()
     assert (codes[2, 5:10, 60:65] == CLEAR).all() and (codes[2, 5:10, 20:25] == CLEAR).all()
@@ -612,11 +613,11 @@ def test_a_shadow_dark_in_every_band_beside_a_cloud_is_shadow() -> None:
     assert not (off == SHADOW).any()
     # A longer reach takes the far patch too; a looser ratio the one dark in one band.
     far = classify(
-        bright, dark, scales, observed, replace(rule, flat_reach=60), observations=D, grounds=L
+        bright, dark, scales, observed, replace(rule, flat_reach=60), observations=D, residuals=R
     )
     assert (far[2, 5:10, 60:65] == SHADOW).all()
     loose = classify(
-        bright, dark, scales, observed, replace(rule, flat_ratio=0.95), observations=D, grounds=L
+        bright, dark, scales, observed, replace(rule, flat_ratio=0.95), observations=D, residuals=R
     )
     assert (loose[2, 5:10, 20:25] == SHADOW).all()
     with pytest.raises(ValueError, match="shadow_flat=3 needs the bands' observations"):
@@ -626,13 +627,13 @@ def test_a_shadow_dark_in_every_band_beside_a_cloud_is_shadow() -> None:
 def test_a_pixel_with_too_few_grounds_or_none_above_zero_is_never_dark_in_every_band() -> None:
     """The median ground stands for the pixel only with three dates or more, and a ratio to a
     ground at or below zero means nothing."""
-    shade = Shade((4, 1, 3))
+    shade = Shade((4, 1, 3), 0.8)
     D = np.full((4, 1, 3), 0.1, np.float32)
     L = np.full((4, 1, 3), 0.4, np.float32)
     L[:2, 0, 1] = np.nan  # two dates with a ground
     L[:, 0, 2] = 0.0
-    shade.add(D, L, 0.01)
-    dark = shade.dark(3.0, 0.8)
+    shade.add(D, D - L, 0.01)
+    dark = shade.dark(3.0)
     assert dark[:, 0, 0].all() and not dark[:, 0, 1:].any()
     np.testing.assert_allclose(shade.below.mean()[:, 0, 0], 30.0, rtol=1e-6)
 
@@ -646,7 +647,7 @@ def test_a_shadow_dark_in_every_band_is_the_same_in_any_crop_with_its_context() 
     )
     assert rule.context == 6 + 1 and replace(rule, shadow_flat=0.0).context == 1
     scales = np.array([0.01, 0.01])
-    whole = classify(bright, dark, scales, observed, rule, observations=D, grounds=L)
+    whole = classify(bright, dark, scales, observed, rule, observations=D, residuals=D - L)
     assert (whole == SHADOW).any()
     m, crop = rule.context, (slice(None), slice(None), slice(0, 20), slice(3, 40))
     part = classify(
@@ -656,39 +657,45 @@ def test_a_shadow_dark_in_every_band_is_the_same_in_any_crop_with_its_context() 
         observed[crop[1:]],
         rule,
         observations=D[crop],
-        grounds=L[crop],
+        residuals=(D - L)[crop],
     )
     assert np.array_equal(part[:, :, m:-m], whole[:, :, 3 + m : 40 - m])
 
 
 @pytest.mark.parametrize("dates", [5, 6, 7, 8])
 def test_the_shade_sums_are_numpys_nanmedian_and_band_mean_bit_for_bit(dates: int) -> None:
-    """The compiled pass equals the NumPy expressions it replaces: the median of the finite
-    grounds (three at least, above 0), the darkening below it added as :class:`BandMean` adds,
-    and the largest D / median as ``numpy.fmax``; odd and even counts, NaN in both inputs."""
+    """The compiled pass equals the NumPy expressions it stands for: the median of the finite
+    grounds D − R (three at least, above 0), the darkening below it added as
+    :class:`BandMean` adds, and every band's D / median at most the ratio (the largest of them,
+    ``numpy.fmax``, at most it); two bands, odd and even counts, NaN in both inputs."""
     import warnings
 
     from cloudcore.mask_scores import BandMean
 
     rng = np.random.default_rng(dates)
-    D = rng.uniform(0.0, 0.5, (dates, 30, 40)).astype(np.float32)
-    L = rng.uniform(-0.05, 0.5, (dates, 30, 40)).astype(np.float32)
-    D[rng.random(D.shape) < 0.2] = np.nan
-    L[rng.random(L.shape) < 0.3] = np.nan
-    shade = Shade(D.shape)
-    for sigma in (0.013, 0.02):  # two bands
-        shade.add(D, L, sigma)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # pixels with no ground
-        median = np.nanmedian(L, axis=0)
-    enough = np.isfinite(L).sum(axis=0) >= 3
-    median = np.where(enough & (median > 0), median, np.float32(np.nan)).astype(np.float32)
-    below = BandMean(D.shape)
-    brightest = np.full(D.shape, np.nan, np.float32)
-    for sigma in (0.013, 0.02):
+    bands = []
+    for _ in range(2):
+        D = rng.uniform(0.0, 0.5, (dates, 30, 40)).astype(np.float32)
+        R = rng.uniform(-0.3, 0.3, (dates, 30, 40)).astype(np.float32)
+        D[rng.random(D.shape) < 0.2] = np.nan
+        R[rng.random(R.shape) < 0.3] = np.nan
+        bands.append((D, R, rng.uniform(0.01, 0.03)))
+    shade = Shade(bands[0][0].shape, 0.8)
+    for D, R, sigma in bands:
+        shade.add(D, R, sigma)
+    below = BandMean(shade.state.shape)
+    brightest = np.full(shade.state.shape, np.nan, np.float32)
+    for D, R, sigma in bands:
+        ground = D - R
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # pixels with no ground
+            median = np.nanmedian(ground, axis=0)
+        enough = np.isfinite(ground).sum(axis=0) >= 3
+        median = np.where(enough & (median > 0), median, np.float32(np.nan)).astype(np.float32)
         below.add(np.maximum(median - D, np.float32(0.0)), sigma)
         np.fmax(brightest, D / median, out=brightest)
+        assert np.isnan(median).any() and np.isfinite(median).any()
     assert np.array_equal(shade.below.total, below.total)
     assert np.array_equal(shade.below.count, below.count)
-    assert np.array_equal(shade.brightest, brightest, equal_nan=True)
-    assert np.isnan(median).any() and np.isfinite(median).any()
+    state = np.where(np.isnan(brightest), 0, np.where(brightest > np.float32(0.8), 2, 1))
+    assert np.array_equal(shade.state, state) and set(np.unique(state)) == {0, 1, 2}

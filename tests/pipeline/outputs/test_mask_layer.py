@@ -222,12 +222,10 @@ def test_row_sweep_equals_the_whole_scene_classification(
     bright = np.where(unseen, np.nan, scene["cloud"] + scene["haze"]).transpose(1, 0, 2, 3)
     dark = np.where(unseen, np.nan, scene["shadow"]).transpose(1, 0, 2, 3)
     seen = (~unseen).any(axis=1)
-    # The shadow dark in every band reads D and the ground the layers imply, D − (C + N − S).
+    # The shadow dark in every band reads D and the residual the layers give, C + N − S.
     observations = np.where(unseen, np.nan, scene["observed"]).transpose(1, 0, 2, 3)
-    grounds = (scene["observed"] - (scene["cloud"] + scene["haze"] - scene["shadow"])).transpose(
-        1, 0, 2, 3
-    )
-    shade = {"observations": observations, "grounds": grounds}
+    residuals = (scene["cloud"] + scene["haze"] - scene["shadow"]).transpose(1, 0, 2, 3)
+    shade = {"observations": observations, "residuals": residuals}
     expected = classify(
         bright, dark, np.array(scales), seen, rule, short_band=1, neighbours=days, **shade
     )
