@@ -131,7 +131,9 @@ def scores_over(
             edges.add(anomaly, shadow)
         if shade is not None:
             observation = np.asarray(observations[:, b, rows, cols], dtype=np.float32)
-            observation[unseen] = np.nan  # NaN there already, but for the provider's flags
+            # NaN there already as staged (not observed, or the provider's flags): kept
+            # explicit, so the shade counts only what `seen` says the band observed.
+            observation[unseen] = np.nan
             shade.add(observation, anomaly if shadow is None else anomaly - shadow, sigma)
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
