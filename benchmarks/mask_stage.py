@@ -24,7 +24,9 @@ The settings (docs/REAL-CLOUDS.md):
 * ``shadow-flat``: an entry called clear within 16 or 32 px of a cloud of its date, darkened
   below its pixel's median ground by at least 3σ on the bands' mean and each band to at most
   0.8 of it, is shadow (``mask.shadow_flat``, ``mask.flat_reach``), or not
-  (:func:`cloudlab.candidates.flat_dark_of`).
+  (:func:`cloudlab.candidates.flat_dark_of`). Adopted: ``python -m cloudlab heldout`` now
+  chooses it itself, as its seventh stage; this script reproduces the stage that adopted it on
+  a run from before (14:03 on 2026-11-29, whose choices had no such rule).
 * ``bright-level``: each date's brightening level around an entry (the mean brightening of
   the entries within 16 or 32 px brightened by less than 3σ or 6σ) taken out of its
   brightening before the thresholds (``mask.bright_level``, ``mask.level_below``), or not.

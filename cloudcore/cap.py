@@ -26,16 +26,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from cloudcore._median import sort_columns, sorted_median
 from cloudcore._problem import numba_threads
 
 __all__ = ["cap_ground"]
 
 #: Pixels per parallel block of the kernel (each block sorts into one scratch array).
 _BLOCK = 1024
-
-#: A pixel with a ground on fewer dates is left as it is: the median of two dates is their mean,
-#: which would call every change between them half cloud.
-_MIN_DATES = 3
 
 
 def cap_ground(
@@ -103,10 +100,9 @@ def cap_ground(
 def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
     """:func:`cap_ground` on dates × pixels arrays, in place (``q`` < 0: no floor).
 
-    Each block of pixels is sorted over the dates by an odd-even transposition network (n
-    rounds of element-wise min and max across the block: no branch on the data, so it
-    vectorises: 28 ms for a 1280² × 7 tile on one thread, a per-pixel insertion sort about
-    four times that), NaN sorted last as +inf.
+    Each block of pixels is sorted over the dates (:mod:`cloudcore._median`), NaN last as
+    +inf; a pixel with a ground on fewer than :data:`~cloudcore._median.MIN_DATES` dates is
+    left as it is.
     """
     n, d = L.shape
     for b in prange((d + _BLOCK - 1) // _BLOCK):
@@ -120,19 +116,14 @@ def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
                 finite = v == v
                 rows[j, i] = v if finite else np.inf
                 counts[i] += finite
-        _sort_columns(rows)
+        sort_columns(rows)
         medians = np.empty(m, L.dtype)
         floors = np.full(m, np.nan, L.dtype)  # nothing is below NaN: nothing raised
         for i in range(m):
             k = counts[i]
-            half = k // 2
-            if k < _MIN_DATES:
-                medians[i] = np.nan  # nothing is above NaN: nothing capped
+            medians[i] = sorted_median(rows, k, i)  # NaN with too few: nothing is capped
+            if medians[i] != medians[i]:
                 continue
-            if k % 2:
-                medians[i] = rows[half, i]
-            else:  # stored, so that it is in the arrays' precision, as NumPy's
-                medians[i] = (rows[half - 1, i] + rows[half, i]) / 2
             if q > 0:  # NumPy's linear quantile: position (k − 1)·q between sorted values,
                 # interpolated in float64 as numpy's _lerp (from the upper value for t ≥ 0.5)
                 h = (k - 1) * q
@@ -153,21 +144,6 @@ def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
             row = slice(p0, p0 + m)
             taker = below[j, row] if q > 0 else sink
             _bound_row(L[j, row], C[j, row], taker, medians, floors, seen, masked)
-
-
-# No NaN reaches the network (they are +inf there): the min and max compile to vector
-# instructions without NaN checks.
-@njit(cache=True, nogil=True, fastmath={"nnan", "nsz"})
-def _sort_columns(rows):  # pragma: no cover - compiled
-    """Sort each column of ``rows`` (dates × pixels) ascending, in place: odd-even
-    transposition, ``n`` rounds of element-wise min and max."""
-    n, m = rows.shape
-    for r in range(n):
-        for j in range(r % 2, n - 1, 2):
-            for i in range(m):
-                low, high = rows[j, i], rows[j + 1, i]
-                rows[j, i] = min(low, high)
-                rows[j + 1, i] = max(low, high)
 
 
 @njit(cache=True, nogil=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from cloudcore._median import sort_columns, sorted_median
+
 __all__ = ["BandMean", "Shade", "Whiteness", "add_bands"]
 
 
@@ -34,7 +36,7 @@ class BandMean:
         anomaly = np.asarray(anomaly)
         if anomaly.shape != self.total.shape:
             raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.total.shape}")
-        scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
+        scale = _band_scale(sigma)
         # One pass in a compiled loop: the float32 quotients and sums of
         # ``total += where(finite, anomaly, 0).astype(float32) / scale; count += finite``, bit
         # for bit (tested), without its three temporaries (7 against 18 ms for 7 × 1028²).
@@ -43,6 +45,12 @@ class BandMean:
     def mean(self) -> np.ndarray:
         """The mean over the bands added."""
         return self.total / np.maximum(self.count, 1)
+
+
+def _band_scale(sigma: float) -> np.float32:
+    """A band's σ as the sums divide by it: float32, floored at the smallest float32 so that a
+    σ of 0 cannot divide by zero."""
+    return np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
 
 
 @njit(cache=True, nogil=True)
@@ -138,7 +146,7 @@ class Shade:
     The ground is D − R, R the band's residual D − L (what the layers give back where the
     band observed: C + N − S); its median is over the dates (``nanmedian``: dates with no
     ground, NaN, left out); a pixel with a ground on fewer than three dates, or a median ground
-    ≤ 0, has no ratio, and is never called dark in every band.
+    ≤ 0, has no ratio, and is never called dark in every band (:mod:`cloudcore._median`).
 
     Parameters
     ----------
@@ -174,7 +182,7 @@ class Shade:
                 f"expected {self.state.shape}"
             )
         n = observation.shape[0]
-        scale = np.float32(max(float(sigma), float(np.finfo(np.float32).tiny)))
+        scale = _band_scale(sigma)
         # One compiled pass per band: NumPy's nanmedian over the dates and the four array
         # expressions after it took 2.2 s for a 1024² core of 7 dates on a busy machine.
         _add_shade(
@@ -194,10 +202,6 @@ class Shade:
         return (self.below.mean() >= np.float32(sigma)) & (self.state == 1)
 
 
-#: Dates a pixel's ground needs for its median to stand for the pixel (as cloudcore.cap's).
-_MIN_DATES = 3
-
-
 #: Pixels a block of :func:`_add_shade` sorts at once (n × this float32 stays in L1/L2).
 _SHADE_BLOCK = 512
 
@@ -213,21 +217,19 @@ def _add_shade(
     state: np.ndarray,
 ) -> None:  # pragma: no cover - compiled; tested through Shade against NumPy
     """:meth:`Shade.add` on ``(dates, pixels)`` arrays, in place: per pixel the median of its
-    finite grounds D − R (``numpy.nanmedian``'s: the middle one, or the float32 mean of the
-    middle two), NaN with fewer than :data:`_MIN_DATES` or at or below 0; then per date the
-    darkening max(median − D, 0) added to ``total``/``count`` as :meth:`BandMean.add` adds,
-    and D / median, where it is a number, to ``state`` (1 while every band's is at most
-    ``limit``, 2 once one is above it).
-
-    A block of pixels is sorted over the dates by an odd-even transposition network (n rounds
-    of element-wise min and max across the block, NaN as +inf: no branch on the data, so it
-    vectorises, as :mod:`cloudcore.cap`'s): 0.036 s a band for a 7 × 1184 × 1024 window, a
-    per-pixel insertion sort 0.172 s."""
+    finite grounds D − R (:mod:`cloudcore._median`, ``numpy.nanmedian``'s; NaN with fewer than
+    :data:`~cloudcore._median.MIN_DATES` or at or below 0); then per date the darkening
+    max(median − D, 0) added to ``total``/``count`` as :meth:`BandMean.add` adds, and
+    D / median, where it is a number, to ``state`` (1 while every band's is at most ``limit``,
+    2 once one is above it). Sorted a block at a time: 0.036 s a band for a 7 × 1184 × 1024
+    window, a per-pixel insertion sort 0.172 s."""
     n, pixels = D.shape
-    rows = np.empty((n, _SHADE_BLOCK), np.float32)
+    # Sorted whole (contiguous, so the network vectorises): in a last, shorter block the
+    # columns past its pixels hold the block before's values (or +inf), never read.
+    rows = np.full((n, _SHADE_BLOCK), np.inf, np.float32)
     medians = np.empty(_SHADE_BLOCK, np.float32)
     finite = np.empty(_SHADE_BLOCK, np.int64)
-    inf, nan, zero = np.float32(np.inf), np.float32(np.nan), np.float32(0.0)
+    zero = np.float32(0.0)
     for p0 in range(0, pixels, _SHADE_BLOCK):
         m = min(_SHADE_BLOCK, pixels - p0)
         finite[:m] = 0
@@ -235,40 +237,25 @@ def _add_shade(
             for i in range(m):
                 v = D[t, p0 + i] - R[t, p0 + i]
                 seen = v == v
-                rows[t, i] = v if seen else inf
+                rows[t, i] = v if seen else np.inf
                 finite[i] += seen
-        for r in range(n):
-            for t in range(r % 2, n - 1, 2):
-                low, high = rows[t], rows[t + 1]
-                for i in range(m):
-                    a, b = low[i], high[i]
-                    low[i] = min(a, b)
-                    high[i] = max(a, b)
+        sort_columns(rows)
         for i in range(m):
-            k = finite[i]
-            median = nan
-            if k >= _MIN_DATES:
-                middle = rows[k // 2, i]
-                if k % 2 == 0:
-                    middle = np.float32(np.float32(rows[k // 2 - 1, i] + middle) / np.float32(2))
-                if middle > zero:
-                    median = middle
-            medians[i] = median
+            medians[i] = sorted_median(rows, finite[i], i)
+            if not medians[i] > zero:
+                medians[i] = np.nan
         for t in range(n):
             for i in range(m):
                 d, median = D[t, p0 + i], medians[i]
                 below = median - d
-                if below == below:
-                    total[t, p0 + i] += np.float32(max(below, zero)) / scale
-                    count[t, p0 + i] += 1
-                else:
-                    total[t, p0 + i] += zero
+                counted = below == below  # as BandMean.add: a NaN adds +0 and is not counted
+                total[t, p0 + i] += (max(below, zero) if counted else zero) / scale
+                count[t, p0 + i] += counted
+                # 0 without a ratio, 1 at most the limit, 2 above it; the state is the largest
+                # yet (a select, not branches: it vectorises).
                 ratio = d / median
-                if ratio == ratio:
-                    if ratio > limit:
-                        state[t, p0 + i] = 2
-                    elif state[t, p0 + i] == 0:
-                        state[t, p0 + i] = 1
+                code = np.uint8(ratio == ratio) + np.uint8(ratio > limit)
+                state[t, p0 + i] = max(state[t, p0 + i], code)
 
 
 def add_bands(x: np.ndarray, scales: np.ndarray) -> BandMean:

@@ -313,8 +313,9 @@ def classify_scores(
     brightening of each date's nearest acquisitions of other days, :func:`neighbour_scores`) is
     what ``rule.persist`` > 0 reads; None: no date has one (a series of one day), and the rule
     changes nothing. ``shade`` (:meth:`~cloudcore.mask_scores.Shade.dark` of
-    ``rule.shadow_flat`` and ``rule.flat_ratio``) is where an entry is dark in every band,
-    required when ``rule.shadow_flat`` > 0 and there is a shadow class, not read otherwise."""
+    ``rule.shadow_flat``, the Shade made with ``rule.flat_ratio``) is where an entry is dark in
+    every band, required when ``rule.shadow_flat`` > 0 and there is a shadow class, not read
+    otherwise."""
     if rule.white_cloud > 0 and flat is None:
         raise ValueError(f"a rule with white_cloud={rule.white_cloud:g} needs the bands' whiteness")
     own = bright  # the brightening as measured, before the level and the whiteness test
@@ -462,15 +463,11 @@ def classify_result(
     # Without a shadow layer the residual's negative part, L − D = −(C + N), is the darkening.
     dark = np.stack([frames(r.S) if r.S is not None else -frames(r.C + r.N) for r in bands])
     scales = np.array([result_scale(r, seen) for r in bands])
-    residuals = np.stack([frames(r.C + r.N - (0.0 if r.S is None else r.S)) for r in bands])
-    observations = np.stack([frames(r.L) for r in bands]) + residuals  # D as the layers give it
-    return classify(
-        bright,
-        dark,
-        scales,
-        seen.T.reshape(n, *frame),
-        rule,
-        short_band,
-        observations=observations,
-        residuals=residuals,
-    )
+    shade = {}
+    if rule.shadow_flat > 0:  # D − L is C + N − S, and D as the layers give it back
+        residuals = np.stack(
+            [b - d if r.S is not None else b for b, d, r in zip(bright, dark, bands, strict=True)]
+        )
+        observations = np.stack([frames(r.L) for r in bands]) + residuals
+        shade = {"observations": observations, "residuals": residuals}
+    return classify(bright, dark, scales, seen.T.reshape(n, *frame), rule, short_band, **shade)

@@ -304,9 +304,10 @@ class PostStep:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"
             edge = f" e{r.shadow_edge:g}{reach}"
         near = f" n{r.shadow_near:g}x{r.near_reach}" if r.shadow_near > 0 else ""
+        dark = ""
         if r.shadow_flat > 0:
             ratio = "" if r.flat_ratio == MASK_FLAT_RATIO else f"@{r.flat_ratio:g}"
-            near += f" f{r.shadow_flat:g}x{r.flat_reach}{ratio}"
+            dark = f" f{r.shadow_flat:g}x{r.flat_reach}{ratio}"
         level = f" l{r.bright_level}<{r.level_below:g}" if r.bright_level > 0 else ""
         flat = ""
         if r.white_cloud > 0:
@@ -320,7 +321,7 @@ class PostStep:
             shape = (r.persist_reach, r.persist_cover, r.persist_spill)
             if shape != PERSIST_SHAPE:
                 persist += f"x{shape[0]}@{shape[1]:g}/{shape[2]:g}"
-        rest = f"{level}{white}{edge}{near}{flat}{persist}"
+        rest = f"{level}{white}{edge}{near}{dark}{flat}{persist}"
         return f"c{r.cloud:g} h{haze} s{shadow} r{r.radius} g{r.grow}{rest}"
 
     @property

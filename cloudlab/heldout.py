@@ -732,10 +732,10 @@ def third_stage(
         steps += [q for n in nears for q in persist_of(n)[1:]]
     # And the sixth's, of every step a fold can reach by then (the fifth's only with --persist).
     reached = [q for n in nears for q in (persist_of(n) if persist else [n])]
-    betweens = [b for q in reached for b in between_of(q)]
-    steps += [b for q in reached for b in between_of(q)[1:]]
-    # And the seventh's, of every one of those.
-    steps += [f for b in betweens for f in flat_dark_of(b)[1:]]
+    betweens = [between_of(q) for q in reached]
+    steps += [b for pair in betweens for b in pair[1:]]
+    # And the seventh's, of every one of those, with the departure or without.
+    steps += [f for pair in betweens for b in pair for f in flat_dark_of(b)[1:]]
     return chosen, list(dict.fromkeys(steps))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,12 @@ from cloudcore.masks import (
     result_scale,
     whiteness_tests,
 )
+
+
+def _rule(**fields: Any) -> MaskRule:
+    """A rule as given, without the shadow dark in every band (on by default): the scores of
+    these tests have no observations for it to read."""
+    return MaskRule(**{"shadow_flat": 0.0, **fields})
 
 
 def test_anomaly_scale_is_the_robust_spread_of_observed_entries() -> None:
@@ -58,9 +65,7 @@ def test_the_quartile_scale_holds_where_shadows_are_most_of_what_lies_below() ->
 
 
 def test_classes_by_threshold_with_bands_averaged_and_specks_opened() -> None:
-    rule = MaskRule(
-        shadow_flat=0.0, cloud=8, haze=4, shadow=8, radius=1, white=0.0, white_cloud=0.0
-    )  # alone
+    rule = _rule(cloud=8, haze=4, shadow=8, radius=1, white=0.0, white_cloud=0.0)  # alone
     bright = np.zeros((2, 1, 9, 9))
     bright[:, 0, 1:5, 1:5] = 10.0  # a 4 × 4 cloud in both bands
     bright[0, 0, 6:9, 6:9] = 10.0  # one band only: mean 5 → haze
@@ -96,7 +101,7 @@ def test_band_by_band_scores_classify_exactly_as_all_bands_at_once() -> None:
     dark[unseen] = np.nan
     scales = np.array([0.01, 0.03, 0.02])
     observed = ~unseen.all(axis=0)
-    rule = MaskRule(shadow_flat=0.0, cloud=6, haze=4, shadow=3, radius=1)  # every class can occur
+    rule = _rule(cloud=6, haze=4, shadow=3, radius=1)  # every class can occur
     whole = classify(bright, dark, scales, observed, rule, short_band=0)
     sums = [BandMean(bright.shape[1:]), BandMean(bright.shape[1:])]
     white = Whiteness(bright.shape[1:])  # the default whiteness test, streamed the same way
@@ -129,7 +134,7 @@ def test_classify_result_finds_simulated_clouds(case_64x7: cloudcore.SimulatedSe
     res = cloudcore.decompose(case_64x7.D, lam=cloudcore.lambda_star(*case_64x7.D.shape))
     # With a haze class (the default has none: its haze threshold is the cloud's), so that the
     # semi-transparent simulated clouds between 4σ and 6σ are flagged too.
-    rule = cloudcore.MaskRule(shadow_flat=0.0, cloud=6, haze=4, shadow=3, radius=1)
+    rule = _rule(cloud=6, haze=4, shadow=3, radius=1)
     codes = cloudcore.classify_result(res, (64, 64), rule)
     thick = case_64x7.clouds > 0.3
     clear = case_64x7.clouds < 0.01
@@ -168,9 +173,7 @@ def test_grow_widens_cloud_and_shadow_by_its_radius_within_observed_entries() ->
     dark[0, 5:8, 5:8] = 10.0  # a 3 × 3 shadow touching the cloud's corner
     observed = np.ones((1, 9, 9), bool)
     observed[0, 0, :] = False
-    rule = cloudcore.MaskRule(
-        shadow_flat=0.0, cloud=6, haze=4, shadow=3, radius=1, white=0.0, white_cloud=0.0
-    )
+    rule = _rule(cloud=6, haze=4, shadow=3, radius=1, white=0.0, white_cloud=0.0)
     plain = cloudcore.classify_scores(bright, dark, observed, rule)
     grown = cloudcore.classify_scores(bright, dark, observed, replace(rule, grow=1))
     assert (plain == CLOUD).sum() == 9 and (plain == SHADOW).sum() == 9
@@ -193,8 +196,7 @@ def test_a_shadow_extends_into_darkened_neighbours_up_to_its_reach() -> None:
     bright[0, 3, 0] = 8.0  # a cloud under the shadow
     dark[0, 3, 1] = 2.0  # an edge pixel diagonal to the shadow
     observed = np.ones(dark.shape, bool)
-    rule = MaskRule(
-        shadow_flat=0.0,
+    rule = _rule(
         cloud=6,
         shadow=3,
         white=0,
@@ -236,9 +238,7 @@ def test_a_darkening_beside_a_cloud_of_its_date_is_shadow() -> None:
     dark[1, 4, 3:30] = 2.0  # the same darkening on date 1, which has no cloud
     dark[0, 8, 2] = 1.0  # beside the cloud but less dark
     observed = np.ones(dark.shape, bool)
-    rule = MaskRule(
-        shadow_flat=0.0, cloud=6, shadow=3, white=0, white_cloud=0, shadow_near=1.5, near_reach=4
-    )
+    rule = _rule(cloud=6, shadow=3, white=0, white_cloud=0, shadow_near=1.5, near_reach=4)
     codes = classify_scores(bright, dark, observed, rule)
     assert codes[0, 4, 2] == CLOUD
     assert (codes[0, 4, 3:7] == SHADOW).all() and (codes[0, 4, 7:] == CLEAR).all()
@@ -274,7 +274,7 @@ def test_classify_result_reads_shadows_below_the_ground_without_a_shadow_layer()
         lam=0.1,
         method="rpca",
     )
-    rule = cloudcore.MaskRule(shadow_flat=0.0, cloud=6, haze=4, shadow=5, radius=0)
+    rule = _rule(cloud=6, haze=4, shadow=5, radius=0)
     codes = cloudcore.classify_result(result, (8, 8), rule)
     assert (codes[2, :2, :] == SHADOW).all()
     assert (codes[[0, 1, 3, 4, 5]] != SHADOW).all()
@@ -284,7 +284,7 @@ def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
     """A cloud brightens every band alike, haze the short band most; the ground's own change
     (greening, bare soil) brightens the long bands. With ``white`` only the first two are cloud
     or haze; where the short band has no value the colour cannot be told and the test passes."""
-    rule = MaskRule(shadow_flat=0.0, cloud=6, haze=3, shadow=6, white=0.3, white_cloud=0.0)
+    rule = _rule(cloud=6, haze=3, shadow=6, white=0.3, white_cloud=0.0)
     # Three bands, shortest first; four pixels in one row: white cloud, bluish haze, a change of
     # the long bands (the short one brightens by 0.25 of the most), and no short-band value.
     bright = np.array(
@@ -321,7 +321,7 @@ def test_a_flat_brightening_is_cloud_from_the_lower_threshold() -> None:
     """``white_cloud``: a brightening as flat across the bands as a cloud's (the shortest band
     at least ``white_cloud_ratio`` of the largest) is cloud from 3σ; one that is not, or whose
     colour cannot be told (no short-band value, or one band alone), needs the cloud threshold."""
-    rule = MaskRule(shadow_flat=0.0, cloud=6, haze=6, shadow=6, white=0.25, white_cloud=3.0)
+    rule = _rule(cloud=6, haze=6, shadow=6, white=0.25, white_cloud=3.0)
     # Three bands, shortest first; five pixels brightened by a mean of 4σ: flat, coloured
     # (short/max 0.5), flat but without a short-band value, bluish (the short band the most);
     # and one flat at 2σ.
@@ -352,8 +352,7 @@ def test_a_white_cloud_passes_the_whiteness_test_too() -> None:
     """With a whiteness test stricter than the white clouds' ratio, a brightening between the
     two is neither a white cloud from 3σ nor a cloud from 6σ: the mask never calls a pixel cloud
     at 4σ and clear at 7σ."""
-    rule = MaskRule(
-        shadow_flat=0.0,
+    rule = _rule(
         cloud=6,
         haze=6,
         shadow=6,
@@ -414,9 +413,7 @@ def test_a_date_brighter_everywhere_is_not_cloud_where_it_is_no_brighter_than_ar
     observed = np.ones(bright.shape, bool)
     observed[1, 30:, :] = False
     bright[~observed] = np.nan
-    rule = MaskRule(
-        shadow_flat=0.0, cloud=6, haze=6, shadow=3, white=0, white_cloud=0, shadow_near=0
-    )
+    rule = _rule(cloud=6, haze=6, shadow=3, white=0, white_cloud=0, shadow_near=0)
     level = replace(rule, bright_level=8, level_below=9.0)
     without, with_level = (classify_scores(bright, None, observed, r) for r in (rule, level))
     assert (without[0] == CLOUD).all() and not (with_level[0] == CLOUD).any()
@@ -447,8 +444,7 @@ def _persist_scene() -> tuple[np.ndarray, np.ndarray, MaskRule]:
     bright[[1, 3], 15:35, 35:55] = 9.0
     bright[2, 20:28, 40:48] = 12.0
     observed = np.ones(bright.shape, bool)
-    rule = MaskRule(
-        shadow_flat=0.0,
+    rule = _rule(
         cloud=6,
         haze=6,
         shadow=3,
@@ -558,16 +554,12 @@ def test_ground_that_stays_cannot_tell_a_cloud_that_stays_and_is_off_by_default(
         bright[t, 10 + t : 18 + t, 10 + t : 18 + t] = 12.0 - t
     observed = np.ones(bright.shape, bool)
     assert MaskRule().persist == 0.0
-    rule = MaskRule(
-        shadow_flat=0.0, cloud=6, haze=6, white=0, white_cloud=0, shadow_near=0, persist=0.3
-    )
+    rule = _rule(cloud=6, haze=6, white=0, white_cloud=0, shadow_near=0, persist=0.3)
     nb = neighbour_scores(bright, observed, other_day_neighbours(np.arange(3.0)))
     codes = classify_scores(bright, None, observed, rule, neighbours=nb)
     assert (codes[1, 11:19, 11:19] == CLEAR).all()
     assert (
-        classify_scores(bright, None, observed, MaskRule(shadow_flat=0.0, white=0, white_cloud=0))[
-            1, 11:19, 11:19
-        ]
+        classify_scores(bright, None, observed, _rule(white=0, white_cloud=0))[1, 11:19, 11:19]
         == CLOUD
     ).all()
 
