@@ -20,27 +20,40 @@ __all__ = ["dilate", "erode", "extend", "opening"]
 
 
 def _pass(src: np.ndarray, out: np.ndarray, axis: int, radius: int, erode: bool) -> None:
-    """``out`` = AND (``erode``) or OR of ``src`` shifted by −radius … radius along ``axis``,
-    with False outside the array."""
-    np.copyto(out, src)
+    """``out`` = AND (``erode``) or OR of ``src`` over −radius … radius along ``axis``, with
+    False outside the array.
+
+    By doubling rather than by 2·radius shifted slices: in an array padded with ``radius``
+    Falses on either side, the AND/OR over the ``span`` entries from each one is that of the
+    ``span``/2 from it and the ``span``/2 after those, so ⌊log2(2·radius + 1)⌋ passes give the
+    largest power of two ``span`` ≤ 2·radius + 1, and one more pass of two overlapping spans
+    the whole window. A dilation by 32 px (``mask.flat_reach``) is 7 passes, not 64. The
+    padding's Falses are scipy's ``border_value=0``, for the erosion too.
+    """
     combine = np.logical_and if erode else np.logical_or
-    length = src.shape[axis]
+    length, width = src.shape[axis], 2 * radius + 1
 
-    def part(start: int, stop: int) -> tuple[slice, ...]:
-        index = [slice(None)] * src.ndim
+    def along(a: np.ndarray, start: int, stop: int) -> np.ndarray:
+        index = [slice(None)] * a.ndim
         index[axis] = slice(start, stop)
-        return tuple(index)
+        return a[tuple(index)]
 
-    for k in range(1, radius + 1):
-        if k >= length:
-            break
-        after, before = part(k, length), part(0, length - k)
-        combine(out[after], src[before], out=out[after])  # the neighbour k before
-        combine(out[before], src[after], out=out[before])  # the neighbour k after
-    if erode:
-        # A square that reaches past the edge holds a False: nothing within radius survives.
-        out[part(0, radius)] = False
-        out[part(max(length - radius, 0), length)] = False
+    shape = list(src.shape)
+    shape[axis] = length + 2 * radius
+    spans = np.zeros(shape, dtype=bool)
+    np.copyto(along(spans, radius, radius + length), src)
+    other = np.empty_like(spans)
+    span, starts = 1, shape[axis]  # the first `starts` entries' spans lie within the padding
+    while 2 * span <= width:
+        starts -= span
+        combine(
+            along(spans, 0, starts), along(spans, span, span + starts), out=along(other, 0, starts)
+        )
+        spans, other = other, spans
+        span *= 2
+    # The window of out[i] is padded entries i … i + width − 1: the span from i and the span
+    # ending at its last entry.
+    combine(along(spans, 0, length), along(spans, width - span, width - span + length), out=out)
 
 
 def _square(

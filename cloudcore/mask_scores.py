@@ -42,9 +42,12 @@ class BandMean:
         # for bit (tested), without its three temporaries (7 against 18 ms for 7 × 1028²).
         _add_band(self.total.reshape(-1), self.count.reshape(-1), anomaly.reshape(-1), scale)
 
-    def mean(self) -> np.ndarray:
-        """The mean over the bands added."""
-        return self.total / np.maximum(self.count, 1)
+    def mean(self, *, in_place: bool = False) -> np.ndarray:
+        """The mean over the bands added; with ``in_place``, computed into the sums' own array
+        (the same values, no second array; the sums are then spent)."""
+        return np.divide(
+            self.total, np.maximum(self.count, 1), out=self.total if in_place else None
+        )
 
 
 def _band_scale(sigma: float) -> np.float32:

@@ -82,6 +82,7 @@ from pipeline.outputs.kept import (
 from pipeline.outputs.mask_scores import (
     Scores,
     columns,
+    from_column,
     reads_shade,
     scored_layers,
     scores_over,
@@ -202,19 +203,7 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         if job.keep_clear or reads_shade(job):
             observed = zarr.open_array(store=job.input_store, path=INPUT_OBSERVED, mode="r")
         for tile, context, around, flagged, held in _core_codes(arrays, seen, observed, job):
-            rows, cols = tile.core.slices
-            codes = _crop(around, tile.core, context)
-            arrays[MASK][:, rows, cols] = codes
-            if job.keep_clear:
-                assert observed is not None  # opened above with keep_clear
-                kept = kept_codes(around, job.keep_haze)  # one for every band
-                core_kept = _crop(kept, tile.core, context)
-                for b in range(len(job.bands)):
-                    offset = _offset(arrays, seen, job, b, kept, context, tile.core, held)
-                    provenance = keep_observed(
-                        arrays, observed, tile.core, b, core_kept, flagged, offset
-                    )
-                    arrays[PROVENANCE][:, b, rows, cols] = provenance
+            codes = _write_core(arrays, seen, observed, job, tile, context, around, flagged, held)
             _fsync_core(arrays, cube, job, tile)
             if job.preview is not None:
                 keep_mask(job.preview, tile, codes)
@@ -230,6 +219,35 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 4),
         "classes": {int(k): int(counts[k]) for k in np.flatnonzero(counts)},
     }
+
+
+def _write_core(
+    arrays: Mapping[str, Any],
+    seen: Any,
+    observed: Any,
+    job: MaskJob,
+    tile: Tile,
+    context: Window,
+    around: np.ndarray,
+    flagged: np.ndarray | None,
+    held: Sequence[Scores] | None,
+) -> np.ndarray:
+    """Write one core's codes (``around``: over its ``context``) and, with ``keep_clear``, its
+    kept observations and provenance, band by band; returns the core's codes. A function of
+    its own so that its per-band arrays are freed before the task computes the next core's
+    scores."""
+    rows, cols = tile.core.slices
+    codes = _crop(around, tile.core, context)
+    arrays[MASK][:, rows, cols] = codes
+    if job.keep_clear:
+        assert observed is not None  # opened with keep_clear
+        kept = kept_codes(around, job.keep_haze)  # one for every band
+        core_kept = _crop(kept, tile.core, context)
+        for b in range(len(job.bands)):
+            offset = _offset(arrays, seen, job, b, kept, context, tile.core, held)
+            provenance = keep_observed(arrays, observed, tile.core, b, core_kept, flagged, offset)
+            arrays[PROVENANCE][:, b, rows, cols] = provenance
+    return codes
 
 
 def _core_codes(
@@ -330,19 +348,29 @@ def _row_codes(
     following = read_ahead(job.tiles, lambda t: _prefetch(arrays, seen, job, t, r0, r1))
     for tile in job.tiles:
         c0, c1 = max(tile.core.col_off - pad, 0), min(tile.core.col_end + pad, job.width)
+        # Only the columns from this core's left margin on are held while the next core's
+        # scores are computed (the core before holds `pad` of its 1024: a mask task's largest
+        # moment, about 0.1 GiB less at full size).
+        held = [from_column(s, c0) for s in held if s.col_end > c0]
         while not held or held[-1].col_end < c1:
             nxt = next(following)
             window = Window(r0, nxt.core.col_off, r1 - r0, nxt.core.width)
             held.append(scores_over(arrays, seen, observations, job, scales, window))
-        held = [s for s in held if s.col_end > c0]
-        bright, dark, observed, white, flat, shade = columns(held, c0, c1)
-        around = None  # no neighbours (a series of one day): ground that stays changes nothing
-        if job.rule.persist > 0 and job.neighbours is not None:
-            around = neighbour_scores(bright, observed, np.asarray(job.neighbours))
-        codes = classify_scores(bright, dark, observed, job.rule, white, flat, around, shade)
+        codes = _classified(held, c0, c1, job)
         context = _context(tile, job)
         inner = _crop(codes, context, Window(r0, c0, r1 - r0, c1 - c0))
         yield tile, context, np.ascontiguousarray(inner), held
+
+
+def _classified(held: Sequence[Scores], c0: int, c1: int, job: MaskJob) -> np.ndarray:
+    """The codes over scene columns ``[c0, c1)`` of the row's scores ``held``: the scores
+    joined over them (a copy where two cores' meet) live only in this call, not while the task
+    goes on to the next core's scores."""
+    bright, dark, observed, white, flat, shade = columns(held, c0, c1)
+    around = None  # no neighbours (a series of one day): ground that stays changes nothing
+    if job.rule.persist > 0 and job.neighbours is not None:
+        around = neighbour_scores(bright, observed, np.asarray(job.neighbours))
+    return classify_scores(bright, dark, observed, job.rule, white, flat, around, shade)
 
 
 def _prefetch(

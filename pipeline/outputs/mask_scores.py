@@ -16,7 +16,7 @@ from pipeline.outputs.kept import ResidualEdges, layer_parts
 if TYPE_CHECKING:
     from pipeline.outputs.mask_layer import MaskJob
 
-__all__ = ["Scores", "columns", "reads_shade", "scored_layers", "scores_over"]
+__all__ = ["Scores", "columns", "from_column", "reads_shade", "scored_layers", "scores_over"]
 
 
 @dataclass
@@ -52,6 +52,29 @@ def scored_layers(job: MaskJob) -> list[str]:
     """The solved layers the scores read: all but ``clear``, and ``haze`` only if it can be
     non-zero where observed."""
     return [n for n in job.layers if n != "clear" and (n != "haze" or job.haze)]
+
+
+def from_column(scores: Scores, start: int) -> Scores:
+    """``scores`` from scene column ``start`` on: a copy of those columns, so that the ones
+    before it are freed (``scores`` itself when it starts there or later); the residual's edges
+    are kept whole, as the offset of the core to the right still reads them."""
+    cut = start - scores.col_off
+    if cut <= 0:
+        return scores
+
+    def kept(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else np.ascontiguousarray(x[..., cut:])
+
+    return Scores(
+        start,
+        np.ascontiguousarray(scores.bright[..., cut:]),
+        kept(scores.dark),
+        np.ascontiguousarray(scores.observed[..., cut:]),
+        kept(scores.white),
+        kept(scores.flat),
+        kept(scores.shade),
+        scores.edges,
+    )
 
 
 def columns(
@@ -148,4 +171,6 @@ def scores_over(
     if whiteness is not None:
         white, flat = whiteness_tests(whiteness, job.rule, bright.count)
     dim = None if shade is None else shade.dark(job.rule.shadow_flat)
-    return Scores(window.col_off, bright.mean(), dark.mean(), observed, white, flat, dim, edges)
+    # The means in the sums' own arrays: the task holds no second copy of either.
+    mean_bright, mean_dark = bright.mean(in_place=True), dark.mean(in_place=True)
+    return Scores(window.col_off, mean_bright, mean_dark, observed, white, flat, dim, edges)

@@ -164,6 +164,11 @@ def test_band_mean_sums_the_plain_float32_quotients() -> None:
         assert np.array_equal(mean.total.view(np.uint32), total.view(np.uint32))
         assert np.array_equal(mean.count, np.isfinite(bands).sum(axis=0))
         assert mean.total.dtype == np.float32
+        # The mean in the sums' own array (the mask pass's) is the same bits as a new one.
+        expected = mean.mean()
+        in_place = mean.mean(in_place=True)
+        assert in_place is mean.total
+        assert np.array_equal(in_place.view(np.uint32), expected.view(np.uint32))
 
 
 def test_grow_widens_cloud_and_shadow_by_its_radius_within_observed_entries() -> None:

@@ -48,6 +48,22 @@ def test_same_as_scipy(shape: tuple[int, ...], radius: int, density: float) -> N
         np.testing.assert_array_equal(got, expected[name], err_msg=f"{name}, radius {radius}")
 
 
+@pytest.mark.parametrize("radius", [4, 5, 7, 8, 16, 31, 32, 40])
+@pytest.mark.parametrize("density", [0.002, 0.3, 0.97])
+def test_same_as_scipy_at_the_mask_s_reaches(radius: int, density: float) -> None:
+    """The radii the mask dilates by (``near_reach`` 16, ``flat_reach`` 32) and those either
+    side of a power of two, where the doubling's last two spans overlap most and least; the
+    images narrower than the square in one axis and wider in the other."""
+    image = _stack((2, 23, 90), density, seed=radius)
+    structure = _square(radius)
+    np.testing.assert_array_equal(
+        dilate(image, radius), ndimage.binary_dilation(image, structure=structure)
+    )
+    np.testing.assert_array_equal(
+        erode(image, radius), ndimage.binary_erosion(image, structure=structure)
+    )
+
+
 def test_in_place_and_given_scratch() -> None:
     image = _stack((3, 50, 41), 0.5, seed=7)
     expected = ndimage.binary_opening(image, structure=_square(2))
