@@ -2,7 +2,8 @@
 
 Runs :func:`pipeline.outputs.mask_layer.mask_row` for one tile row of a run that has finished
 (its configuration and its cube), in this process, and prints the task's seconds, CPU seconds
-and the process's resident memory at its start and at its highest (sampled every 2 ms); with
+and the process's resident memory at its start and at its highest (sampled every 10 ms by
+``pipeline_run.PeakMemory``, this folder's pipeline benchmark's sampler); with
 ``--trace``, also the largest total of NumPy's live allocations (``tracemalloc``) in each of
 the pass's steps. The task rewrites the row's mask, provenance and kept observations in the
 cube with the values a run writes there (the pass is idempotent), so a copy of the cube
@@ -20,17 +21,17 @@ CONFIG is the run's configuration file, CUBE its ``cube.zarr`` (or a copy of it)
 from __future__ import annotations
 
 import argparse
-import os
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+from pipeline_run import PeakMemory  # this folder's benchmark
+
 import pipeline.outputs.mask_layer as mask_layer
-from pipeline.config import Config, parse
-from pipeline.config.base import read_yaml
+from pipeline.config import Config, load
 from pipeline.outputs.tasks import ProductTasks
 from pipeline.plan import make_plan
 from pipeline.solve.scopes import scope_for
@@ -38,11 +39,6 @@ from pipeline.store.layout import Layout
 
 #: The steps of a mask task whose live NumPy memory ``--trace`` reports.
 STEPS = ("scores_over", "columns", "classify_scores", "_write_core")
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _traced(name: str, step: Callable[..., Any], peaks: dict[str, float]) -> Callable[..., Any]:
@@ -63,7 +59,7 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true", help="NumPy's live memory per step")
     args = parser.parse_args()
 
-    config = parse(read_yaml(args.config), Config)
+    config = load(args.config, Config)
     plan = make_plan(config, Layout(Path(config.output.path)))
     tasks = ProductTasks(plan, scope_for(config.solver).record_markers(plan))._mask_tasks(
         args.cube, ()
@@ -74,21 +70,12 @@ def main() -> None:
         for name in STEPS:
             setattr(mask_layer, name, _traced(name, getattr(mask_layer, name), peaks))
         tracemalloc.start()
-    start = highest = _rss()
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal highest
-        while not done.wait(0.002):
-            highest = max(highest, _rss())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    t0, c0 = time.perf_counter(), time.process_time()
-    result = mask_layer.mask_row(job)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    done.set()
-    sampler.join()
+    start = psutil.Process().memory_info().rss
+    with PeakMemory(interval=0.01) as memory:
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = mask_layer.mask_row(job)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    highest = memory.driver_highest[0]
     print(
         f"tile row {args.row} ({len(job.tiles)} cores, {len(job.bands)} bands): {wall:.2f} s, "
         f"CPU {cpu:.2f} s; RSS {start / 2**30:.3f} GiB at the start, {highest / 2**30:.3f} at "

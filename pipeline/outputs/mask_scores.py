@@ -55,24 +55,25 @@ def scored_layers(job: MaskJob) -> list[str]:
 
 
 def from_column(scores: Scores, start: int) -> Scores:
-    """``scores`` from scene column ``start`` on: a copy of those columns, so that the ones
-    before it are freed (``scores`` itself when it starts there or later); the residual's edges
-    are kept whole, as the offset of the core to the right still reads them."""
-    cut = start - scores.col_off
-    if cut <= 0:
+    """``scores`` from scene column ``start`` on: a copy of those columns (:func:`columns`'
+    cut), so that the ones before it are freed (``scores`` itself when it starts there or
+    later); the residual's edges are kept whole, as the offset of the core to the right still
+    reads them."""
+    if start <= scores.col_off:
         return scores
+    bright, dark, observed, white, flat, shade = columns([scores], start, scores.col_end)
 
-    def kept(x: np.ndarray | None) -> np.ndarray | None:
-        return None if x is None else np.ascontiguousarray(x[..., cut:])
+    def copy(x: np.ndarray | None) -> np.ndarray | None:
+        return None if x is None else x.copy()
 
     return Scores(
         start,
-        np.ascontiguousarray(scores.bright[..., cut:]),
-        kept(scores.dark),
-        np.ascontiguousarray(scores.observed[..., cut:]),
-        kept(scores.white),
-        kept(scores.flat),
-        kept(scores.shade),
+        bright.copy(),
+        copy(dark),
+        observed.copy(),
+        copy(white),
+        copy(flat),
+        copy(shade),
         scores.edges,
     )
 
