@@ -191,7 +191,9 @@ def test_the_floor_is_numpys_quantile_bit_for_bit(q: float, dtype: type) -> None
     rng = np.random.default_rng(7)
     for n in (5, 6, 7):
         L = rng.random((20000, n)).astype(dtype)
-        want = np.nanquantile(L.astype(np.float64), q, axis=1).astype(dtype)
+        # No NaN here, so NumPy's vectorised quantile: nanquantile computes each row with it,
+        # one Python call a row (2 s for these 20000 rows, against 4 ms).
+        want = np.quantile(L.astype(np.float64), q, axis=1).astype(dtype)
         got = L.copy()
         cap_ground(got, np.zeros_like(L), floor=q)
         # The floor is the least of a pixel's grounds after it (the cap lowers none below it).

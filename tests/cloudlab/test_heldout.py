@@ -522,6 +522,7 @@ def test_refined_from_the_shared_first_solve_equals_the_pipelines_refined_solve(
     assert not np.array_equal(solved["rpca-auto"].ground, solved["rpca-auto+refine"].ground)
 
 
+@pytest.mark.slow
 def test_one_site_scores_end_to_end() -> None:
     """score_site on the smallest bundled site, one pair: every candidate and baseline scored,
     and the scores mean what they say. The post-steps without the whiteness test (a third of

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from distributed import Client
 
 from pipeline.inputs.synthetic import make_gf4_series
@@ -17,6 +18,7 @@ from tests.pipeline.processes import dask_cli_cluster
 from tests.pipeline.runs import cli, write_config
 
 
+@pytest.mark.slow
 def test_run_on_a_scheduler_started_with_the_dask_cli(tmp_path: Path) -> None:
     products = make_gf4_series(tmp_path / "products", n_dates=2, size=64, seed=31)
     config = write_config(

@@ -260,6 +260,7 @@ def test_import_pipeline_does_not_load_the_api() -> None:
     assert pipeline.remove_clouds is remove_clouds and "remove_clouds" in dir(pipeline)
 
 
+@pytest.mark.slow
 def test_the_demo_series_through_the_api_equals_the_clis_cube(
     client: Client, tmp_path: Path
 ) -> None:

@@ -52,8 +52,12 @@ def test_missing_input_is_one_line_exit_2(
 
 
 def test_unreachable_scheduler_names_the_key(
-    tmp_path: Path, geotiff_series: SimulatedProducts, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    geotiff_series: SimulatedProducts,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr("pipeline.cluster.client.CONNECT_TIMEOUT_S", 2)  # nothing listens
     cfg = _write(
         tmp_path / "c.yaml",
         {

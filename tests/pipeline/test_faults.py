@@ -119,6 +119,7 @@ def test_failing_tile_is_reported_nothing_published_rerun_finishes(
     assert_identical(outputs(out), reference)
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_solve_outputs_unchanged(
     geotiff_series: SimulatedProducts,
     tmp_path: Path,
@@ -147,6 +148,7 @@ def test_worker_killed_mid_solve_outputs_unchanged(
     assert_identical(outputs(out), reference)
 
 
+@pytest.mark.slow
 def test_kill9_whole_run_at_four_points_then_resume(
     geotiff_series: SimulatedProducts,
     tmp_path: Path,

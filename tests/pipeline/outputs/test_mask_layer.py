@@ -298,9 +298,10 @@ TIMES = (86_400.0 * 9, 3_600.0, 86_400.0 * 2)
     [
         (TILE, 4.0, None),
         (36, 4.0, None),
-        (16, 4.0, None),
+        # The 16 px cores take a run of 40 tiles each (about 24 s on 2 cores): slow suite.
+        pytest.param(16, 4.0, None, marks=pytest.mark.slow),
         (TILE, 4.0, TIMES),
-        (16, 4.0, TIMES),
+        pytest.param(16, 4.0, TIMES, marks=pytest.mark.slow),
         (36, None, TIMES),
     ],
 )

@@ -218,6 +218,7 @@ def test_failed_band_is_listed_and_only_it_is_redone(
     assert_identical(outputs(out), outputs(local_run))
 
 
+@pytest.mark.slow
 def test_kill9_mid_band_resumes_at_band_level(
     series: SimulatedProducts, tmp_path: Path, local_run: Path
 ) -> None:
