@@ -67,6 +67,13 @@ def scheduler() -> Iterator[str]:
 
 
 @pytest.fixture
+def unanswered_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler that does not answer is reported after 2 s, not the run's 10: nothing
+    listens at the address these tests give."""
+    monkeypatch.setattr("pipeline.cluster.client.CONNECT_TIMEOUT_S", 2)
+
+
+@pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """No network: a schema the validator would download instead of using the vendored copy
     makes the test fail, whatever network the machine has."""

@@ -55,9 +55,8 @@ def test_unreachable_scheduler_names_the_key(
     tmp_path: Path,
     geotiff_series: SimulatedProducts,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    unanswered_fast: None,
 ) -> None:
-    monkeypatch.setattr("pipeline.cluster.client.CONNECT_TIMEOUT_S", 2)  # nothing listens
     cfg = _write(
         tmp_path / "c.yaml",
         {
