@@ -61,10 +61,9 @@ def main() -> None:
 
     config = load(args.config, Config)
     plan = make_plan(config, Layout(Path(config.output.path)))
-    tasks = ProductTasks(plan, scope_for(config.solver).record_markers(plan))._mask_tasks(
-        args.cube, ()
-    )
-    job = tasks[args.row].args[0]
+    products = ProductTasks(plan, scope_for(config.solver).record_markers(plan))
+    masks = [t for t in products.after_solve(args.cube) if t.stage == "mask"]  # one per row
+    job = masks[args.row].args[0]
     peaks: dict[str, float] = {}
     if args.trace:
         for name in STEPS:

@@ -35,7 +35,7 @@ from cloudcore.masks import CLEAR
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import compose_target, dropped_pairs, written_ground
+from cloudlab.sitescore import compose_target, dropped_pairs, error_sums, written_ground
 from pipeline.config import MaskConfig, SolverConfig
 
 FILLS = ("the default", "kept dates interpolated", "median of kept dates", "temporal median")
@@ -91,9 +91,9 @@ def score_site(name: str, spec: SolveSpec, step: PostStep) -> tuple[list[float],
         where = (pair.scored, pair.scored & flagged)
         flagged_count += int(where[1].sum())
         for f, out in enumerate(outputs):
-            error = np.nan_to_num(out - pair.truth)  # a missing answer is an error
             for w, pixels in enumerate(where):
-                sums[f, w] += ((error[:, pixels] ** 2).sum(), (pair.truth[:, pixels] ** 2).sum())
+                e = error_sums(out, pair.truth, pixels, np.zeros_like(pixels))
+                sums[f, w] += (e["pred_num"], e["pred_den"])
     r = np.sqrt(sums[..., 0] / sums[..., 1])
     return list(r[:, 0]), list(r[:, 1]), flagged_count
 
