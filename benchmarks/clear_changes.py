@@ -16,13 +16,13 @@ is there on the neighbouring dates too is the ground's (snow, a bright field), n
 ``--figure PATH`` draws, a row a site, its pair with the most such pixels: the dates before and
 after, the target, and the target with its flagged clear pixels marked.
 
-``--rho`` solves with another growth of the ALM's step μ than the paper's 1.5
+``--rho`` solves with another growth of the ALM's step μ than the pipeline's ``solver.rho``
 (:func:`cloudcore._growth.mu_growth`; docs/REAL-CLOUDS.md, "The ALM's growth ρ").
 
 Usage::
 
     python benchmarks/clear_changes.py     # about 5 s
-    python benchmarks/clear_changes.py --rho 2
+    python benchmarks/clear_changes.py --rho 1.5
     python benchmarks/clear_changes.py --figure docs/figures/clear-changes.png
 """
 

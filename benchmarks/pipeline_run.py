@@ -571,6 +571,8 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
     # Today's default with the ground floored (solver.floor_ground, an option): what it costs.
     "floor": {"solver": {"floor_ground": 0.25}, "mask": {}},
+    # Today's default with the paper's growth of μ (the default before 2026-11-30).
+    "rho1.5": {"solver": {"rho": 1.5}, "mask": {}},
     "264e0ee": {
         "solver": {
             "method": "rpca",
@@ -578,6 +580,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "refine": True,
             "tol": 1e-7,
             "cap_ground": False,
+            "rho": 1.5,  # the paper's growth of μ, which every solve had then
         },
         # shadow_near and shadow_flat 0: as measured before they were the default (the
         # reference stays the same).

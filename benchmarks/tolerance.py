@@ -15,11 +15,11 @@ the ground's DN (reflectance × 10000, every band
 and date) equal the first tolerance's, and the largest difference.
 
 With ``--rhos`` the same is done for each growth factor ρ of the ALM's step size (μ ← ρμ an
-iteration; the paper's and cloudcore's 1.5, set here through
-:func:`cloudcore._growth.mu_growth`): fewer iterations for a larger ρ, which is the other way to
-stop sooner. With ``--betas``, for each weight β of aATM's haze term (``solver.beta``, the
-paper's (β/2)‖N‖²_F; 1 by default): the smaller β, the more of the dense residual the haze
-layer takes and the sooner the ALM's residual falls below the tolerance.
+iteration; the pipeline's ``solver.rho`` by default, the paper's 1.5 in cloudcore; set here
+through :func:`cloudcore._growth.mu_growth`): fewer iterations for a larger ρ, which is the
+other way to stop sooner. With ``--betas``, for each weight β of aATM's haze term
+(``solver.beta``, the paper's (β/2)‖N‖²_F; 1 by default): the smaller β, the more of the dense
+residual the haze layer takes and the sooner the ALM's residual falls below the tolerance.
 
 Usage::
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cloudcore._growth import PAPER_RHO, check_growth, mu_growth
+from cloudcore._growth import check_growth, mu_growth
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import (
@@ -124,7 +124,7 @@ def _beta(text: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-7, 1e-5, 3e-5, 1e-4, 1e-3])
-    parser.add_argument("--rhos", type=check_growth, nargs="+", default=[PAPER_RHO])
+    parser.add_argument("--rhos", type=check_growth, nargs="+", default=[SolverConfig().rho])
     parser.add_argument("--betas", type=_beta, nargs="+", default=[SolverConfig().beta])
     parser.add_argument("--sites", nargs="+", default=None)
     args = parser.parse_args()

@@ -1,11 +1,12 @@
 """The ALM's growth of μ per iteration (ρ): the paper's 1.5, which a study may change for a while.
 
-The solvers read it once per solve (:func:`cloudcore.solvers.alm_schedule` and ATM's loop; a
-warm start of :func:`cloudcore.solvers.run_alm`, which only a benchmark makes, reads it too).
-It is no option of the pipeline: a larger ρ takes fewer iterations but is a different solve,
-and held out it was not adopted (docs/REAL-CLOUDS.md, "The ALM's growth ρ"). The benchmarks and
-``python -m cloudlab heldout --rho`` change it through :func:`mu_growth` or, in a worker process
-for its whole life, :func:`set_mu_growth`.
+The solvers take ρ as an argument (``rho`` of :func:`cloudcore.decompose`,
+:func:`cloudcore.refine` and :func:`cloudcore.scene.solve_blocks`); left out, they use
+:func:`growth`: the paper's 1.5, or what a study set here for a while. The pipeline passes its
+own (``solver.rho``, 2 by default: docs/REAL-CLOUDS.md, "The ALM's growth ρ"). The benchmarks
+and ``python -m cloudlab heldout --rho`` set a study's ρ through :func:`mu_growth` or, in a
+worker process for its whole life, :func:`set_mu_growth`; what they solve through the
+pipeline's settings reads it back with :func:`study_growth`.
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["PAPER_RHO", "check_growth", "growth", "mu_growth", "set_mu_growth"]
+__all__ = ["PAPER_RHO", "check_growth", "growth", "mu_growth", "set_mu_growth", "study_growth"]
 
 #: The paper's growth of μ per iteration (docs/CONVENTIONS.md).
 PAPER_RHO = 1.5
-_rho = PAPER_RHO
+_study: float | None = None  # a study's ρ, while one is set
 
 
 def growth() -> float:
-    """The growth of μ per iteration the solvers use now."""
-    return _rho
+    """The growth of μ per iteration a solver uses when it is given none: a study's, else the
+    paper's."""
+    return PAPER_RHO if _study is None else _study
+
+
+def study_growth() -> float | None:
+    """The growth a study set (:func:`mu_growth`, :func:`set_mu_growth`), None if none is set."""
+    return _study
 
 
 def check_growth(rho: float | str) -> float:
@@ -36,16 +43,16 @@ def check_growth(rho: float | str) -> float:
 
 
 def set_mu_growth(rho: float | None) -> None:
-    """Set the growth for the rest of this process (None: the paper's :data:`PAPER_RHO`)."""
-    global _rho
-    _rho = PAPER_RHO if rho is None else check_growth(rho)
+    """Set a study's growth for the rest of this process (None: no study's, the solvers' own)."""
+    global _study
+    _study = None if rho is None else check_growth(rho)
 
 
 @contextmanager
 def mu_growth(rho: float | None) -> Iterator[None]:
-    """Solve with growth ``rho`` inside the ``with`` block (None: the paper's); the growth
-    before it is restored after, whatever happens."""
-    before = _rho
+    """Solve with a study's growth ``rho`` inside the ``with`` block (None: no study's); the
+    setting before it is restored after, whatever happens."""
+    before = _study
     set_mu_growth(rho)
     try:
         yield

@@ -151,6 +151,7 @@ def refine(
     max_iter: int = 1000,
     threads: int | None = None,
     warn: bool = True,
+    rho: float | None = None,
 ) -> Decomposition:
     """Re-solve a decomposition with its outlying entries left out (see the module docstring).
 
@@ -166,7 +167,7 @@ def refine(
         Threshold, radius, rounds and the re-solve's λ scale.
     mask
         Boolean (d, n), True where observed (None: every entry).
-    tol, max_iter, threads, warn
+    tol, max_iter, threads, warn, rho
         As in :func:`cloudcore.decompose`, for the re-solves (one warning for the last
         re-solve, not one per round).
 
@@ -208,6 +209,7 @@ def refine(
             mask=keep,
             threads=threads,
             warn=False,
+            rho=rho,
         )
         del keep
         iterations += last.iterations

@@ -43,6 +43,7 @@ from numpy.typing import ArrayLike
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
 from cloudcore._dn import dn_values, values_of_dn
+from cloudcore._growth import check_growth, growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import RANGE_SLACK, numba_threads
 from cloudcore.catalog import HAZE_METHODS, SCENE_METHODS, SHADOW_WEIGHT
@@ -403,6 +404,7 @@ def solve_blocks(
     shadow_weight: float = SHADOW_WEIGHT,
     refit: bool = True,
     warn: bool = True,
+    rho: float | None = None,
 ) -> SceneOutcome:
     """Solve the matrix held by ``shards`` exactly as :func:`cloudcore.decompose` solves it whole.
 
@@ -415,7 +417,7 @@ def solve_blocks(
     dtype
         The blocks' precision: float32 floors ``tol`` at :data:`FLOAT32_TOL_FLOOR` as decompose
         does.
-    method, lam, beta, tol, max_iter, shadow_weight
+    method, lam, beta, tol, max_iter, shadow_weight, rho
         As in :func:`cloudcore.decompose`; λ defaults to 1/√d. Methods: :data:`SCENE_METHODS`.
     refit
         As in :func:`cloudcore.decompose`: refit the partly observed dates of a masked matrix
@@ -439,6 +441,7 @@ def solve_blocks(
         raise ValueError(f"solve_blocks needs n ≥ 2 dates and d ≥ n pixels, got d={d}, n={n}")
     check_positive(beta, "beta")
     check_stopping(tol, max_iter)
+    rho = growth() if rho is None else check_growth(rho)
     lam = lambda_default(d) if lam is None else float(lam)
     check_positive(lam, "lam")
     if np.dtype(dtype) == np.float32:
@@ -462,7 +465,7 @@ def solve_blocks(
         parts = shards.map("step", W, lam, mu, n_factor, mu_next, sparse)
         return sum_grams([p[0] for p in parts]), math.fsum(p[1] for p in parts)
 
-    it, res = alm_schedule(gram, mu, d_norm, step, beta=n_beta, tol=tol, max_iter=max_iter)
+    it, res = alm_schedule(gram, mu, d_norm, step, beta=n_beta, tol=tol, max_iter=max_iter, rho=rho)
     converged = res < tol
     shards.map("finish", converged)
     per_iteration = (time.perf_counter() - started) / max(it, 1)

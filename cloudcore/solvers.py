@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
-from cloudcore._growth import growth
+from cloudcore._growth import check_growth, growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
 from cloudcore.catalog import HAZE_METHODS, METHODS, SHADOW_METHODS, SHADOW_WEIGHT, Method
@@ -84,6 +84,7 @@ def decompose(
     shadow_weight: float = SHADOW_WEIGHT,
     refit: bool = True,
     warn: bool = True,
+    rho: float | None = None,
 ) -> Decomposition:
     """Split a scene-series matrix into ground, cloud and haze.
 
@@ -125,6 +126,11 @@ def decompose(
         result says so either way). False is for callers that record convergence themselves
         and solve in threads: silencing the warning with ``warnings.catch_warnings`` instead is
         not thread-safe (each thread's exit restores the filters it saw on entry).
+    rho
+        The growth of the ALM's step μ per iteration, > 1. None: the paper's 1.5
+        (:data:`cloudcore._growth.PAPER_RHO`, unless a study changed it for a while with
+        :func:`cloudcore._growth.mu_growth`). A larger ρ stops in fewer iterations and is a
+        different solve (docs/PERFORMANCE.md, "The ALM's growth ρ").
 
     Returns
     -------
@@ -143,6 +149,7 @@ def decompose(
     check_positive(beta, "beta")
     check_positive(shadow_weight, "shadow_weight")
     check_stopping(tol, max_iter)
+    rho = growth() if rho is None else check_growth(rho)
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
     check_positive(lam, "lam")
@@ -159,7 +166,7 @@ def decompose(
         )
     if problem.obs is not None:
         iterate = partial(_debiased, iterate, problem, method, lam, beta, shadow_weight, refit)
-    return solve(problem, method, lam, tol, max_iter, threads, iterate, warn=warn)
+    return solve(problem, method, lam, tol, max_iter, threads, iterate, warn=warn, rho=rho)
 
 
 Outcome = tuple[np.ndarray, np.ndarray, np.ndarray, int, float]  # L, C, N, iterations, residual
@@ -175,12 +182,14 @@ def solve(
     iterate: Callable[..., Outcome],
     *,
     warn: bool = True,
+    rho: float | None = None,
 ) -> Decomposition:
     """Run a solver on a validated problem and package its result (shared by every method).
 
-    ``iterate(norm_two, tol=…, max_iter=…)`` runs the iterations. This applies the float32 tolerance
-    floor, the defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning
-    (unless ``warn`` is False).
+    ``iterate(norm_two, tol=…, max_iter=…, rho=…)`` runs the iterations (``rho`` None: the
+    growth of :func:`cloudcore._growth.growth`). This applies the float32 tolerance floor, the
+    defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning (unless
+    ``warn`` is False).
     """
     if problem.D.dtype == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
@@ -188,7 +197,8 @@ def solve(
     if norm_two == 0.0:
         return zero_result(problem, lam, method)
     with numba_threads(threads):
-        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter)
+        rho = growth() if rho is None else rho
+        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter, rho=rho)
     converged = res < tol
     if warn and not converged:
         warnings.warn(
@@ -300,17 +310,17 @@ def alm_schedule(
     beta: float | None,
     tol: float,
     max_iter: int,
+    rho: float,
     advance: Callable[[], None] | None = None,
 ) -> tuple[int, float]:
     """The outer loop of the fused inexact ALM: SVT weights from the Gram matrix, μ growing by
-    ρ up to its cap, stop at ‖D − L − C − N‖_F / ‖D‖_F < tol or ``max_iter``.
+    ``rho`` up to its cap, stop at ‖D − L − C − N‖_F / ‖D‖_F < tol or ``max_iter``.
 
     ``step`` does the element-wise work (one fused kernel in memory, one per block in
     :mod:`cloudcore.scene`); ``advance`` runs after each step that does not stop the loop.
     Returns the iterations and the last residual.
     """
     mu_max = mu * _MU_RANGE
-    rho = growth()  # the paper's 1.5 unless a study changed it (cloudcore._growth)
     res = math.inf
     it = 0
     while it < max_iter:
@@ -337,6 +347,7 @@ def run_alm(
     beta: float | None,
     tol: float,
     max_iter: int,
+    rho: float | None = None,
     weights: np.ndarray | None = None,
     start: tuple[np.ndarray, int] | None = None,
 ) -> Outcome:
@@ -344,11 +355,13 @@ def run_alm(
     RPCA (MC).
 
     ``sparse`` is the sparse step's rule (:func:`sparse_rule`); ``weights`` (same shape as D)
-    scales λ per entry; Y₀ then uses ‖D / weights‖_∞. ``start`` (a ground L₀ in the internal
+    scales λ per entry; Y₀ then uses ‖D / weights‖_∞. ``rho``: μ's growth per iteration
+    (None: :func:`cloudcore._growth.growth`). ``start`` (a ground L₀ in the internal
     layout, and j) starts from L₀ with μ₀ advanced j steps of the schedule, a warm start that
     ``benchmarks/warm_start.py`` measures and no solver uses (docs/PERFORMANCE.md).
     """
     D, obs = problem.D, problem.obs
+    rho = growth() if rho is None else rho
     dtype = D.dtype
     weighted = weights is not None
     dummy = np.zeros((1, 1), dtype=dtype)
@@ -357,7 +370,7 @@ def run_alm(
     Y, mu = initial_state(D, lam, norm_two, weights)
     L = np.zeros_like(D) if start is None else np.array(start[0], dtype=dtype, order="C")
     if start is not None:
-        mu *= growth() ** start[1]
+        mu *= rho ** start[1]
     # The RPCA variants (n_factor = 0) never write N: its pages stay the system's zero page.
     N = lazy_zeros_like(D)
     C = [np.zeros_like(D), np.empty_like(D)]  # this iterate and the next; swapped per step
@@ -396,6 +409,7 @@ def run_alm(
         beta=beta,
         tol=tol,
         max_iter=max_iter,
+        rho=rho,
         advance=C.reverse,
     )
     return L, C[0], N, it, res
@@ -408,7 +422,9 @@ _INNER_MAX_ITER = 100
 _INNER_TOL = 1e-3
 
 
-def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int) -> Outcome:
+def _atm(
+    problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int, rho: float
+) -> Outcome:
     """ATM, Alg. 1: exact scattering model D = L∘(1 − C) + C with box constraints.
 
     Two corrections to the printed algorithm (CONVENTIONS §2): the C step soft-thresholds the
@@ -419,7 +435,6 @@ def _atm(problem: Problem, lam: float, norm_two: float, tol: float, max_iter: in
     D, obs = problem.D, problem.obs
     Y, mu = initial_state(D, lam, norm_two)
     mu_max = mu * _MU_RANGE
-    rho = growth()
     d_norm = float(np.linalg.norm(D))
     L = np.zeros_like(D)
     C = np.zeros_like(D)

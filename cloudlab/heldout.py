@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudcore._growth import PAPER_RHO, check_growth, set_mu_growth
+from cloudcore._growth import check_growth, set_mu_growth
 from cloudcore.catalog import GROUND_FLOOR
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import (
@@ -65,6 +65,7 @@ from cloudlab.sitescore import (
     site_pairs,
     solve_specs,
 )
+from pipeline.config import SolverConfig
 
 __all__ = [
     "FIDELITY_LIMIT",
@@ -551,9 +552,9 @@ def run_heldout(
         The statistic of the masks' anomaly scale (:func:`cloudcore.anomaly.anomaly_scale`):
         ``median``, the pipeline's, or ``quartile`` (measured, not the default).
     rho
-        The ALM's growth of μ per iteration in every solve (None: cloudcore's 1.5, the
-        paper's); a larger one takes fewer iterations and changes the result (measured, not the
-        default; docs/PERFORMANCE.md).
+        The ALM's growth of μ per iteration in every solve (None: the pipeline's,
+        ``solver.rho``); another changes the iterations and the result (docs/REAL-CLOUDS.md,
+        "The ALM's growth ρ").
     persist
         Also score ground that stays (:func:`cloudlab.candidates.persist_of`) for the fifth
         stage of :func:`choose` (measured, not among the defaults' candidates: the loss cannot
@@ -613,7 +614,7 @@ def run_heldout(
         rethreshold=rethreshold,
     )
     # And whether the eighth stage of choose was scored (summarise chooses with it then).
-    growth = PAPER_RHO if rho is None else rho
+    growth = SolverConfig().rho if rho is None else rho
     settings = {"rho": growth, "command": command, "rethreshold": rethreshold}
     (out / "settings.json").write_text(json.dumps(settings))
     return summarise(out, seconds=time.perf_counter() - started)

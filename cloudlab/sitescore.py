@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import cloudcore
+from cloudcore._growth import study_growth
 from cloudcore._morphology import dilate
 from cloudcore.anomaly import anomaly_scale
 from cloudcore.cap import cap_ground
@@ -248,7 +249,8 @@ def solve_specs(
     does), so three specs of one method cost one first solve. ``short_band``: the band of
     shortest wavelength (the mask's whiteness test, :class:`Solved`); ``scale_statistic``: that
     of the bands' anomaly scale (:class:`Solved`); ``tol`` and ``beta``: the solver's, None for
-    the pipeline's default."""
+    the pipeline's default; the growth of μ is a study's (:func:`cloudcore._growth.study_growth`)
+    or the pipeline's."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
     data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]
@@ -258,6 +260,8 @@ def solve_specs(
         settings |= {} if kappa is None else {"shadow_weight": kappa}
         settings |= {} if tol is None else {"tol": tol}
         settings |= {} if beta is None else {"beta": beta}
+        # A study's growth of μ (heldout --rho, the benchmarks' mu_growth), else the pipeline's.
+        settings |= {} if (rho := study_growth()) is None else {"rho": rho}
         solver = SolverConfig.model_validate(settings)
         lam = solver_lambda(solver, d, n)
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]

@@ -345,6 +345,7 @@ def solve_shards(shards: Any, d: int, n: int, solver: SolverConfig) -> SceneOutc
         max_iter=solver.max_iter,
         shadow_weight=solver.shadow_weight,
         warn=False,
+        rho=solver.rho,
     )
 
 

@@ -150,6 +150,7 @@ def solve_matrix(
         threads=threads,
         shadow_weight=solver.shadow_weight,
         warn=False,
+        rho=solver.rho,
     )
     if not solver.refines:
         return result
@@ -179,6 +180,7 @@ def refine_matrix(
         max_iter=solver.max_iter,
         threads=threads,
         warn=False,
+        rho=solver.rho,
     )
 
 

@@ -195,12 +195,32 @@ def test_constant_input_is_all_ground():
         (np.full((50, 4), 0.5), {"lam": -1.0}, "lam must be"),
         (np.full((50, 4), 0.5), {"beta": 0.0}, "beta must be"),
         (np.full((50, 4), 0.5), {"max_iter": 0}, "max_iter"),
+        (np.full((50, 4), 0.5), {"rho": 1.0}, "rho must be > 1"),
+        (np.full((50, 4), 0.5), {"rho": np.nan}, "rho must be > 1"),
         (np.full((50, 4), 0.5), {"mask": np.ones((50, 3), bool)}, "mask must be"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(D, kwargs, message):
     with pytest.raises(ValueError, match=message):
         decompose(D, **kwargs)
+
+
+@pytest.mark.parametrize("method", ["aatm", "rpca", "atm"])
+def test_rho_is_the_growth_a_study_would_set_and_only_for_its_call(case_64x7, method):
+    """``decompose(rho=…)`` solves as the same call under a study's ``mu_growth`` does, bit for
+    bit; it changes nothing for the next call (the paper's 1.5 stays cloudcore's default); and
+    a larger ρ takes fewer iterations."""
+    from cloudcore._growth import mu_growth
+
+    D = case_64x7.D.astype(np.float32)
+    paper = decompose(D, method, tol=1e-5)
+    given = decompose(D, method, tol=1e-5, rho=2.0)
+    with mu_growth(2.0):
+        studied = decompose(D, method, tol=1e-5)
+    assert given.iterations == studied.iterations < paper.iterations
+    assert np.array_equal(given.L, studied.L) and np.array_equal(given.C, studied.C)
+    again = decompose(D, method, tol=1e-5)
+    assert again.iterations == paper.iterations and np.array_equal(again.L, paper.L)
 
 
 def test_nan_at_an_observed_entry_is_refused():

@@ -637,14 +637,17 @@ def test_the_cli_offers_the_scale_statistics_cloudcore_has() -> None:
 
 
 def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkeypatch) -> None:
-    """``heldout --rho 2`` starts its worker processes with ``set_mu_growth(2.0)``, which makes
-    every solve there take fewer iterations; the run records ρ (``settings.json``)."""
+    """``heldout --rho 3`` starts its worker processes with ``set_mu_growth(3.0)``, which makes
+    every solve there take fewer iterations; without it the workers set no study's ρ, so the
+    solves take the pipeline's (``solver.rho``); the run records the ρ it solved with
+    (``settings.json``)."""
     import json
 
     import cloudcore
     import cloudlab.heldout as heldout
-    from cloudcore._growth import growth, set_mu_growth
+    from cloudcore._growth import PAPER_RHO, set_mu_growth, study_growth
     from cloudlab.cli import main
+    from pipeline.config import SolverConfig
 
     started: list[tuple] = []
 
@@ -669,21 +672,47 @@ def test_rho_reaches_every_solve_of_the_workers_and_is_recorded(tmp_path, monkey
     D = np.clip(rng.random((400, 1)) @ np.ones((1, 6)) + 0.3 * (rng.random((400, 6)) > 0.9), 0, 1)
     try:
         assert main(["heldout", "--site", "s2_nrt_subset", "--out", str(tmp_path / "a")]) == 0
-        assert growth() == heldout.PAPER_RHO == 1.5
-        slow = cloudcore.decompose(D, "aatm").iterations
-        assert main(["heldout", "--rho", "2", "--out", str(tmp_path / "b")]) == 0
-        assert started == [(set_mu_growth, (None,)), (set_mu_growth, (2.0,))]
-        assert growth() == 2.0
+        assert study_growth() is None
+        slow = cloudcore.decompose(D, "aatm").iterations  # cloudcore's own: the paper's ρ
+        assert main(["heldout", "--rho", "3", "--out", str(tmp_path / "b")]) == 0
+        assert started == [(set_mu_growth, (None,)), (set_mu_growth, (3.0,))]
+        assert study_growth() == 3.0
         fast = cloudcore.decompose(D, "aatm").iterations
     finally:
         set_mu_growth(None)
     assert fast < slow
+    assert cloudcore.decompose(D, "aatm").iterations == slow  # the study's ρ is gone
     a = json.loads((tmp_path / "a" / "settings.json").read_text())
     b = json.loads((tmp_path / "b" / "settings.json").read_text())
-    assert a["rho"] == 1.5 and b["rho"] == 2.0
+    assert a["rho"] == SolverConfig().rho != PAPER_RHO and b["rho"] == 3.0
     # the command the report names, options at their defaults left out
     assert a["command"] == f"python -m cloudlab heldout --out {tmp_path / 'a'} --site s2_nrt_subset"
-    assert b["command"] == f"python -m cloudlab heldout --out {tmp_path / 'b'} --rho 2"
+    assert b["command"] == f"python -m cloudlab heldout --out {tmp_path / 'b'} --rho 3"
+
+
+def test_the_scored_solves_take_a_study_s_growth_else_the_pipeline_s() -> None:
+    """:func:`cloudlab.sitescore.solve_specs` solves as the pipeline does, with ``solver.rho``,
+    unless a study set another ρ (``mu_growth``): then with that one."""
+    from cloudcore._growth import PAPER_RHO, mu_growth
+    from cloudlab.candidates import SolveSpec
+    from cloudlab.sitescore import solve_specs
+
+    rng = np.random.default_rng(1)
+    ground = rng.random((1, 144, 1)) @ np.ones((1, 1, 6)) * 0.5 + 0.2
+    D = np.clip(ground + 0.4 * (rng.random((2, 144, 6)) > 0.9), 0, 1)
+    observed = np.ones((144, 6), dtype=bool)
+    spec = SolveSpec("aatm", "star", scale=1.4)
+
+    def iterations() -> tuple[int, ...]:
+        return tuple(solve_specs(D, observed, [spec], (12, 12))[spec.name].iterations)
+
+    pipeline_s = iterations()
+    with mu_growth(PAPER_RHO):
+        paper_s = iterations()
+    with mu_growth(3.0):
+        faster = iterations()
+    assert sum(faster) < sum(pipeline_s) < sum(paper_s)
+    assert iterations() == pipeline_s
 
 
 @pytest.mark.parametrize("rethreshold", [False, True])

@@ -29,6 +29,7 @@ def test_defaults() -> None:
     assert cfg.mask.keep_clear and cfg.mask.keep_haze and cfg.mask.offset == 8.0
     assert cfg.mask.interpolate and cfg.applied_interpolate
     assert cfg.solver.tol == 3e-5 and cfg.solver.max_iter == 1000 and cfg.solver.dtype == "float32"
+    assert cfg.solver.rho == 2.0  # held out (docs/REAL-CLOUDS.md, "The ALM's growth ρ")
     assert cfg.cluster.kind == "local" and cfg.cluster.solver_threads is None
     assert cfg.output.cog_dtype == "uint16" and cfg.output.quicklooks is True
     assert cfg.grid.crs is None and cfg.inputs.sensor == "PMS" and cfg.inputs.dn_rule == "auto"
@@ -73,6 +74,8 @@ def test_the_default_shadow_near_does_not_stop_a_lower_shadow_threshold() -> Non
         ("solver", {"lam": "huge"}, "`solver.lam`: got 'huge', expected 'auto', 'star'"),
         ("solver", {"lam": -1}, "`solver.lam`"),
         ("solver", {"method": "pca"}, "`solver.method`: got 'pca', expected 'aatm'"),
+        ("solver", {"rho": 1.0}, "`solver.rho`"),
+        ("solver", {"rho": float("inf")}, "`solver.rho`"),
         ("cluster", {"kind": "address"}, "cluster.address"),
         ("tiling", {"tile_size": 64, "overlap": 40}, "tiling.overlap"),
         ("grid", {"bounds": [0, 1]}, "`grid.bounds`"),

@@ -140,8 +140,12 @@ def test_cube_equals_whole_band_decompose(local_run: Path) -> None:
         D = observed[:, b].reshape(n, -1).T
         # The default's scale × λ̂* of the whole band, not of a tile.
         lam = SolverConfig().lam_scale * cloudcore.lambda_star(h * w, n)
-        # To the pipeline's tolerance (solver.tol), which differs from cloudcore's default.
-        ref = cloudcore.decompose(D, "aatm", lam=lam, mask=np.isfinite(D), tol=SolverConfig().tol)
+        # To the pipeline's tolerance and growth of μ (solver.tol, solver.rho), which differ
+        # from cloudcore's defaults.
+        solver = SolverConfig()
+        ref = cloudcore.decompose(
+            D, "aatm", lam=lam, mask=np.isfinite(D), tol=solver.tol, rho=solver.rho
+        )
         rows = table[table.band == f"B{b + 1}"]
         assert set(rows.iterations) == {ref.iterations}
         assert np.allclose(rows.lam, lam, rtol=1e-9)
