@@ -46,18 +46,12 @@ from cloudcore._dn import dn_values, values_of_dn
 from cloudcore._growth import check_growth, growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import RANGE_SLACK, numba_threads
+from cloudcore._schedule import alm_schedule, initial_scales
 from cloudcore.catalog import HAZE_METHODS, SCENE_METHODS, SHADOW_WEIGHT
 from cloudcore.lam import lambda_default
 from cloudcore.result import ConvergenceWarning
 from cloudcore.scene_refit import BlockRefit, GroupRefit, refit_blocks
-from cloudcore.solvers import (
-    FLOAT32_TOL_FLOOR,
-    SparseRule,
-    alm_schedule,
-    initial_scales,
-    sparse_rule,
-    split_shadow,
-)
+from cloudcore.solvers import FLOAT32_TOL_FLOOR, SparseRule, sparse_rule, split_shadow
 from cloudcore.svt import sum_grams
 
 __all__ = [

@@ -6,7 +6,6 @@ max(‖D‖₂, ‖D‖_∞/λ), μ₀ = 1.25/‖D‖₂, μ ← min(1.5μ, 10�
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from functools import partial
@@ -20,11 +19,12 @@ from cloudcore._checks import check_positive, check_stopping
 from cloudcore._growth import check_growth, growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
+from cloudcore._schedule import Outcome, alm_schedule, initial_state
+from cloudcore.atm import run_atm
 from cloudcore.catalog import HAZE_METHODS, METHODS, SHADOW_METHODS, SHADOW_WEIGHT, Method
 from cloudcore.lam import lambda_default
 from cloudcore.refit import refit_partial_columns
 from cloudcore.result import ConvergenceWarning, Decomposition
-from cloudcore.svt import svt, svt_weights
 
 __all__ = [
     "HAZE_METHODS",
@@ -64,7 +64,6 @@ def sparse_rule(method: str, shadow_weight: float = SHADOW_WEIGHT) -> SparseRule
     return SparseRule(False, 0.0, 1.0)
 
 
-_MU_RANGE = 1e7
 # float32 entries carry ~6e-8 relative rounding, so ‖Z‖/‖D‖ cannot be driven much below ~1e-7 in
 # float32: the constraint residual is floored here for float32 input (docs/CLOUDCORE.md,
 # "float32 input").
@@ -155,7 +154,7 @@ def decompose(
     check_positive(lam, "lam")
     iterate: Callable[..., Outcome]
     if method == "atm":
-        iterate = partial(_atm, problem, lam)
+        iterate = partial(run_atm, problem, lam)
     else:
         iterate = partial(
             run_alm,
@@ -167,9 +166,6 @@ def decompose(
     if problem.obs is not None:
         iterate = partial(_debiased, iterate, problem, method, lam, beta, shadow_weight, refit)
     return solve(problem, method, lam, tol, max_iter, threads, iterate, warn=warn, rho=rho)
-
-
-Outcome = tuple[np.ndarray, np.ndarray, np.ndarray, int, float]  # L, C, N, iterations, residual
 
 
 def solve(
@@ -281,63 +277,6 @@ def _debias(
         x[:, empty] = np.nan
 
 
-def initial_scales(norm_two: float, peak: float, lam: float) -> tuple[float, float]:
-    """The divisor of D in Y₀ and μ₀ of the reference schedule, from ‖D‖₂ and ‖D‖_∞."""
-    return max(norm_two, peak / lam), 1.25 / norm_two
-
-
-def initial_state(
-    D: np.ndarray, lam: float, norm_two: float, weights: np.ndarray | None = None
-) -> tuple[np.ndarray, float]:
-    """Y₀ and μ₀ of the reference schedule; with per-entry ``weights`` on λ, Y₀ uses
-    ‖D / weights‖_∞."""
-    peak = float(np.abs(D if weights is None else D / weights).max())
-    dual, mu = initial_scales(norm_two, peak, lam)
-    return (D / dual).astype(D.dtype, copy=False), mu
-
-
-#: One ALM step given the SVT weights W, μ, the haze factor μ/(β+μ) and the next μ: it updates
-#: the iterates and returns the Gram matrix of the next L and ‖D − L − C − N‖²_F.
-Step = Callable[[np.ndarray, float, float, float], tuple[np.ndarray, float]]
-
-
-def alm_schedule(
-    gram: np.ndarray,
-    mu: float,
-    d_norm: float,
-    step: Step,
-    *,
-    beta: float | None,
-    tol: float,
-    max_iter: int,
-    rho: float,
-    advance: Callable[[], None] | None = None,
-) -> tuple[int, float]:
-    """The outer loop of the fused inexact ALM: SVT weights from the Gram matrix, μ growing by
-    ``rho`` up to its cap, stop at ‖D − L − C − N‖_F / ‖D‖_F < tol or ``max_iter``.
-
-    ``step`` does the element-wise work (one fused kernel in memory, one per block in
-    :mod:`cloudcore.scene`); ``advance`` runs after each step that does not stop the loop.
-    Returns the iterations and the last residual.
-    """
-    mu_max = mu * _MU_RANGE
-    res = math.inf
-    it = 0
-    while it < max_iter:
-        it += 1
-        W, _ = svt_weights(gram, 1.0 / mu)
-        n_factor = mu / (beta + mu) if beta is not None else 0.0
-        mu_next = min(mu * rho, mu_max)
-        gram, z2 = step(W, mu, n_factor, mu_next)
-        mu = mu_next
-        res = math.sqrt(z2) / d_norm
-        if res < tol:
-            break
-        if advance is not None:
-            advance()
-    return it, res
-
-
 def run_alm(
     problem: Problem,
     lam: float,
@@ -413,100 +352,3 @@ def run_alm(
         advance=C.reverse,
     )
     return L, C[0], N, it, res
-
-
-# ATM's inner loop (Alg. 1): at most this many accelerated proximal-gradient steps per outer
-# iteration, stopping when the inner objective changes by less than _INNER_TOL (absolute, as in
-# the paper).
-_INNER_MAX_ITER = 100
-_INNER_TOL = 1e-3
-
-
-def _atm(
-    problem: Problem, lam: float, norm_two: float, tol: float, max_iter: int, rho: float
-) -> Outcome:
-    """ATM, Alg. 1: exact scattering model D = L∘(1 − C) + C with box constraints.
-
-    Two corrections to the printed algorithm (CONVENTIONS §2): the C step soft-thresholds the
-    stationary point with magnitude (|b| − λ)/a, and the inner loop takes a proximal *gradient*
-    step, L ← SVT_{1/μ}(W + (B − (1 − C)∘W)∘(1 − C)) with B = D − C + Y/μ, where the print shows
-    only SVT_{1/μ}(W). The Lipschitz constant of the smooth part is max (1 − C)² ≤ 1 (ℓ_p = 1).
-    """
-    D, obs = problem.D, problem.obs
-    Y, mu = initial_state(D, lam, norm_two)
-    mu_max = mu * _MU_RANGE
-    d_norm = float(np.linalg.norm(D))
-    L = np.zeros_like(D)
-    C = np.zeros_like(D)
-    observed = obs  # None: every entry observed (no mask arrays, no masking passes)
-    res = math.inf
-    it = 0
-    while it < max_iter:
-        it += 1
-        R = D - L + Y / mu
-        one_minus_l = 1.0 - L
-        a = mu * one_minus_l**2
-        # a = 0 where L = 1: the constraint holds for any C, take C = 0.
-        safe = a > 0 if observed is None else (a > 0) & observed
-        with np.errstate(divide="ignore", invalid="ignore"):
-            stationary = np.where(safe, R / np.where(safe, one_minus_l, 1.0), 0.0)
-            thr = np.where(safe, lam / np.where(safe, a, 1.0), np.inf)
-        C = np.clip(np.sign(stationary) * np.maximum(np.abs(stationary) - thr, 0.0), 0.0, 1.0)
-        C = C.astype(D.dtype, copy=False)
-        L = atm_lowrank(D, C, L, Y, mu, observed)
-        Z = _where_observed(observed, D - C - (1.0 - C) * L).astype(D.dtype, copy=False)
-        Y = Y + mu * Z
-        mu = min(mu * rho, mu_max)
-        res = float(np.linalg.norm(Z)) / d_norm
-        if res < tol:
-            break
-    return L, C, lazy_zeros_like(D), it, res  # ATM has no haze
-
-
-def _where_observed(observed: np.ndarray | None, x: np.ndarray) -> np.ndarray:
-    """``x`` on observed entries, 0 elsewhere (``observed`` None: all entries)."""
-    return x if observed is None else np.where(observed, x, 0.0)
-
-
-def atm_lowrank(
-    D: np.ndarray,
-    C: np.ndarray,
-    L: np.ndarray,
-    Y: np.ndarray,
-    mu: float,
-    observed: np.ndarray | None,
-) -> np.ndarray:
-    """ATM's inner loop (Alg. 1) for L: Nesterov-accelerated proximal-gradient steps from
-    ``L``, then clipped to [0, 1].
-
-    Parameters
-    ----------
-    D, C, L, Y
-        The data, cloud, current ground and dual variable in the solvers' wide layout (dates ×
-        pixels).
-    mu
-        The penalty μ of this outer iteration.
-    observed
-        Boolean, True where observed (None: every entry).
-
-    Returns
-    -------
-    numpy.ndarray
-        The new ground, after at most ``_INNER_MAX_ITER`` steps.
-    """
-    w = _where_observed(observed, 1.0 - C).astype(D.dtype, copy=False)
-    B = _where_observed(observed, D - C + Y / mu).astype(D.dtype, copy=False)
-    theta = theta_prev = 1.0
-    L_prev = L
-    f_prev, f = 0.0, math.inf
-    k = 0
-    while k < _INNER_MAX_ITER and abs(f - f_prev) > _INNER_TOL:
-        W = L + (theta / theta_prev - theta) * (L - L_prev)
-        L_prev = L
-        L, nuclear = svt(W + (B - w * W) * w, 1.0 / mu)
-        theta_prev = theta
-        theta = (math.sqrt(theta**4 + 4 * theta**2) - theta**2) / 2
-        f_prev = f
-        f = 0.5 * mu * float(np.linalg.norm(B - w * L)) ** 2 + nuclear
-        k += 1
-    return np.clip(L, 0.0, 1.0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from cloudcore import decompose, recovery_error
-from cloudcore.solvers import atm_lowrank, initial_state
+from cloudcore._schedule import initial_state
+from cloudcore.atm import atm_lowrank
 from cloudcore.svt import svt
 
 
