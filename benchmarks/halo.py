@@ -1,5 +1,7 @@
 """What the halo buys and what it costs (issue #45, item 3): tile scope at 1024 px tiles with a
 halo of 128 (the default), 96 and 64 px, on one simulated scene, the default settings otherwise.
+With ``--rhos``, the same for each growth ρ of the ALM's step (``solver.rho``): what a larger ρ
+changes in the written DN and in r against the truth.
 
 A series of georeferenced GeoTIFFs on one lattice (``make_geotiff_series``: the bundled demo
 image under ``--clouds`` clouds, 7 dates, 5 bands, ``--size``² px, DN = round(I · 65535)) is run
@@ -10,14 +12,15 @@ run in a fresh process after an untimed first run that compiles the kernels). Pe
   entries the clouds covered (observation ≥ truth + 0.02);
 * **seams**: the mean absolute step between neighbouring pixels across the tile borders over the
   mean step between neighbouring pixels anywhere (1 = no seam), in the clear layer;
-* the output DN (round(clear · 65535)) identical to the 128 px halo's, and the largest
-  difference;
+* the output DN (round(clear · 65535)) identical to the first run's (the first halo and ρ
+  given), and the largest difference;
 * the solve's CPU seconds summed over the workers (the run summary's ``solve`` tasks) and the
   wall time.
 
 Usage::
 
     python benchmarks/halo.py [--size 3072] [--halos 128 96 64] [--clouds moving]
+    python benchmarks/halo.py --halos 128 --rhos 2 1.5
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.config import SolverConfig
+
 TILE = 1024
 
 
-def _run(series: list[str], out: Path, overlap: int) -> dict[str, Any]:
+def _run(series: list[str], out: Path, overlap: int, rho: float) -> dict[str, Any]:
     """One run in this (fresh) process: its wall time and the solve's task seconds."""
     from pipeline.config import Config
     from pipeline.run import run
@@ -45,6 +50,7 @@ def _run(series: list[str], out: Path, overlap: int) -> dict[str, Any]:
             "inputs": {"kind": "geotiff", "paths": series},
             "output": {"path": str(out), "quicklooks": False},
             "tiling": {"tile_size": TILE, "overlap": overlap},
+            "solver": {"rho": rho},
             "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
         }
     )
@@ -97,6 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=3072)
     parser.add_argument("--halos", type=int, nargs="+", default=[128, 96, 64])
+    parser.add_argument("--rhos", type=float, nargs="+", default=[SolverConfig().rho])
     parser.add_argument("--clouds", default="moving", help="reference | perlin | moving")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
     args = parser.parse_args()
@@ -111,28 +118,31 @@ def main() -> None:
     series = [str(p) for p in made.paths]
     with rasterio.open(made.truth_path) as src:
         truth = src.read().astype(np.float64)
-    runs: dict[int, dict[str, Any]] = {}
+    runs: dict[tuple[int, float], dict[str, Any]] = {}
+    first = (args.halos[0], args.rhos[0])
     with ProcessPoolExecutor(1) as pool:  # the kernels compile here, untimed
-        pool.submit(_run, series, work / "warmup", args.halos[0]).result()
+        pool.submit(_run, series, work / "warmup", *first).result()
     for halo in args.halos:
-        out = work / f"halo{halo}"
-        with ProcessPoolExecutor(1) as pool:
-            runs[halo] = pool.submit(_run, series, out, halo).result()
-        runs[halo].update(_scores(out, truth))
-        shutil.rmtree(out / "work" / "strips", ignore_errors=True)
-    base = runs[args.halos[0]]
+        for rho in args.rhos:
+            out = work / f"halo{halo}-rho{rho:g}"
+            with ProcessPoolExecutor(1) as pool:
+                runs[halo, rho] = pool.submit(_run, series, out, halo, rho).result()
+            runs[halo, rho].update(_scores(out, truth))
+            shutil.rmtree(out / "work" / "strips", ignore_errors=True)
+    base = runs[first]
     print(
         f"{args.size}² px, 7 dates, 5 bands, {args.clouds} clouds, tiles {TILE} px; DN vs the "
-        f"{args.halos[0]} px halo's"
+        f"{first[0]} px halo's at ρ = {first[1]:g}"
     )
     print(
-        "| halo | r | r under clouds | seam | DN identical | largest DN diff | solve CPU | wall |"
+        "| halo | ρ | r | r under clouds | seam | DN identical | largest DN diff | solve CPU "
+        "| wall |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for halo, got in runs.items():
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (halo, rho), got in runs.items():
         diff = np.abs(got["dn"].astype(np.int32) - base["dn"])
         print(
-            f"| {halo} | {got['r']:.4f} | {got['r_cloudy']:.4f} | {got['seam']:.3f} | "
+            f"| {halo} | {rho:g} | {got['r']:.4f} | {got['r_cloudy']:.4f} | {got['seam']:.3f} | "
             f"{100 * float((diff == 0).mean()):.2f} % | {diff.max():.0f} | "
             f"{got['solve_cpu']:.1f} s | {got['wall']:.1f} s |"
         )
