@@ -14,6 +14,7 @@ run in a fresh process after an untimed first run that compiles the kernels). Pe
   mean step between neighbouring pixels anywhere (1 = no seam), in the clear layer;
 * the output DN (round(clear · 65535)) identical to the first run's (the first halo and ρ
   given), and the largest difference;
+* the solves' iterations summed over the tiles and bands (``diagnostics.csv``);
 * the solve's CPU seconds summed over the workers (the run summary's ``solve`` tasks) and the
   wall time.
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipeline.config import SolverConfig
 
@@ -59,7 +61,8 @@ def _run(series: list[str], out: Path, overlap: int, rho: float) -> dict[str, An
     wall = time.perf_counter() - started
     assert summary.ok, summary
     solve = {k: (s, c) for k, s, c, _ in summary.task_seconds}.get("solve", (0.0, 0.0))
-    return {"wall": wall, "solve_cpu": solve[1]}
+    iterations = int(pd.read_csv(out / "diagnostics.csv").iterations.sum())
+    return {"wall": wall, "solve_cpu": solve[1], "iterations": iterations}
 
 
 def _scores(out: Path, truth: np.ndarray) -> dict[str, Any]:
@@ -135,15 +138,15 @@ def main() -> None:
         f"{first[0]} px halo's at ρ = {first[1]:g}"
     )
     print(
-        "| halo | ρ | r | r under clouds | seam | DN identical | largest DN diff | solve CPU "
-        "| wall |"
+        "| halo | ρ | r | r under clouds | seam | DN identical | largest DN diff | iterations "
+        "| solve CPU | wall |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (halo, rho), got in runs.items():
         diff = np.abs(got["dn"].astype(np.int32) - base["dn"])
         print(
             f"| {halo} | {rho:g} | {got['r']:.4f} | {got['r_cloudy']:.4f} | {got['seam']:.3f} | "
-            f"{100 * float((diff == 0).mean()):.2f} % | {diff.max():.0f} | "
+            f"{100 * float((diff == 0).mean()):.2f} % | {diff.max():.0f} | {got['iterations']} | "
             f"{got['solve_cpu']:.1f} s | {got['wall']:.1f} s |"
         )
     if args.work is None:
