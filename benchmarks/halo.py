@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudcore._growth import check_growth
 from pipeline.config import SolverConfig
 
 TILE = 1024
@@ -106,7 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=3072)
     parser.add_argument("--halos", type=int, nargs="+", default=[128, 96, 64])
-    parser.add_argument("--rhos", type=float, nargs="+", default=[SolverConfig().rho])
+    parser.add_argument("--rhos", type=check_growth, nargs="+", default=[SolverConfig().rho])
     parser.add_argument("--clouds", default="moving", help="reference | perlin | moving")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
     args = parser.parse_args()

@@ -553,6 +553,8 @@ def run_fresh(
 
 #: ``--settings``: the defaults of this version, and those of 264e0ee (issue #45's baseline:
 #: rpca 1/√d refined, the mask thresholds 6/4/3 with a 1 px opening, observations not kept).
+#: The variants "without X" or "before X" change X alone: every other setting is today's (ρ = 2
+#: since 2026-11-30 included), not the default of the day X came.
 SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "default": {"solver": {}, "mask": {}},
     # Today's default without the date's offset (mask.offset): what the offset costs.

@@ -292,7 +292,8 @@ def main() -> None:
     from pipeline.config import SolverConfig
     from pipeline.solve.tile import solver_lambda
 
-    # The pipeline's default solve of a whole band: its method, λ rule and stopping rule.
+    # The pipeline's default solve of a whole band: its method, λ rule, stopping rule and μ's
+    # growth.
     solver = SolverConfig()
     d, n = args.size**2, args.dates
     solve = {
@@ -300,6 +301,7 @@ def main() -> None:
         "lam": solver_lambda(solver, d, n),
         "tol": solver.tol,
         "max_iter": solver.max_iter,
+        "rho": solver.rho,
     }
     max_dn = None if args.floats else args.max_dn or None
     shape = (args.size, args.dates, args.tile)

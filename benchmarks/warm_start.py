@@ -8,15 +8,16 @@ projecting D onto their leading r. The ALM's other state (the dual Y, the cloud 
 the neighbour's pixels and has nothing to say about the new ones.
 
 The inexact ALM's iteration count is set by its step-size schedule: μ starts at 1.25/‖D‖₂ and
-grows by ρ = 1.5 an iteration until ‖D − L − C − N‖_F/‖D‖_F < tol. A warm start either keeps
-that schedule (μ₀ as cold) or starts it j steps later (μ₀ · ρʲ), which is what a warm start
-must do to save iterations. Each start is solved with the pipeline's default (aATM, 1.4 × λ̂*,
-tol 3e-5, float32, one thread; no mask, as a tile inside every footprint) and its written
-values, DN = round(clip(L, 0, 1) · max_dn), are compared with the cold start's (the default's
-solve, what the pipeline writes today: the issue's bar for a lever, ≥ 99.9 % of the DN
-identical and none more than 1 DN apart) and with a cold solve to cloudcore's tolerance (1e-7,
-floored at 1e-6 in float32); r is against the simulation's truth. With ``--rhos`` the cold start
-is also solved with other growths ρ of μ (:func:`cloudcore._growth.mu_growth`).
+grows by ρ (the pipeline's ``solver.rho``) an iteration until ‖D − L − C − N‖_F/‖D‖_F < tol. A
+warm start either keeps that schedule (μ₀ as cold) or starts it j steps later (μ₀ · ρʲ), which
+is what a warm start must do to save iterations. Each start is solved with the pipeline's
+default (aATM, 1.4 × λ̂*, tol 3e-5, ρ 2, float32, one thread; no mask, as a tile inside every
+footprint) and its written values, DN = round(clip(L, 0, 1) · max_dn), are compared with the
+cold start's (the default's solve, what the pipeline writes today: the issue's bar for a lever,
+≥ 99.9 % of the DN identical and none more than 1 DN apart) and with a cold solve to cloudcore's
+tolerance (1e-7, floored at 1e-6 in float32); r is against the simulation's truth. With
+``--rhos`` the cold start is also solved with other growths ρ of μ
+(:func:`cloudcore._growth.mu_growth`).
 
 The tiles are the paper's simulation of the demo image (``cloudcore.simulate.paper_case``), two
 neighbouring halos of one (size + core)² scene. The cold start is checked bit for bit against
@@ -105,6 +106,13 @@ def main() -> None:
     parser.add_argument("--advance", type=int, nargs="+", default=[0, 2, 4, 6])
     parser.add_argument("--rhos", type=check_growth, nargs="*", default=[], help="cold, other ρ")
     args = parser.parse_args()
+    # The pipeline's growth of μ for every solve but the --rhos rows (run_alm and decompose
+    # read it when given none).
+    with mu_growth(SolverConfig().rho):
+        _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> None:
     side, core, n = args.size, args.core, args.dates
     case = paper_case(load_demo_truth(), n, size=side + core, rng=np.random.default_rng(args.seed))
     solver = SolverConfig()

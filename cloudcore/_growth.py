@@ -5,8 +5,10 @@ The solvers take ρ as an argument (``rho`` of :func:`cloudcore.decompose`,
 :func:`growth`: the paper's 1.5, or what a study set here for a while. The pipeline passes its
 own (``solver.rho``, 2 by default: docs/REAL-CLOUDS.md, "The ALM's growth ρ"). The benchmarks
 and ``python -m cloudlab heldout --rho`` set a study's ρ through :func:`mu_growth` or, in a
-worker process for its whole life, :func:`set_mu_growth`; what they solve through the
-pipeline's settings reads it back with :func:`study_growth`.
+worker process for its whole life, :func:`set_mu_growth`; the lab's scored solves
+(:func:`cloudlab.sitescore.solve_specs`, :mod:`cloudlab.realclouds`) read it back with
+:func:`study_growth` and pass it on. The setting is one per process, not per thread: a study
+sets it while nothing else solves (the pipeline never reads it: it passes its own ρ).
 """
 
 from __future__ import annotations

@@ -449,7 +449,8 @@ def solve_blocks(
     if norm_two == 0.0:
         shards.map("zero")
         return SceneOutcome(0, True, 0.0, lam, method, 0.0, 0.0, time.perf_counter() - started)
-    # The schedule of solvers.run_alm, with each step done on every block and reduced here.
+    # The schedule of solvers.run_alm (_schedule.alm_schedule), each step done on every block
+    # and reduced here.
     dual, mu = initial_scales(norm_two, peak, lam)
     gram = sum_grams(shards.map("start", lam, dual, mu, sparse))
     setup = time.perf_counter() - started

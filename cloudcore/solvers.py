@@ -1,7 +1,8 @@
 """Low-rank + sparse decompositions of a (pixels × dates) matrix: aATM, ATM, RPCA, NN-RPCA.
 
 All solvers share the inexact-ALM schedule of the reference code (CONVENTIONS §2): Y₀ = D /
-max(‖D‖₂, ‖D‖_∞/λ), μ₀ = 1.25/‖D‖₂, μ ← min(1.5μ, 10⁷μ₀), stop when ‖Z‖_F/‖D‖_F < tol.
+max(‖D‖₂, ‖D‖_∞/λ), μ₀ = 1.25/‖D‖₂, μ ← min(ρμ, 10⁷μ₀) with ρ = ``rho`` (the paper's 1.5 by
+default), stop when ‖Z‖_F/‖D‖_F < tol (:mod:`cloudcore._schedule`; ATM in :mod:`cloudcore.atm`).
 """
 
 from __future__ import annotations

@@ -100,8 +100,8 @@ def _parser() -> argparse.ArgumentParser:
         "--rho",
         type=_growth,
         default=None,
-        help="the ALM's growth of mu per iteration in every solve (default: the paper's 1.5; "
-        "measured, not the default; docs/REAL-CLOUDS.md)",
+        help="the ALM's growth of mu per iteration in every solve (default: the pipeline's "
+        "solver.rho, 2; the paper's is 1.5; docs/REAL-CLOUDS.md)",
     )
     heldout.add_argument(
         "--summarise-only",

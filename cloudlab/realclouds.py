@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 import cloudcore
+from cloudcore._growth import PAPER_RHO, study_growth
 from cloudcore.kept import keep_clear
 from cloudlab.realconfig import RealCloudsConfig, SolverEntry
 from cloudlab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
@@ -105,8 +106,11 @@ def solve(
     cloudcore.Decomposition
     """
     settings = cfg.solver
+    # This experiment's figures (docs/REAL-CLOUDS.md, "The first real-cloud experiment") were
+    # measured at the paper's growth of μ, before the pipeline's became 2: a study's, else that.
+    rho = study_growth() or PAPER_RHO
     solver = SolverConfig.model_validate(
-        {**entry.model_dump(), **settings.model_dump()}  # method, λ, refine; beta, tol, ...
+        {**entry.model_dump(), **settings.model_dump(), "rho": rho}  # method, λ; beta, tol, ...
     )
     data = np.where(observed, D, 0.0).astype(settings.dtype)
     lam = solver_lambda(solver, *D.shape)

@@ -293,7 +293,9 @@ def solve_specs(
                     D, observed, refined_L, frame, (), short_band, scale_statistic
                 )
             elif spec.refine == "joint":
-                out[spec.name] = _joint(D, observed, L, plain, frame, short_band, scale_statistic)
+                out[spec.name] = _joint(
+                    D, observed, L, plain, frame, short_band, scale_statistic, rho=solver.rho
+                )
             else:
                 out[spec.name] = plain
     return out
@@ -307,10 +309,11 @@ def _joint(
     frame: tuple[int, int],
     short_band: int = 0,
     scale_statistic: str = "median",
+    rho: float | None = None,
 ) -> Solved:
     """The ``+joint`` re-solve: RPCA 3/√d of every band on the entries the first solve's
     (``first``, ground ``L``) :data:`JOINT_RULE` mask calls clear, ``L`` kept where it returns
-    no value."""
+    no value; μ grows by ``rho`` (the first solve's; None: cloudcore's)."""
     d, n = observed.shape
     codes = first.codes(JOINT_RULE, observed.T.reshape(n, *frame))
     keep = observed & (codes.reshape(n, d).T == CLEAR)
@@ -320,7 +323,7 @@ def _joint(
         data = np.where(observed, band, 0.0).astype(np.float32)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cloudcore.ConvergenceWarning)
-            res = cloudcore.decompose(data, "rpca", lam=lam2, mask=keep, threads=1)
+            res = cloudcore.decompose(data, "rpca", lam=lam2, mask=keep, threads=1, rho=rho)
         new = res.L.astype(np.float64)
         again.append(np.where(np.isfinite(new), new, low))
     return Solved(D, observed, np.stack(again), frame, (), short_band, scale_statistic)

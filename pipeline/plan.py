@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pipeline.config import Config
+from cloudcore._growth import PAPER_RHO
+from pipeline.config import Config, SolverConfig
 from pipeline.config.run import SCOPE_TRAITS
 from pipeline.errors import ConfigError, InputError
 from pipeline.grid.tiling import TileGrid
@@ -42,6 +43,7 @@ __all__ = [
     "describe_plan",
     "make_plan",
     "short_band",
+    "solver_key",
     "tile_states",
 ]
 
@@ -225,18 +227,7 @@ def make_plan(config: Config, layout: Layout | None = None) -> RunPlan:
         # The DEM changes the orthorectified pixels, so it is part of every staged tile's id.
         "dem": str(config.inputs.dem) if config.inputs.dem else None,
     }
-    solver = config.solver.model_dump(mode="json")
-    # The refinement as it takes effect: `refine` left out and `true` are the same tile-scope
-    # work, left out and `false` the same scene-scope work.
-    solver["refine"] = config.solver.refines
-    if not SCOPE_TRAITS[config.solver.scope].named_in_ids:
-        del solver["scope"]
-    # The cap as it takes effect; off, spelt as before it existed: earlier cubes still resume.
-    solver["cap_ground"] = config.solver.caps_ground
-    if not solver["cap_ground"]:
-        del solver["cap_ground"]
-    config.solver.spell_floor(solver)  # the same for the floor
-    solve_settings = {**scene, "solver": solver}
+    solve_settings = {**scene, "solver": solver_key(config.solver)}
 
     def ids(band: str | None, settings: dict[str, Any]) -> dict[tuple[int, int], str]:
         return {
@@ -322,6 +313,26 @@ def _short_band(config: Config, bands: tuple[str, ...]) -> int:
             bands[index],
         )
     return index
+
+
+def solver_key(config: SolverConfig) -> dict[str, Any]:
+    """The solver's settings as they enter every solved tile's id: as they take effect, and
+    each setting added since the first cubes, at the value every solve had before it existed,
+    spelt as then (left out), so that those cubes still resume."""
+    solver = config.model_dump(mode="json")
+    # The refinement as it takes effect: `refine` left out and `true` are the same tile-scope
+    # work, left out and `false` the same scene-scope work.
+    solver["refine"] = config.refines
+    if not SCOPE_TRAITS[config.scope].named_in_ids:
+        del solver["scope"]
+    # The cap as it takes effect; off, spelt as before it existed.
+    solver["cap_ground"] = config.caps_ground
+    if not solver["cap_ground"]:
+        del solver["cap_ground"]
+    config.spell_floor(solver)  # the same for the floor
+    if solver["rho"] == PAPER_RHO:  # the paper's growth of μ, every solve's before solver.rho
+        del solver["rho"]
+    return solver
 
 
 def _row_ids(band: str, tiles: TileGrid, solve_ids: dict[tuple[int, int], str]) -> dict[int, str]:

@@ -169,6 +169,7 @@ def warm_dn_blocks(solver: SolverConfig) -> None:
         method=solver.method,
         tol=solver.tol,
         max_iter=solver.max_iter,
+        rho=solver.rho,
     )
 
 

@@ -115,6 +115,16 @@ def test_blocks_equal_whole_band_decompose(footprint_series: np.ndarray, dtype: 
     assert np.isfinite(got[0].reshape(SIZE, SIZE, N_DATES)[60:, 100:, 3]).all()
 
 
+def test_blocks_take_the_growth_of_mu_as_decompose_does(footprint_series: np.ndarray) -> None:
+    """``rho`` reaches the block-wise schedule: the same iterations and layers as decompose's
+    with the same ρ, and fewer than with the paper's 1.5."""
+    lam = cloudcore.lambda_star(SIZE * SIZE, N_DATES)
+    ref = _whole(footprint_series, lam=lam, rho=2.0)
+    outcome, got = _solve_tiled(footprint_series, (48, 40), groups=3, lam=lam, rho=2.0)
+    assert outcome.iterations == ref.iterations < _whole(footprint_series, lam=lam).iterations
+    _assert_same(got, ref, _bound(footprint_series, ref))
+
+
 @pytest.mark.parametrize("method", ["rpca", "nnrpca", "aatm-shadow"])
 def test_other_alm_methods_and_one_tile_per_group(
     footprint_series: np.ndarray, method: str

@@ -17,7 +17,7 @@ from cloudcore.masks import CLOUD
 from pipeline.config import Config, parse
 from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
-from pipeline.plan import make_plan
+from pipeline.plan import make_plan, solver_key
 from pipeline.run import run
 from tests.pipeline.runs import address_config
 
@@ -80,3 +80,8 @@ def test_the_cap_is_for_additive_methods_and_keys_the_tiles(
     assert solve_ids() == solve_ids(cap_ground=True) == solve_ids(cap_ground=None)
     atm = parse({**base, "solver": {"method": "atm"}}, Config).solver
     assert atm.cap_ground is None and not atm.caps_ground
+    # μ's growth keys the tiles too; the paper's 1.5, every solve's before solver.rho existed,
+    # is spelt as then (left out), so that cubes made before it still resume.
+    assert solve_ids().isdisjoint(solve_ids(rho=1.5))
+    assert "rho" not in solver_key(parse({**base, "solver": {"rho": 1.5}}, Config).solver)
+    assert solver_key(parse(base, Config).solver)["rho"] == 2.0
