@@ -17,7 +17,15 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["PAPER_RHO", "check_growth", "growth", "mu_growth", "set_mu_growth", "study_growth"]
+__all__ = [
+    "PAPER_RHO",
+    "check_growth",
+    "growth",
+    "mu_growth",
+    "resolve_growth",
+    "set_mu_growth",
+    "study_growth",
+]
 
 #: The paper's growth of μ per iteration (docs/CONVENTIONS.md).
 PAPER_RHO = 1.5
@@ -28,6 +36,12 @@ def growth() -> float:
     """The growth of μ per iteration a solver uses when it is given none: a study's, else the
     paper's."""
     return PAPER_RHO if _study is None else _study
+
+
+def resolve_growth(rho: float | None) -> float:
+    """The growth a solver given ``rho`` uses: ``rho`` checked (:func:`check_growth`), or
+    :func:`growth` when it is None."""
+    return growth() if rho is None else check_growth(rho)
 
 
 def study_growth() -> float | None:

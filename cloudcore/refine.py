@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from cloudcore._growth import growth
+from cloudcore._growth import resolve_growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._morphology import dilate, erode
 from cloudcore.anomaly import sample_entries
@@ -184,7 +184,7 @@ def refine(
     """
     from cloudcore.solvers import decompose
 
-    rho = growth() if rho is None else rho  # once: every round's re-solve with the same ρ
+    rho = resolve_growth(rho)  # once: every round's re-solve with the same ρ
     data = np.asarray(D)
     dtype = np.float32 if data.dtype == np.float32 else np.float64
     observed = np.isfinite(data) if mask is None else np.asarray(mask, dtype=bool)

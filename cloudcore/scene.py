@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
 from cloudcore._dn import dn_values, values_of_dn
-from cloudcore._growth import check_growth, growth
+from cloudcore._growth import resolve_growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import RANGE_SLACK, numba_threads
 from cloudcore._schedule import alm_schedule, initial_scales
@@ -435,7 +435,7 @@ def solve_blocks(
         raise ValueError(f"solve_blocks needs n ≥ 2 dates and d ≥ n pixels, got d={d}, n={n}")
     check_positive(beta, "beta")
     check_stopping(tol, max_iter)
-    rho = growth() if rho is None else check_growth(rho)
+    rho = resolve_growth(rho)
     lam = lambda_default(d) if lam is None else float(lam)
     check_positive(lam, "lam")
     if np.dtype(dtype) == np.float32:

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from cloudcore import _kernels
 from cloudcore._checks import check_positive, check_stopping
-from cloudcore._growth import check_growth, growth
+from cloudcore._growth import resolve_growth
 from cloudcore._memory import lazy_zeros_like
 from cloudcore._problem import Problem, numba_threads, prepare, spectral_norm, zero_result
 from cloudcore._schedule import Outcome, alm_schedule, initial_state
@@ -149,7 +149,7 @@ def decompose(
     check_positive(beta, "beta")
     check_positive(shadow_weight, "shadow_weight")
     check_stopping(tol, max_iter)
-    rho = growth() if rho is None else check_growth(rho)
+    rho = resolve_growth(rho)  # checked before any work
     problem = prepare(D, mask)
     lam = lambda_default(max(problem.shape[0], problem.shape[1])) if lam is None else float(lam)
     check_positive(lam, "lam")
@@ -194,8 +194,7 @@ def solve(
     if norm_two == 0.0:
         return zero_result(problem, lam, method)
     with numba_threads(threads):
-        rho = growth() if rho is None else rho
-        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter, rho=rho)
+        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter, rho=resolve_growth(rho))
     converged = res < tol
     if warn and not converged:
         warnings.warn(
@@ -301,7 +300,7 @@ def run_alm(
     ``benchmarks/warm_start.py`` measures and no solver uses (docs/PERFORMANCE.md).
     """
     D, obs = problem.D, problem.obs
-    rho = growth() if rho is None else rho
+    rho = resolve_growth(rho)
     dtype = D.dtype
     weighted = weights is not None
     dummy = np.zeros((1, 1), dtype=dtype)

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 import cloudcore
-from cloudcore._growth import PAPER_RHO, study_growth
+from cloudcore._growth import growth
 from cloudcore.kept import keep_clear
 from cloudlab.realconfig import RealCloudsConfig, SolverEntry
 from cloudlab.realdata import CLOUD, SHADOW, RealSeries, load_real_series
@@ -107,8 +107,9 @@ def solve(
     """
     settings = cfg.solver
     # This experiment's figures (docs/REAL-CLOUDS.md, "The first real-cloud experiment") were
-    # measured at the paper's growth of μ, before the pipeline's became 2: a study's, else that.
-    rho = study_growth() or PAPER_RHO
+    # measured at the paper's growth of μ, before the pipeline's became 2: a study's, else that
+    # (cloudcore's own, growth()).
+    rho = growth()
     solver = SolverConfig.model_validate(
         {**entry.model_dump(), **settings.model_dump(), "rho": rho}  # method, λ; beta, tol, ...
     )
