@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike
 from scipy import ndimage
 
 from cloudcore._checks import check_positive, check_stopping
+from cloudcore._growth import resolve_growth
 from cloudcore._problem import prepare
 from cloudcore.result import Decomposition
 from cloudcore.solvers import run_alm, solve, sparse_rule
@@ -77,6 +78,7 @@ def complete(
     max_iter: int = 1000,
     mask: ArrayLike | None = None,
     threads: int | None = None,
+    rho: float | None = None,
 ) -> Decomposition:
     """Re-estimate the ground with the cloudy entries down-weighted (the MC step).
 
@@ -92,8 +94,9 @@ def complete(
         Mask rule, see :func:`cloud_mask`.
     alpha
         Weight of S on cloudy entries; default 0.1/√d.
-    tol, max_iter, mask, threads
-        As in :func:`cloudcore.decompose`; ``mask`` marks observed entries.
+    tol, max_iter, mask, threads, rho
+        As in :func:`cloudcore.decompose`; ``mask`` marks observed entries, ``rho`` is μ's
+        growth per iteration (None: the paper's 1.5, or a study's).
 
     Returns
     -------
@@ -101,6 +104,7 @@ def complete(
         ``L`` is the completed ground B, ``C`` the residual S, ``N`` zeros; ``lam`` is α.
     """
     check_stopping(tol, max_iter)
+    rho = resolve_growth(rho)  # checked before any work
     problem = prepare(D, mask)
     d = problem.shape[0]
     alpha = 0.1 / math.sqrt(d) if alpha is None else float(alpha)
@@ -110,4 +114,4 @@ def complete(
 
     # Weighted RPCA: λ = 1 with per-entry weights α (cloudy) or 1 (clear); no haze layer.
     iterate = partial(run_alm, problem, 1.0, sparse=sparse_rule("rpca"), beta=None, weights=weights)
-    return solve(problem, "mc", alpha, tol, max_iter, threads, iterate)
+    return solve(problem, "mc", alpha, tol, max_iter, threads, iterate, rho=rho)
