@@ -1,7 +1,9 @@
 """What the halo buys and what it costs (issue #45, item 3): tile scope at 1024 px tiles with a
 halo of 128 (the default), 96 and 64 px, on one simulated scene, the default settings otherwise.
-With ``--rhos``, the same for each growth ρ of the ALM's step (``solver.rho``): what a larger ρ
-changes in the written DN and in r against the truth.
+With ``--rhos``, ``--tols`` or ``--tiles``, the same for each growth ρ of the ALM's step
+(``solver.rho``), each solver tolerance (``solver.tol``) or each tile size
+(``tiling.tile_size``): what each changes in the written DN and in r against the truth. Every
+combination of the values given is run; the first of each list is the reference.
 
 A series of georeferenced GeoTIFFs on one lattice (``make_geotiff_series``: the bundled demo
 image under ``--clouds`` clouds, 7 dates, 5 bands, ``--size``² px, DN = round(I · 65535)) is run
@@ -22,11 +24,14 @@ Usage::
 
     python benchmarks/halo.py [--size 3072] [--halos 128 96 64] [--clouds moving]
     python benchmarks/halo.py --halos 128 --rhos 2 1.5
+    python benchmarks/halo.py --halos 128 --tols 3e-5 1e-4
+    python benchmarks/halo.py --halos 128 --tiles 1024 1536
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import tempfile
 import time
@@ -40,10 +45,10 @@ import pandas as pd
 from cloudcore._growth import check_growth
 from pipeline.config import SolverConfig
 
-TILE = 1024
 
-
-def _run(series: list[str], out: Path, overlap: int, rho: float) -> dict[str, Any]:
+def _run(
+    series: list[str], out: Path, tile: int, overlap: int, rho: float, tol: float
+) -> dict[str, Any]:
     """One run in this (fresh) process: its wall time and the solve's task seconds."""
     from pipeline.config import Config
     from pipeline.run import run
@@ -52,8 +57,8 @@ def _run(series: list[str], out: Path, overlap: int, rho: float) -> dict[str, An
         {
             "inputs": {"kind": "geotiff", "paths": series},
             "output": {"path": str(out), "quicklooks": False},
-            "tiling": {"tile_size": TILE, "overlap": overlap},
-            "solver": {"rho": rho},
+            "tiling": {"tile_size": tile, "overlap": overlap},
+            "solver": {"rho": rho, "tol": tol},
             "cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 1},
         }
     )
@@ -66,7 +71,7 @@ def _run(series: list[str], out: Path, overlap: int, rho: float) -> dict[str, An
     return {"wall": wall, "solve_cpu": solve[1], "iterations": iterations}
 
 
-def _scores(out: Path, truth: np.ndarray) -> dict[str, Any]:
+def _scores(out: Path, truth: np.ndarray, tile: int) -> dict[str, Any]:
     """r, r under clouds, the seam ratio and the written DN of one run, a band at a time."""
     import xarray as xr
 
@@ -90,7 +95,7 @@ def _scores(out: Path, truth: np.ndarray) -> dict[str, Any]:
         ]
         for axis in (-1, -2):
             step = np.abs(np.diff(clear, axis=axis))
-            borders = np.arange(TILE - 1, step.shape[axis], TILE)
+            borders = np.arange(tile - 1, step.shape[axis], tile)
             at = np.take(step, borders, axis=axis)
             sums[4:] += [np.nansum(at), np.isfinite(at).sum()]
             steps += [np.nansum(step), np.isfinite(step).sum()]
@@ -108,6 +113,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=3072)
     parser.add_argument("--halos", type=int, nargs="+", default=[128, 96, 64])
     parser.add_argument("--rhos", type=check_growth, nargs="+", default=[SolverConfig().rho])
+    parser.add_argument("--tols", type=float, nargs="+", default=[SolverConfig().tol])
+    parser.add_argument("--tiles", type=int, nargs="+", default=[1024])
     parser.add_argument("--clouds", default="moving", help="reference | perlin | moving")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
     args = parser.parse_args()
@@ -122,33 +129,34 @@ def main() -> None:
     series = [str(p) for p in made.paths]
     with rasterio.open(made.truth_path) as src:
         truth = src.read().astype(np.float64)
-    runs: dict[tuple[int, float], dict[str, Any]] = {}
-    first = (args.halos[0], args.rhos[0])
+    runs: dict[tuple[int, int, float, float], dict[str, Any]] = {}
+    variants = list(itertools.product(args.tiles, args.halos, args.rhos, args.tols))
+    first = variants[0]
     with ProcessPoolExecutor(1) as pool:  # the kernels compile here, untimed
         pool.submit(_run, series, work / "warmup", *first).result()
-    for halo in args.halos:
-        for rho in args.rhos:
-            out = work / f"halo{halo}-rho{rho:g}"
-            with ProcessPoolExecutor(1) as pool:
-                runs[halo, rho] = pool.submit(_run, series, out, halo, rho).result()
-            runs[halo, rho].update(_scores(out, truth))
-            shutil.rmtree(out / "work" / "strips", ignore_errors=True)
+    for variant in variants:
+        tile, halo, rho, tol = variant
+        out = work / f"tile{tile}-halo{halo}-rho{rho:g}-tol{tol:g}"
+        with ProcessPoolExecutor(1) as pool:
+            runs[variant] = pool.submit(_run, series, out, *variant).result()
+        runs[variant].update(_scores(out, truth, tile))
+        shutil.rmtree(out / "work" / "strips", ignore_errors=True)
     base = runs[first]
     print(
-        f"{args.size}² px, 7 dates, 5 bands, {args.clouds} clouds, tiles {TILE} px; DN vs the "
-        f"{first[0]} px halo's at ρ = {first[1]:g}"
+        f"{args.size}² px, 7 dates, 5 bands, {args.clouds} clouds; DN vs the first row's "
+        f"(tile {first[0]}, halo {first[1]}, ρ = {first[2]:g}, tol {first[3]:g})"
     )
     print(
-        "| halo | ρ | r | r under clouds | seam | DN identical | largest DN diff | iterations "
-        "| solve CPU | wall |"
+        "| tile | halo | ρ | tol | r | r under clouds | seam | DN identical | largest DN diff "
+        "| iterations | solve CPU | wall |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for (halo, rho), got in runs.items():
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (tile, halo, rho, tol), got in runs.items():
         diff = np.abs(got["dn"].astype(np.int32) - base["dn"])
         print(
-            f"| {halo} | {rho:g} | {got['r']:.4f} | {got['r_cloudy']:.4f} | {got['seam']:.3f} | "
-            f"{100 * float((diff == 0).mean()):.2f} % | {diff.max():.0f} | {got['iterations']} | "
-            f"{got['solve_cpu']:.1f} s | {got['wall']:.1f} s |"
+            f"| {tile} | {halo} | {rho:g} | {tol:g} | {got['r']:.4f} | {got['r_cloudy']:.4f} | "
+            f"{got['seam']:.3f} | {100 * float((diff == 0).mean()):.2f} % | {diff.max():.0f} | "
+            f"{got['iterations']} | {got['solve_cpu']:.1f} s | {got['wall']:.1f} s |"
         )
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -415,7 +415,11 @@ def run_once(
         {
             "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
             "output": {"path": str(out)},
-            "tiling": {"tile_size": args.tile_size, "overlap": args.overlap},
+            "tiling": {
+                "tile_size": args.tile_size,
+                "overlap": args.overlap,
+                **SETTINGS[settings].get("tiling", {}),
+            },
             "solver": {"scope": scope, **SETTINGS[settings]["solver"]},
             "mask": SETTINGS[settings]["mask"],
             "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
@@ -575,6 +579,11 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "floor": {"solver": {"floor_ground": 0.25}, "mask": {}},
     # Today's default with the paper's growth of μ (the default before 2026-11-30).
     "rho1.5": {"solver": {"rho": 1.5}, "mask": {}},
+    # Today's default stopped at a looser tolerance (solver.tol; #45, item 1).
+    "tol1e-4": {"solver": {"tol": 1e-4}, "mask": {}},
+    # Today's default with 1280 px tiles (tiling.tile_size; #45, item 3: the same 128 px halo
+    # is a smaller share of a larger tile). A setting's "tiling" overrides --tile-size.
+    "tile1280": {"solver": {}, "mask": {}, "tiling": {"tile_size": 1280}},
     "264e0ee": {
         "solver": {
             "method": "rpca",
