@@ -162,6 +162,9 @@ class Solved:
 
         # The whiteness tests of each rule's ratios, once (the grid's ~100 rules share a few).
         self._tests: dict[tuple[float, bool, float], tuple[Any, Any]] = {}
+        # The entries dark in every band at each flat-shadow threshold, once (the rules share
+        # two or three; each is a division of the shade's sums and a comparison).
+        self._dark_everywhere: dict[float, np.ndarray] = {}
 
     def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
         """The mask of ``rule`` (:func:`~cloudcore.masks.classify_scores`) from this solve's
@@ -199,7 +202,9 @@ class Solved:
                     f"the benchmark's solves hold the shade at flat_ratio {self.shade.ratio:g}, "
                     f"not {rule.flat_ratio:g}"
                 )
-            shade = self.shade.dark(rule.shadow_flat)[pick]
+            if rule.shadow_flat not in self._dark_everywhere:
+                self._dark_everywhere[rule.shadow_flat] = self.shade.dark(rule.shadow_flat)
+            shade = self._dark_everywhere[rule.shadow_flat][pick]
         return classify_scores(
             self.bright[pick], self.dark[pick], seen, rule, white, flat, around, shade
         )
