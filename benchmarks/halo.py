@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from cloudcore._growth import check_growth
-from pipeline.config import SolverConfig
+from pipeline.config import SolverConfig, TilingConfig
 
 
 def _run(
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--halos", type=int, nargs="+", default=[128, 96, 64])
     parser.add_argument("--rhos", type=check_growth, nargs="+", default=[SolverConfig().rho])
     parser.add_argument("--tols", type=float, nargs="+", default=[SolverConfig().tol])
-    parser.add_argument("--tiles", type=int, nargs="+", default=[1024])
+    parser.add_argument("--tiles", type=int, nargs="+", default=[TilingConfig().tile_size])
     parser.add_argument("--clouds", default="moving", help="reference | perlin | moving")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: temp)")
     args = parser.parse_args()

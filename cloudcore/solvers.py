@@ -178,15 +178,15 @@ def solve(
     threads: int | None,
     iterate: Callable[..., Outcome],
     *,
+    rho: float,
     warn: bool = True,
-    rho: float | None = None,
 ) -> Decomposition:
     """Run a solver on a validated problem and package its result (shared by every method).
 
-    ``iterate(norm_two, tol=…, max_iter=…, rho=…)`` runs the iterations (``rho`` None: the
-    growth of :func:`cloudcore._growth.growth`). This applies the float32 tolerance floor, the
-    defined answer for ‖D‖₂ = 0, the thread setting and the convergence warning (unless
-    ``warn`` is False).
+    ``iterate(norm_two, tol=…, max_iter=…, rho=…)`` runs the iterations with ``rho``, the growth
+    the caller resolved and checked (:func:`cloudcore._growth.resolve_growth`, before any
+    work). This applies the float32 tolerance floor, the defined answer for ‖D‖₂ = 0, the
+    thread setting and the convergence warning (unless ``warn`` is False).
     """
     if problem.D.dtype == np.float32:
         tol = max(tol, FLOAT32_TOL_FLOOR)
@@ -194,7 +194,7 @@ def solve(
     if norm_two == 0.0:
         return zero_result(problem, lam, method)
     with numba_threads(threads):
-        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter, rho=resolve_growth(rho))
+        L, C, N, it, res = iterate(norm_two, tol=tol, max_iter=max_iter, rho=rho)
     converged = res < tol
     if warn and not converged:
         warnings.warn(
