@@ -149,11 +149,52 @@ def _shrink(t, tj, neg, clip_c, c_floor):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
+def _first_entry(p, rows, tj, sparse):  # pragma: no cover - compiled
+    """Entry ``p`` of :func:`first_sparse_step`: A of iteration 1 (into ``aj``) from its C,
+    returned."""
+    Dj, Lj, Yj, Cj, aj, inv_mu = rows
+    base = Dj[p] + Yj[p] * inv_mu
+    Cj[p] = _shrink(base - Lj[p], tj, sparse[2], sparse[0], sparse[1])
+    aj[p] = base - Cj[p]
+    return Cj[p]
+
+
+@njit(inline="always")
+def _haze_entry(p, rows, tj, sparse):  # pragma: no cover - compiled
+    """Entry ``p`` of :func:`fused_iteration`'s pass: L, N, Y and Z (into ``aj``) of iteration
+    k stored, the sparse step of k + 1 returned. ``rows``: a block's rows of date j and the
+    step's scalars; ``sparse``: (clip_c, c_floor, neg)."""
+    Dj, Cj, Nj, Yj, Lj, lowj, aj, n_factor, mu, inv_mu, inv_mu_next = rows
+    Lj[p] = lowj[p]
+    lij = Lj[p]  # re-read: continue from the stored (possibly float32) value
+    resid = Dj[p] - lij - Cj[p]
+    Nj[p] = n_factor * (resid + Yj[p] * inv_mu)
+    nij = Nj[p]
+    z = resid - nij
+    Yj[p] += mu * z
+    aj[p] = z  # Z, kept for the residual and the mask fix-up
+    base = Dj[p] - nij + Yj[p] * inv_mu_next
+    return _shrink(base - lij, tj, sparse[2], sparse[0], sparse[1])
+
+
+@njit(inline="always")
+def _plain_entry(p, rows, tj, sparse):  # pragma: no cover - compiled
+    """:func:`_haze_entry` with N = 0 (:func:`fused_iteration_no_haze`)."""
+    Dj, Cj, Yj, Lj, lowj, aj, mu, inv_mu_next = rows
+    Lj[p] = lowj[p]
+    lij = Lj[p]
+    z = Dj[p] - lij - Cj[p]
+    Yj[p] += mu * z
+    aj[p] = z
+    base = Dj[p] + Yj[p] * inv_mu_next
+    return _shrink(base - lij, tj, sparse[2], sparse[0], sparse[1])
+
+
+@njit(inline="always")
 def _fill_unobserved(aj, Lj, obs, j, p0, m):  # pragma: no cover - compiled
     """Unobserved entries of date ``j``'s block row: the SVT sees the current fill L there."""
-    for p in range(m):
-        if not obs[j, p0 + p]:
-            aj[p] = Lj[p]
+    for p in range(m):  # a select, not a branch, so that it vectorises
+        aj[p] = aj[p] if obs[j, p0 + p] else Lj[p]
 
 
 @njit(inline="always")
@@ -196,12 +237,14 @@ def first_sparse_step(
             Dj, Lj = Dv[j, q0 : q0 + m], L[j, p0 : p0 + m]
             Yj, Cj, aj = Y[j, p0 : p0 + m], C[j, p0 : p0 + m], a[j]
             thr = lam * inv_mu
-            for p in range(m):
-                base = Dj[p] + Yj[p] * inv_mu
-                t = base - Lj[p]
-                tj = thr * weights[j, p0 + p] if weighted else thr
-                Cj[p] = _shrink(t, tj, neg, clip_c, c_floor)
-                aj[p] = base - Cj[p]
+            rows, sparse = (Dj, Lj, Yj, Cj, aj, inv_mu), (clip_c, c_floor, neg)
+            if weighted:  # outside the loop, as in fused_iteration
+                wj = weights[j, p0 : p0 + m]
+                for p in range(m):
+                    Cj[p] = _first_entry(p, rows, thr * wj[p], sparse)
+            else:
+                for p in range(m):
+                    Cj[p] = _first_entry(p, rows, thr, sparse)
             if masked:
                 # Unobserved: no constraint, no cloud; the SVT sees the current fill L.
                 for p in range(m):
@@ -264,32 +307,30 @@ def fused_iteration(
         low = _low_rank(a, W)
         s = 0.0
         thr = lam * inv_mu_next
+        sparse = (clip_c, c_floor, neg)
         for j in range(n):
             Dj, Cj, Nj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], N[j, p0 : p0 + m]
             Yj, Lj, Cn = Y[j, p0 : p0 + m], L[j, p0 : p0 + m], C_next[j, p0 : p0 + m]
             lowj, aj = low[j], a[j]
-            # Branch-free over pixels so that it vectorises; masks are applied afterwards.
-            for p in range(m):
-                Lj[p] = lowj[p]
-                lij = Lj[p]  # re-read: continue from the stored (possibly float32) value
-                resid = Dj[p] - lij - Cj[p]
-                Nj[p] = n_factor * (resid + Yj[p] * inv_mu)
-                nij = Nj[p]
-                z = resid - nij
-                Yj[p] += mu * z
-                aj[p] = z  # Z, kept for the residual and the mask fix-up below
-                base = Dj[p] - nij + Yj[p] * inv_mu_next
-                t = base - lij
-                tj = thr * weights[j, p0 + p] if weighted else thr
-                Cn[p] = _shrink(t, tj, neg, clip_c, c_floor)
+            rows = (Dj, Cj, Nj, Yj, Lj, lowj, aj, n_factor, mu, inv_mu, inv_mu_next)
+            # Branch-free over pixels so that it vectorises; masks are applied afterwards. The
+            # weights' test is outside the loop: inside, it kept LLVM from vectorising the
+            # loop, which then took 40 % of the pass's time (docs/PERFORMANCE.md).
+            if weighted:
+                wj = weights[j, p0 : p0 + m]
+                for p in range(m):
+                    Cn[p] = _haze_entry(p, rows, thr * wj[p], sparse)
+            else:
+                for p in range(m):
+                    Cn[p] = _haze_entry(p, rows, thr, sparse)
             if masked:
                 # Unobserved: no constraint (Z = 0; Y, N, C stay 0) and the fill is L.
-                for p in range(m):
-                    if not obs[j, p0 + p]:
-                        aj[p] = 0.0
-                        Yj[p] = 0.0
-                        Nj[p] = 0.0
-                        Cn[p] = 0.0
+                for p in range(m):  # selects, not a branch, so that it vectorises
+                    seen = obs[j, p0 + p]
+                    aj[p] = aj[p] if seen else 0.0
+                    Yj[p] = Yj[p] if seen else 0.0
+                    Nj[p] = Nj[p] if seen else 0.0
+                    Cn[p] = Cn[p] if seen else 0.0
             for p in range(m):
                 s += aj[p] * aj[p]
             for p in range(m):
@@ -343,25 +384,24 @@ def fused_iteration_no_haze(
         low = _low_rank(a, W)
         s = 0.0
         thr = lam * inv_mu_next
+        sparse = (clip_c, c_floor, neg)
         for j in range(n):
             Dj, Cj, Yj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m]
             Lj, Cn, lowj, aj = L[j, p0 : p0 + m], C_next[j, p0 : p0 + m], low[j], a[j]
-            for p in range(m):  # as in fused_iteration, with nij = 0
-                Lj[p] = lowj[p]
-                lij = Lj[p]
-                z = Dj[p] - lij - Cj[p]
-                Yj[p] += mu * z
-                aj[p] = z
-                base = Dj[p] + Yj[p] * inv_mu_next
-                t = base - lij
-                tj = thr * weights[j, p0 + p] if weighted else thr
-                Cn[p] = _shrink(t, tj, neg, clip_c, c_floor)
+            rows = (Dj, Cj, Yj, Lj, lowj, aj, mu, inv_mu_next)
+            if weighted:  # as in fused_iteration, with nij = 0
+                wj = weights[j, p0 : p0 + m]
+                for p in range(m):
+                    Cn[p] = _plain_entry(p, rows, thr * wj[p], sparse)
+            else:
+                for p in range(m):
+                    Cn[p] = _plain_entry(p, rows, thr, sparse)
             if masked:
                 for p in range(m):
-                    if not obs[j, p0 + p]:
-                        aj[p] = 0.0
-                        Yj[p] = 0.0
-                        Cn[p] = 0.0
+                    seen = obs[j, p0 + p]
+                    aj[p] = aj[p] if seen else 0.0
+                    Yj[p] = Yj[p] if seen else 0.0
+                    Cn[p] = Cn[p] if seen else 0.0
             for p in range(m):
                 s += aj[p] * aj[p]
             for p in range(m):
