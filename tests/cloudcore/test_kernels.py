@@ -121,3 +121,36 @@ def test_d_held_as_dn_gives_the_bits_of_its_float32_quotient(masked, n_factor, s
     for a, b in zip(as_values, as_dn, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert np.array_equal(gram(values), gram(dn, np.float32(max_dn)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_factor", [0.0, 0.4])
+@pytest.mark.parametrize("sparse", SPARSE_RULES)
+def test_the_masked_and_weighted_paths_reduce_to_the_plain_pass(dtype, n_factor, sparse):
+    """A mask that observes every entry and weights of one change nothing: the masked path's
+    fix-ups are selects that keep every computed value, and λ/μ · 1 is λ/μ, so each path gives
+    the plain pass's bits. (Their tests sit outside the per-pixel loops, which then vectorise:
+    docs/PERFORMANCE.md, "The solver's pass vectorised".)"""
+    rng = np.random.default_rng(13)
+    n, d = 7, 2 * BLOCK + 3
+    D = rng.random((n, d)).astype(dtype)
+    plain = _run(
+        fused_step,
+        D,
+        np.ones((1, 1), bool),
+        np.zeros((1, 1), dtype),
+        False,
+        False,
+        sparse,
+        n_factor,
+    )
+    every = np.ones((n, d), bool)
+    ones = np.ones((n, d), dtype)
+    for obs, weights, masked, weighted in [
+        (every, np.zeros((1, 1), dtype), True, False),
+        (np.ones((1, 1), bool), ones, False, True),
+        (every, ones, True, True),
+    ]:
+        other = _run(fused_step, D, obs, weights, masked, weighted, sparse, n_factor)
+        for a, b in zip(plain, other, strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)

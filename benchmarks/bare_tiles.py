@@ -1,0 +1,93 @@
+"""Every tile of a finished tile-scope run solved again bare: the solver's own CPU time, no I/O.
+
+Each (band, tile) halo of the run's staged ``OUT/work/input.zarr`` is solved as the run solves
+it (:func:`pipeline_run.bare_tile`: :func:`pipeline.solve.tile.solve_matrix`, then
+:func:`~pipeline.solve.tile.tile_layers`), one at a time on one thread, for each ``--settings``
+(``default``: today's :class:`~pipeline.config.SolverConfig`; otherwise a setting of
+``pipeline_run.SETTINGS``), alternated ``--repeat`` times. It prints the summed thread CPU
+seconds, split between halos with unobserved entries (a date's footprint misses part of the
+halo: the solver's masked path) and fully observed ones, and the iterations.
+
+To compare two versions of the code, run it from each checkout on the same run's output, e.g.
+``PYTHONPATH=TREE python TREE/benchmarks/bare_tiles.py OUT``; the same bits give the same
+iterations, so the CPU seconds compare like for like (docs/PERFORMANCE.md).
+
+Usage (OUTPUT: a finished run's ``output.path``, which keeps ``work/``)::
+
+    python -m pipeline run CONFIG
+    python benchmarks/bare_tiles.py OUTPUT --settings default 264e0ee --repeat 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+from pipeline_run import SETTINGS, TileCase, bare_tile, halo_matrix, row_markers, tile_cases
+
+from pipeline.config import SolverConfig
+
+
+def solver_of(name: str) -> SolverConfig:
+    """The solver settings called ``name``: ``default`` or a key of ``pipeline_run.SETTINGS``."""
+    if name == "default":
+        return SolverConfig()
+    return SolverConfig(**SETTINGS[name].get("solver", {}))
+
+
+def run_bands(out: Path) -> list[str]:
+    """The bands of the run, in the order of its staged input's band axis."""
+    cube = zarr.open_group(str(out / "cube.zarr"), mode="r")
+    return [str(b) for b in np.asarray(cube["band"][:])]
+
+
+def solve_all(out: Path, cases: list[TileCase], solver: SolverConfig) -> dict[str, float]:
+    """CPU seconds of every case solved bare, split by masked and fully observed halos."""
+    store = str(out / "work" / "input.zarr")
+    bare_tile(store, cases[0], solver)  # untimed: numba's cache loaded, the halo read once
+    totals = {"masked": 0.0, "full": 0.0, "wall": 0.0, "iterations": 0.0}
+    for case in cases:
+        _, mask, _ = halo_matrix(store, case, solver.dtype)
+        seconds, usage, iterations = bare_tile(store, case, solver)
+        totals["full" if mask.all() else "masked"] += usage.cpu_seconds
+        totals["wall"] += seconds
+        totals["iterations"] += iterations
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="a finished tile-scope run's output folder")
+    parser.add_argument("--settings", nargs="+", default=["default"])
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, the settings alternated")
+    args = parser.parse_args()
+    cases = tile_cases(args.out, run_bands(args.out), row_markers(args.out))
+    print(f"{len(cases)} (band, tile) halos of {args.out}")
+    for round_ in range(1, args.repeat + 1):
+        for name in args.settings:
+            started = time.strftime("%H:%M:%S", time.gmtime())
+            totals = solve_all(args.out, cases, solver_of(name))
+            cpu = totals["masked"] + totals["full"]
+            print(
+                json.dumps(
+                    {
+                        "round": round_,
+                        "settings": name,
+                        "started_utc": started,
+                        "cpu_s": round(cpu, 2),
+                        "cpu_masked_s": round(totals["masked"], 2),
+                        "cpu_full_s": round(totals["full"], 2),
+                        "wall_s": round(totals["wall"], 2),
+                        "iterations": int(totals["iterations"]),
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
