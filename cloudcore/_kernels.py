@@ -151,7 +151,8 @@ def _shrink(t, tj, neg, clip_c, c_floor):  # pragma: no cover - compiled
 @njit(inline="always")
 def _first_entry(p, rows, tj, sparse):  # pragma: no cover - compiled
     """Entry ``p`` of :func:`first_sparse_step`: A of iteration 1 (into ``aj``) from its C,
-    returned."""
+    returned. The caller stores the C returned: called as a statement whose value went unused,
+    this inlined helper gave NaN in the Gram matrix (numba 0.68, 2026-11-30); keep it so."""
     Dj, Lj, Yj, Cj, aj, inv_mu = rows
     base = Dj[p] + Yj[p] * inv_mu
     Cj[p] = _shrink(base - Lj[p], tj, sparse[2], sparse[0], sparse[1])
