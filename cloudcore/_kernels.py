@@ -231,6 +231,9 @@ def first_sparse_step(
     is not an argument."""
     n, d = D.shape
     parts = _partial_grams(n, d)
+    # An unweighted solve reads weights of one (thr · 1 = thr, the same bits): one per-pixel loop
+    # for both, with no test inside it (a test there kept LLVM from vectorising it).
+    ones = np.ones(BLOCK, weights.dtype)
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
         Dv, q0 = block_values(D, div, p0, m)
@@ -239,13 +242,9 @@ def first_sparse_step(
             Yj, Cj, aj = Y[j, p0 : p0 + m], C[j, p0 : p0 + m], a[j]
             thr = lam * inv_mu
             rows, sparse = (Dj, Lj, Yj, Cj, aj, inv_mu), (clip_c, c_floor, neg)
-            if weighted:  # outside the loop, as in fused_iteration
-                wj = weights[j, p0 : p0 + m]
-                for p in range(m):
-                    Cj[p] = _first_entry(p, rows, thr * wj[p], sparse)
-            else:
-                for p in range(m):
-                    Cj[p] = _first_entry(p, rows, thr, sparse)
+            wj = weights[j, p0 : p0 + m] if weighted else ones[:m]
+            for p in range(m):
+                Cj[p] = _first_entry(p, rows, thr * wj[p], sparse)
             if masked:
                 # Unobserved: no constraint, no cloud; the SVT sees the current fill L.
                 for p in range(m):
@@ -294,6 +293,9 @@ def fused_iteration(
     inv_mu = 1.0 / mu
     inv_mu_next = 1.0 / mu_next
     parts = _partial_grams(n, d)
+    # An unweighted solve reads weights of one (thr · 1 = thr, the same bits): one per-pixel loop
+    # for both, with no test inside it (a test there kept LLVM from vectorising it).
+    ones = np.ones(BLOCK, weights.dtype)
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
@@ -314,16 +316,11 @@ def fused_iteration(
             Yj, Lj, Cn = Y[j, p0 : p0 + m], L[j, p0 : p0 + m], C_next[j, p0 : p0 + m]
             lowj, aj = low[j], a[j]
             rows = (Dj, Cj, Nj, Yj, Lj, lowj, aj, n_factor, mu, inv_mu, inv_mu_next)
-            # Branch-free over pixels so that it vectorises; masks are applied afterwards. The
-            # weights' test is outside the loop: inside, it kept LLVM from vectorising the
-            # loop, which then took 40 % of the pass's time (docs/PERFORMANCE.md).
-            if weighted:
-                wj = weights[j, p0 : p0 + m]
-                for p in range(m):
-                    Cn[p] = _haze_entry(p, rows, thr * wj[p], sparse)
-            else:
-                for p in range(m):
-                    Cn[p] = _haze_entry(p, rows, thr, sparse)
+            # Branch-free over pixels so that it vectorises (docs/PERFORMANCE.md, "The solver's
+            # pass vectorised"); masks are applied afterwards.
+            wj = weights[j, p0 : p0 + m] if weighted else ones[:m]
+            for p in range(m):
+                Cn[p] = _haze_entry(p, rows, thr * wj[p], sparse)
             if masked:
                 # Unobserved: no constraint (Z = 0; Y, N, C stay 0) and the fill is L.
                 for p in range(m):  # selects, not a branch, so that it vectorises
@@ -372,6 +369,9 @@ def fused_iteration_no_haze(
     inv_mu = 1.0 / mu
     inv_mu_next = 1.0 / mu_next
     parts = _partial_grams(n, d)
+    # An unweighted solve reads weights of one (thr · 1 = thr, the same bits): one per-pixel loop
+    # for both, with no test inside it (a test there kept LLVM from vectorising it).
+    ones = np.ones(BLOCK, weights.dtype)
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
@@ -390,13 +390,9 @@ def fused_iteration_no_haze(
             Dj, Cj, Yj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m]
             Lj, Cn, lowj, aj = L[j, p0 : p0 + m], C_next[j, p0 : p0 + m], low[j], a[j]
             rows = (Dj, Cj, Yj, Lj, lowj, aj, mu, inv_mu_next)
-            if weighted:  # as in fused_iteration, with nij = 0
-                wj = weights[j, p0 : p0 + m]
-                for p in range(m):
-                    Cn[p] = _plain_entry(p, rows, thr * wj[p], sparse)
-            else:
-                for p in range(m):
-                    Cn[p] = _plain_entry(p, rows, thr, sparse)
+            wj = weights[j, p0 : p0 + m] if weighted else ones[:m]
+            for p in range(m):
+                Cn[p] = _plain_entry(p, rows, thr * wj[p], sparse)
             if masked:
                 for p in range(m):
                     seen = obs[j, p0 + p]
