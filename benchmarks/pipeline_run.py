@@ -224,9 +224,16 @@ def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, 
     decompose, then refine when the solver refines; then
     :func:`~pipeline.solve.tile.tile_layers`: the ground clipped and, with the cap, capped) of
     the tile's halo matrix, on one thread, without reading or writing."""
+    return solve_bare(halo_matrix(store, case, solver.dtype), case, solver)
+
+
+def solve_bare(
+    matrix: tuple[np.ndarray, np.ndarray, int], case: TileCase, solver: SolverConfig
+) -> tuple[float, CpuUsage, int]:
+    """:func:`bare_tile` of a halo matrix already read (:func:`halo_matrix`)."""
     from pipeline.solve.tile import solve_matrix, solver_lambda, tile_layers
 
-    D, mask, n = halo_matrix(store, case, solver.dtype)
+    D, mask, n = matrix
     lam = solver_lambda(solver, case.d, n)
     shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
     started, usage = time.perf_counter(), CpuUsage.of_thread()
