@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from cloudcore import decompose, recovery_error
 from cloudcore._schedule import initial_state
@@ -38,6 +39,7 @@ def test_constraint_residual_reaches_tol(case_64x7):
     assert not res.N.any()
 
 
+@pytest.mark.slow
 def test_atm_beats_rpca_at_their_best_lambda_with_15_dates(case_128x15):
     """The paper's finding (Fig. ATMvsRPCAsim15): with n = 15, ATM at its best λ beats RPCA."""
     d = case_128x15.D.shape[0]

@@ -266,6 +266,7 @@ def test_full_disk_is_one_line_exit_2_nothing_published(
     assert published(out) == []
 
 
+@pytest.mark.slow
 def test_tile_with_no_valid_data_is_nan_not_an_error(
     tmp_path: Path, geotiff_series: SimulatedProducts, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -88,6 +88,7 @@ def reference(
 # --- tests ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_failing_tile_is_reported_nothing_published_rerun_finishes(
     geotiff_series: SimulatedProducts, tmp_path: Path, reference: dict[str, Any]
 ) -> None:

@@ -200,6 +200,7 @@ def test_existing_scheduler_gives_the_same_cube(
     assert_identical(outputs(out), outputs(local_run))
 
 
+@pytest.mark.slow
 def test_failed_band_is_listed_and_only_it_is_redone(
     series: SimulatedProducts,
     tmp_path: Path,
