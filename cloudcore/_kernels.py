@@ -149,6 +149,15 @@ def _shrink(t, tj, neg, clip_c, c_floor):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
+def _weights_row(weights, ones, weighted, j, p0, m):  # pragma: no cover - compiled
+    """The weights of row ``j``'s pixels ``p0`` … ``p0`` + ``m``: ``weights``' own, or for an
+    unweighted solve ``ones`` (thr · 1 = thr, the same bits). So one per-pixel loop serves both,
+    with no test inside it: a test there kept LLVM from vectorising the loop
+    (docs/PERFORMANCE.md, "The solver's pass vectorised")."""
+    return weights[j, p0 : p0 + m] if weighted else ones[:m]
+
+
+@njit(inline="always")
 def _first_entry(p, rows, tj, sparse):  # pragma: no cover - compiled
     """Entry ``p`` of :func:`first_sparse_step`: A of iteration 1 (into ``aj``) from its C,
     returned. The caller stores the C returned: called as a statement whose value went unused,
@@ -231,9 +240,7 @@ def first_sparse_step(
     is not an argument."""
     n, d = D.shape
     parts = _partial_grams(n, d)
-    # An unweighted solve reads weights of one (thr · 1 = thr, the same bits): one per-pixel loop
-    # for both, with no test inside it (a test there kept LLVM from vectorising it).
-    ones = np.ones(BLOCK, weights.dtype)
+    ones = np.ones(BLOCK, weights.dtype)  # an unweighted solve's weights (_weights_row)
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
         Dv, q0 = block_values(D, div, p0, m)
@@ -242,7 +249,7 @@ def first_sparse_step(
             Yj, Cj, aj = Y[j, p0 : p0 + m], C[j, p0 : p0 + m], a[j]
             thr = lam * inv_mu
             rows, sparse = (Dj, Lj, Yj, Cj, aj, inv_mu), (clip_c, c_floor, neg)
-            wj = weights[j, p0 : p0 + m] if weighted else ones[:m]
+            wj = _weights_row(weights, ones, weighted, j, p0, m)
             for p in range(m):
                 Cj[p] = _first_entry(p, rows, thr * wj[p], sparse)
             if masked:
@@ -293,9 +300,7 @@ def fused_iteration(
     inv_mu = 1.0 / mu
     inv_mu_next = 1.0 / mu_next
     parts = _partial_grams(n, d)
-    # An unweighted solve reads weights of one (thr · 1 = thr, the same bits): one per-pixel loop
-    # for both, with no test inside it (a test there kept LLVM from vectorising it).
-    ones = np.ones(BLOCK, weights.dtype)
+    ones = np.ones(BLOCK, weights.dtype)  # an unweighted solve's weights (_weights_row)
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
@@ -318,7 +323,7 @@ def fused_iteration(
             rows = (Dj, Cj, Nj, Yj, Lj, lowj, aj, n_factor, mu, inv_mu, inv_mu_next)
             # Branch-free over pixels so that it vectorises (docs/PERFORMANCE.md, "The solver's
             # pass vectorised"); masks are applied afterwards.
-            wj = weights[j, p0 : p0 + m] if weighted else ones[:m]
+            wj = _weights_row(weights, ones, weighted, j, p0, m)
             for p in range(m):
                 Cn[p] = _haze_entry(p, rows, thr * wj[p], sparse)
             if masked:
@@ -369,9 +374,7 @@ def fused_iteration_no_haze(
     inv_mu = 1.0 / mu
     inv_mu_next = 1.0 / mu_next
     parts = _partial_grams(n, d)
-    # An unweighted solve reads weights of one (thr · 1 = thr, the same bits): one per-pixel loop
-    # for both, with no test inside it (a test there kept LLVM from vectorising it).
-    ones = np.ones(BLOCK, weights.dtype)
+    ones = np.ones(BLOCK, weights.dtype)  # an unweighted solve's weights (_weights_row)
     sums = np.zeros(parts.shape[0])
     for b in prange(parts.shape[0]):
         p0, m, a = _block(b, d, n)
@@ -390,7 +393,7 @@ def fused_iteration_no_haze(
             Dj, Cj, Yj = Dv[j, q0 : q0 + m], C[j, p0 : p0 + m], Y[j, p0 : p0 + m]
             Lj, Cn, lowj, aj = L[j, p0 : p0 + m], C_next[j, p0 : p0 + m], low[j], a[j]
             rows = (Dj, Cj, Yj, Lj, lowj, aj, mu, inv_mu_next)
-            wj = weights[j, p0 : p0 + m] if weighted else ones[:m]
+            wj = _weights_row(weights, ones, weighted, j, p0, m)
             for p in range(m):
                 Cn[p] = _plain_entry(p, rows, thr * wj[p], sparse)
             if masked:
