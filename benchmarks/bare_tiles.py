@@ -3,10 +3,10 @@
 Each (band, tile) halo of the run's staged ``OUT/work/input.zarr`` is solved as the run solves
 it (:func:`pipeline_run.bare_tile`: :func:`pipeline.solve.tile.solve_matrix`, then
 :func:`~pipeline.solve.tile.tile_layers`), one at a time on one thread, for each ``--settings``
-(``default``: today's :class:`~pipeline.config.SolverConfig`; otherwise a setting of
-``pipeline_run.SETTINGS``), alternated ``--repeat`` times. It prints the summed thread CPU
-seconds, split between halos with unobserved entries (a date's footprint misses part of the
-halo: the solver's masked path) and fully observed ones, and the iterations.
+(a key of ``pipeline_run.SETTINGS``: ``default`` is today's
+:class:`~pipeline.config.SolverConfig`), alternated ``--repeat`` times. It prints the summed
+thread CPU seconds, split between halos with unobserved entries (a date's footprint misses part
+of the halo: the solver's masked path) and fully observed ones, and the iterations.
 
 To compare two versions of the code, run it from each checkout on the same run's output, e.g.
 ``PYTHONPATH=TREE python TREE/benchmarks/bare_tiles.py OUT``; the same bits give the same
@@ -25,24 +25,17 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-import zarr
-from pipeline_run import SETTINGS, TileCase, halo_matrix, row_markers, solve_bare, tile_cases
+from pipeline_run import (
+    SETTINGS,
+    TileCase,
+    halo_matrix,
+    row_markers,
+    run_bands,
+    solve_bare,
+    tile_cases,
+)
 
 from pipeline.config import SolverConfig
-
-
-def solver_of(name: str) -> SolverConfig:
-    """The solver settings called ``name``: ``default`` or a key of ``pipeline_run.SETTINGS``."""
-    if name == "default":
-        return SolverConfig()
-    return SolverConfig(**SETTINGS[name].get("solver", {}))
-
-
-def run_bands(out: Path) -> list[str]:
-    """The bands of the run, in the order of its staged input's band axis."""
-    cube = zarr.open_group(str(out / "cube.zarr"), mode="r")
-    return [str(b) for b in np.asarray(cube["band"][:])]
 
 
 def solve_all(out: Path, cases: list[TileCase], solver: SolverConfig) -> dict[str, float]:
@@ -63,7 +56,7 @@ def solve_all(out: Path, cases: list[TileCase], solver: SolverConfig) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="a finished tile-scope run's output folder")
-    parser.add_argument("--settings", nargs="+", default=["default"])
+    parser.add_argument("--settings", nargs="+", default=["default"], choices=sorted(SETTINGS))
     parser.add_argument("--repeat", type=int, default=1, help="rounds, the settings alternated")
     args = parser.parse_args()
     cases = tile_cases(args.out, run_bands(args.out), row_markers(args.out))
@@ -71,7 +64,7 @@ def main() -> None:
     for round_ in range(1, args.repeat + 1):
         for name in args.settings:
             started = time.strftime("%H:%M:%S", time.gmtime())
-            totals = solve_all(args.out, cases, solver_of(name))
+            totals = solve_all(args.out, cases, SolverConfig(**SETTINGS[name]["solver"]))
             cpu = totals["masked"] + totals["full"]
             print(
                 json.dumps(

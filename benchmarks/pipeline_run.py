@@ -284,6 +284,11 @@ def row_markers(out: Path) -> list[dict[str, Any]]:
     return [r for r in records if "tiles" in r and "scope" not in r]
 
 
+def run_bands(out: Path) -> list[str]:
+    """The bands of a finished run, in the order of its staged input's band axis."""
+    return list(json.loads((out / "COMPLETE.json").read_text())["bands"])
+
+
 def tile_cases(out: Path, plan_bands: list[str], rows: list[dict[str, Any]]) -> list[TileCase]:
     """Every (band, tile) of a tile-scope run, from its row markers ``rows`` and its tiling."""
     from pipeline.grid.tiling import TileGrid
@@ -465,7 +470,7 @@ def run_once(
         f"(in {_phase_at(driver_at, summary.phase_seconds)})"
         + (f"\n  {summary.packing()}" if scope == "tile" else "")  # scene scope: actors
     )
-    bands = list(json.loads((out / "COMPLETE.json").read_text())["bands"])
+    bands = run_bands(out)
     cases = tile_cases(out, bands, rows) if scope == "tile" else []
     if scope == "tile":
         ratios = tile_ratios(out, cases, wall, config.solver, args.workers, args.bare_tiles)
