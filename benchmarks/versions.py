@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("bench-output/data"))
     parser.add_argument("--out", type=Path, default=Path("bench-output/versions"))
     args = parser.parse_args()
+    if len(set(args.commits)) != len(args.commits):
+        parser.error("name each commit once: its worktree, outputs and logs are named after it")
 
     args.out.mkdir(parents=True, exist_ok=True)
     paths = products(args.data, args.size, args.dates)
