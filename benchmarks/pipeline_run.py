@@ -416,6 +416,19 @@ def scene_ratios(
 # --- the run -----------------------------------------------------------------------------------
 
 
+def run_sections(
+    paths: list[Path], out: Path, workers: int, tile_size: int, overlap: int
+) -> dict[str, Any]:
+    """A run's configuration sections other than the solver's and the mask's: the inputs, the
+    output, the tiling and the cluster (``workers`` of one thread, no dashboard)."""
+    return {
+        "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
+        "output": {"path": str(out)},
+        "tiling": {"tile_size": tile_size, "overlap": overlap},
+        "cluster": {"n_workers": workers, "threads_per_worker": 1, "dashboard": False},
+    }
+
+
 def run_once(
     paths: list[Path], out: Path, scope: str, args: argparse.Namespace, settings: str = "default"
 ) -> dict[str, Any]:
@@ -423,21 +436,11 @@ def run_once(
     of the summary table."""
     shutil.rmtree(out, ignore_errors=True)
     evict_inputs(paths)
-    config = parse(
-        {
-            "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
-            "output": {"path": str(out)},
-            "tiling": {
-                "tile_size": args.tile_size,
-                "overlap": args.overlap,
-                **SETTINGS[settings].get("tiling", {}),
-            },
-            "solver": {"scope": scope, **SETTINGS[settings]["solver"]},
-            "mask": SETTINGS[settings]["mask"],
-            "cluster": {"n_workers": args.workers, "threads_per_worker": 1, "dashboard": False},
-        },
-        Config,
-    )
+    sections = run_sections(paths, out, args.workers, args.tile_size, args.overlap)
+    sections["tiling"].update(SETTINGS[settings].get("tiling", {}))
+    sections["solver"] = {"scope": scope, **SETTINGS[settings]["solver"]}
+    sections["mask"] = SETTINGS[settings]["mask"]
+    config = parse(sections, Config)
     with PeakMemory() as memory:
         t0 = time.perf_counter()
         summary = run(config, overwrite=True)

@@ -29,13 +29,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pipeline_run import ONE_BLAS_THREAD, PeakMemory, evict_inputs, products  # this folder's
+from pipeline_run import (  # this folder's
+    ONE_BLAS_THREAD,
+    PeakMemory,
+    evict_inputs,
+    products,
+    run_sections,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def checkout(commit: str, where: Path) -> tuple[str, Path]:
-    """A detached worktree of ``commit`` at ``where``; its full hash and its path."""
+def checkout(commit: str, where: Path) -> str:
+    """Check ``commit`` out as a detached worktree at ``where``; returns its full hash."""
     full = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", commit], check=True, capture_output=True, text=True
     ).stdout.strip()
@@ -44,18 +50,12 @@ def checkout(commit: str, where: Path) -> tuple[str, Path]:
         check=True,
         capture_output=True,
     )
-    return full, where
+    return full
 
 
 def write_config(paths: list[Path], out: Path, workers: int, at: Path) -> Path:
     """A run configuration naming only what both commits read alike: each keeps its defaults."""
-    config = {
-        "inputs": {"kind": "gf4", "paths": [str(p) for p in paths]},
-        "output": {"path": str(out)},
-        "tiling": {"tile_size": 1024, "overlap": 128},
-        "cluster": {"n_workers": workers, "threads_per_worker": 1, "dashboard": False},
-    }
-    at.write_text(yaml.safe_dump(config))
+    at.write_text(yaml.safe_dump(run_sections(paths, out, workers, tile_size=1024, overlap=128)))
     return at
 
 
@@ -92,7 +92,8 @@ def main() -> None:
     trees = []
     try:
         for i, commit in enumerate(args.commits):
-            trees.append(checkout(commit, args.out.resolve() / f"tree{i}-{commit}"))
+            tree = args.out.resolve() / f"tree{i}-{commit}"
+            trees.append((checkout(commit, tree), tree))
         if args.warmup_size:
             small = products(args.data, args.warmup_size, args.dates)
             for (_, tree), commit in zip(trees, args.commits, strict=True):
