@@ -71,13 +71,19 @@ from pipeline.store.cube import advise_files
 
 class PeakMemory:
     """Peak summed RSS of this process and its children (the LocalCluster workers), and the CPU
-    seconds they used (children as last sampled: a worker's last 0.2 s may be missed)."""
+    seconds they used (children as last sampled: a worker's last 0.2 s may be missed).
+
+    With ``children_only`` this process is left out of both: a benchmark that runs the
+    pipeline as a subprocess (``versions.py``) measures that run, not its own ~0.2 GiB of
+    imported libraries.
+    """
 
     #: Samples between two listings of the children (5 s at the default interval).
     CHILDREN_EVERY = 25
 
-    def __init__(self, interval: float = 0.2) -> None:
+    def __init__(self, interval: float = 0.2, *, children_only: bool = False) -> None:
         self.interval = interval
+        self.children_only = children_only
         self.peak = 0
         self.times: dict[int, Any] = {}  # pid → its CPU times (psutil) at the last sample
         self._before: Any = None  # this process's CPU times on entering
@@ -101,7 +107,7 @@ class PeakMemory:
             # the cores it measures. The workers live as long as the run, so the list is
             # refreshed every CHILDREN_EVERY samples.
             if count % self.CHILDREN_EVERY == 0:
-                procs = [me, *me.children(recursive=True)]
+                procs = [*([] if self.children_only else [me]), *me.children(recursive=True)]
             rss: dict[int, int] = {}
             for proc in procs:
                 try:
@@ -120,7 +126,8 @@ class PeakMemory:
 
     def __enter__(self) -> PeakMemory:
         self._started = time.perf_counter()
-        self._before = psutil.Process().cpu_times()
+        # Children started inside count from zero; this process from here, unless left out.
+        self._before = None if self.children_only else psutil.Process().cpu_times()
         self._thread.start()
         return self
 
@@ -142,7 +149,8 @@ class PeakMemory:
         def cpu(t: Any) -> float:
             return t.system + (t.user if user else 0.0)
 
-        return sum(cpu(self.times[p]) for p in pids if p in self.times) - cpu(self._before)
+        before = 0.0 if self._before is None else cpu(self._before)
+        return sum(cpu(self.times[p]) for p in pids if p in self.times) - before
 
     @property
     def driver_cpu(self) -> float:
