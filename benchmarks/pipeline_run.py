@@ -135,13 +135,15 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
 
+    def shares(self, leave_out: int | None = None) -> list[float]:
+        """Each process's RSS at the peak, GiB, largest first (not the process ``leave_out``)."""
+        return sorted((v / 2**30 for k, v in self.at_peak.items() if k != leave_out), reverse=True)
+
     def split(self) -> str:
         """The peak's RSS by process: this one (client and scheduler), then the others."""
         mine = self.at_peak.get(os.getpid(), 0)
-        others = sorted((v for k, v in self.at_peak.items() if k != os.getpid()), reverse=True)
-        return f"driver {mine / 2**30:.2f}, others " + " + ".join(
-            f"{v / 2**30:.2f}" for v in others
-        )
+        others = self.shares(leave_out=os.getpid())
+        return f"driver {mine / 2**30:.2f}, others " + " + ".join(f"{g:.2f}" for g in others)
 
     def _seconds(self, pids: Any, user: bool = True) -> float:
         """System (and user) CPU seconds of ``pids`` since entering (this process's)."""

@@ -73,12 +73,11 @@ def run_commit(tree: Path, config: Path, out: Path, log: Path) -> dict[str, Any]
         wall = time.perf_counter() - t0
     if code.returncode != 0:
         raise SystemExit(f"{tree}: the run failed (exit {code.returncode}); see {log}")
-    at_peak = sorted((rss / 2**30 for rss in memory.at_peak.values()), reverse=True)
     return {
         "wall": wall,
         "cpu": memory.cpu_seconds,
         "peak_gib": memory.peak / 2**30,
-        "peak_by_process_gib": [round(g, 2) for g in at_peak],
+        "peak_by_process_gib": [round(g, 2) for g in memory.shares()],
     }
 
 
