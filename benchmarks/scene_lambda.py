@@ -34,18 +34,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.heldout import loss, pooled
-from cloudlab.realpaste import choose_pairs
+from cloudlab.scene_choice import DEFAULT_SOLVE, DEFAULT_STEP, own_codes, own_pairs, scored_rows
 from cloudlab.sites import load_site, site_names
-from cloudlab.sitescore import PAIRS, WholeSeries, pasted_pair, site_arrays, solve_series
-from pipeline.config import MaskConfig, SolverConfig
+from cloudlab.sitescore import WholeSeries, site_arrays
 
-DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
-DEFAULT_STEP = PostStep.of(MaskConfig())
 SCALES = (0.5, 0.7, 1.0, 1.4, 2.0, 3.0)
-#: The pairs of a site, as the held-out benchmark takes them, and its primary protocol.
-PAIR_COUNT, PAIR_SEED, PROTOCOL = 4, 0, "drop-source"
+#: The pairs of a site, as the held-out benchmark takes them.
+PAIR_COUNT, PAIR_SEED = 4, 0
 #: What the pseudo-pairs' scores are filed under: the site's name and this.
 OWN = " (own pairs)"
 
@@ -64,19 +60,11 @@ def side_rows(
     scales: tuple[float, ...],
     site: str,
 ) -> list[dict]:
-    """The error sums (:func:`cloudlab.sitescore.pair_rows`) of the default at each of
+    """The error sums (:func:`cloudlab.scene_choice.scored_rows`) of the default at each of
     ``scales`` over ``pairs``, each the source's ``codes`` cloud and shadow pasted on the
     target and the source dropped, filed under ``site``; the baselines once."""
-    rows = []
-    for target, source in pairs:
-        kept = pasted_pair(D, codes, target, source).kept(days, PROTOCOL)
-        for i, scale in enumerate(scales):
-            spec = dataclasses.replace(DEFAULT_SOLVE, scale=scale)
-            solved = solve_series(kept.D, kept.observed, spec, frame)
-            for row in kept.rows(frame, {f"x{scale:g}": solved}, [DEFAULT_STEP]):
-                if i == 0 or row["step"]:
-                    rows.append({"site": site, "protocol": PROTOCOL, **row})
-    return rows
+    specs = {f"x{scale:g}": dataclasses.replace(DEFAULT_SOLVE, scale=scale) for scale in scales}
+    return scored_rows(D, codes, days, frame, pairs, specs, [DEFAULT_STEP], site)
 
 
 def score_site(name: str, scales: tuple[float, ...]) -> list[dict]:
@@ -87,10 +75,10 @@ def score_site(name: str, scales: tuple[float, ...]) -> list[dict]:
     frame = site.series.frame
     D, reference, days = site_arrays(site)
     series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
-    own = series.codes(solve_series(D, series.observed, DEFAULT_SOLVE, frame), DEFAULT_STEP.rule)
+    own = own_codes(D, series, frame)
     pairs = {
-        name: (reference, choose_pairs(reference, count=PAIR_COUNT, seed=PAIR_SEED, **PAIRS)),
-        name + OWN: (own, choose_pairs(own, count=PAIR_COUNT, seed=PAIR_SEED, **PAIRS)),
+        name: (reference, own_pairs(reference, PAIR_COUNT, PAIR_SEED)),
+        name + OWN: (own, own_pairs(own, PAIR_COUNT, PAIR_SEED)),
     }
     return [
         row

@@ -73,6 +73,7 @@ __all__ = [
     "least_loss",
     "least_of",
     "loss",
+    "mask_f1",
     "run_command",
     "run_heldout",
     "runs_in_pipeline",
@@ -402,7 +403,7 @@ def least_loss(
 
 def _mean_f1(masks: pd.DataFrame, sites: list[str], candidates: pd.Index) -> list[float]:
     """Each candidate's mean cloud + haze F1 over ``sites`` (0 where none is known)."""
-    f1 = _mask_scores(masks)
+    f1 = mask_f1(masks)
     f1 = f1[f1.site.isin(sites)].groupby(["solve", "rule"])["f1_cloud+haze"].mean()
     out = []
     for cand in candidates:
@@ -412,7 +413,9 @@ def _mean_f1(masks: pd.DataFrame, sites: list[str], candidates: pd.Index) -> lis
     return out
 
 
-def _mask_scores(masks: pd.DataFrame) -> pd.DataFrame:
+def mask_f1(masks: pd.DataFrame) -> pd.DataFrame:
+    """The F1 of every class of :data:`~cloudlab.sitescore.MASK_F1_CLASSES` (``f1_{class}``)
+    per row of a run's mask counts (:func:`~cloudlab.sitescore.mask_rows`): site, solve, rule."""
     out = masks[["site", "solve", "rule"]].copy()
     out["rule"] = out.rule.str.strip()
     for cls in MASK_F1_CLASSES:
@@ -490,7 +493,7 @@ def held_out(
     :func:`fold_choices` among ``solves``; with ``cap`` True its ground then capped and with
     ``floor`` floored, :func:`capped`, False neither, :func:`uncapped`; None as chosen) and its
     scores on the site."""
-    mask_f1 = _mask_scores(masks)
+    f1_table = mask_f1(masks)
     if picks is None:
         picks = fold_choices(scores, masks, sites, solves, rethreshold)
     rows = []
@@ -501,7 +504,7 @@ def held_out(
         here = scores[(scores.site == site) & (scores.solve == solve) & (scores.step == step)]
         base = scores[(scores.site == site) & (scores.step == "")]
         rule = step.rsplit(" ", 1)[0] if step != "ground" else ""
-        f1 = mask_f1[(mask_f1.site == site) & (mask_f1.solve == solve) & (mask_f1.rule == rule)]
+        f1 = f1_table[(f1_table.site == site) & (f1_table.solve == solve) & (f1_table.rule == rule)]
         row: dict[str, Any] = {"site": site, "chosen": pick}
         for protocol in ("drop-source", "keep-source"):
             tag = "drop" if protocol == "drop-source" else "keep"

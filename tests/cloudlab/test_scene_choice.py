@@ -1,0 +1,116 @@
+"""The scene's own choice of solve: the default unless another is better by more than the
+spread over the scene's own pairs; one real site end to end."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cloudlab.scene_choice import (
+    CANDIDATES,
+    DEFAULT_KEY,
+    DEFAULT_STEP,
+    own_codes,
+    own_pairs,
+    scored_rows,
+    spread_choice,
+)
+from cloudlab.sites import load_site
+from cloudlab.sitescore import WholeSeries, site_arrays
+
+SITE = "own"
+
+
+def _rows(errors: dict[str, list[float]], median: float = 0.5) -> pd.DataFrame:
+    """Rows of :func:`scored_rows`' shape: per pair, the temporal median at r ``median`` and
+    each candidate at the r given for that pair, fidelity 0 (no charge)."""
+    rows = []
+    pairs = len(next(iter(errors.values())))
+    for pair in range(pairs):
+        base = {"site": SITE, "protocol": "drop-source", "pair": pair, "fid_num": 0.0}
+        rows.append(
+            {
+                **base,
+                "solve": "temporal-median",
+                "step": "",
+                "fid_den": 1.0,
+                "pred_num": median**2,
+                "pred_den": 1.0,
+            }
+        )
+        for key, r in errors.items():
+            rows.append(
+                {
+                    **base,
+                    "solve": key,
+                    "step": DEFAULT_STEP.name,
+                    "fid_den": 1.0,
+                    "pred_num": r[pair] ** 2,
+                    "pred_den": 1.0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_the_default_is_kept_within_the_spread():
+    # rpca x1 is better on average but worse on one pair: its difference is within its spread.
+    rows = _rows({DEFAULT_KEY: [0.2, 0.2, 0.2, 0.2], "rpca x1": [0.1, 0.1, 0.1, 0.35]})
+    chosen, table = spread_choice(rows, SITE, DEFAULT_STEP, [DEFAULT_KEY, "rpca x1"])
+    assert table.loc["rpca x1", "difference"] < 0
+    assert table.loc["rpca x1", "difference"] + table.loc["rpca x1", "spread"] >= 0
+    assert chosen == DEFAULT_KEY
+
+
+def test_another_is_taken_beyond_the_spread_the_least_loss_among_them():
+    rows = _rows(
+        {
+            DEFAULT_KEY: [0.2, 0.25, 0.2, 0.3],
+            "rpca x1": [0.1, 0.12, 0.11, 0.1],
+            "rpca x1.4": [0.15, 0.16, 0.14, 0.15],
+            "aatm x1": [0.05, 0.3, 0.3, 0.3],  # least on one pair only
+        }
+    )
+    keys = [DEFAULT_KEY, "rpca x1", "rpca x1.4", "aatm x1"]
+    chosen, table = spread_choice(rows, SITE, DEFAULT_STEP, keys)
+    assert chosen == "rpca x1"
+    # The pooled loss: r over the median's, pooled over the pairs.
+    expected = np.sqrt(np.mean(np.square([0.1, 0.12, 0.11, 0.1]))) / 0.5
+    assert table.loc["rpca x1", "loss"] == pytest.approx(expected)
+
+
+def test_no_pairs_of_its_own_keeps_the_default():
+    rows = _rows({DEFAULT_KEY: [0.2], "rpca x1": [0.1]})
+    chosen, table = spread_choice(rows, "elsewhere", DEFAULT_STEP)
+    assert chosen == DEFAULT_KEY and table.empty
+
+
+def test_a_single_pair_never_moves_the_default():
+    rows = _rows({DEFAULT_KEY: [0.4], "rpca x1": [0.1]})
+    chosen, _ = spread_choice(rows, SITE, DEFAULT_STEP, [DEFAULT_KEY, "rpca x1"])
+    assert chosen == DEFAULT_KEY
+
+
+def test_the_grid_spans_both_rules_at_three_scales_capped_unrefined():
+    assert DEFAULT_KEY in CANDIDATES
+    assert {(s.method, s.lam) for s in CANDIDATES.values()} == {("aatm", "star"), ("rpca", "auto")}
+    assert sorted({s.scale for s in CANDIDATES.values()}) == [1.0, 1.4, 2.0]
+    assert all(s.cap and not s.refine for s in CANDIDATES.values())
+
+
+def test_a_real_site_chooses_from_its_own_mask_alone():
+    """The 10 x 10 France cube: its own pairs come from the default's mask, never the
+    reference's (a reference of all clear would leave it no pair), and every candidate is
+    scored on each of them."""
+    site = load_site("s2_nrt_subset")
+    frame = site.series.frame
+    D, reference, days = site_arrays(site)
+    series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
+    own = own_codes(D, series, frame)
+    blind = WholeSeries(frame, D, np.zeros_like(reference), series.observed)
+    assert np.array_equal(own_codes(D, blind, frame), own)
+    pairs = own_pairs(own, 2)
+    assert len(pairs) == 2
+    specs = {k: CANDIDATES[k] for k in (DEFAULT_KEY, "rpca x1")}
+    rows = pd.DataFrame(scored_rows(D, own, days, frame, pairs, specs, [DEFAULT_STEP], SITE))
+    assert set(rows.pair) == {0, 1}
+    chosen, table = spread_choice(rows, SITE, DEFAULT_STEP, list(specs))
+    assert chosen in specs and np.isfinite(table.loss).all()
