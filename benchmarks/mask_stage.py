@@ -74,7 +74,7 @@ from cloudlab.candidates import (
     step_named,
     white_clouds_of,
 )
-from cloudlab.heldout import held_out, least_of, loss, pooled, score_site
+from cloudlab.heldout import held_out, least_of, loss, pooled, read_picks, score_site
 
 #: The shadow edges offered, in σ (0: none, first: it is kept on a tie). They bracket what an
 #: in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md, "A shadow's edge").
@@ -119,18 +119,6 @@ COLUMNS = {
 }
 
 
-def _read_picks(heldout: Path) -> tuple[dict[str, str], str]:
-    """Each site's capped fold choice and the pipeline's default, from a held-out run."""
-    table = heldout / "heldout-capped.csv"
-    if not table.is_file():
-        raise SystemExit(
-            f"{table}: not found; run `python -m cloudlab heldout --out {heldout}` first"
-        )
-    capped = pd.read_csv(table)
-    default = json.loads((heldout / "default.json").read_text())["pipeline_default"]
-    return dict(zip(capped.site, capped.chosen, strict=True)), str(default)
-
-
 def _label(solve: str, step: PostStep) -> str:
     return f"{solve} | {step.name}"
 
@@ -150,7 +138,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    picks, default = _read_picks(args.heldout)
+    picks, default = read_picks(args.heldout)
     names = list(picks)
     every_solve = {s.name: s for s in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES}
     chosen = [*picks.values(), default]

@@ -35,20 +35,21 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.heldout import loss, pooled
-from cloudlab.scene_choice import DEFAULT_SOLVE, DEFAULT_STEP, own_codes, own_pairs, scored_rows
+from cloudlab.scene_choice import (
+    DEFAULT_SOLVE,
+    DEFAULT_STEP,
+    OWN,
+    candidate_label,
+    own_codes,
+    own_pairs,
+    scored_rows,
+)
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import WholeSeries, site_arrays
 
 SCALES = (0.5, 0.7, 1.0, 1.4, 2.0, 3.0)
 #: The pairs of a site, as the held-out benchmark takes them.
 PAIR_COUNT, PAIR_SEED = 4, 0
-#: What the pseudo-pairs' scores are filed under: the site's name and this.
-OWN = " (own pairs)"
-
-
-def _label(scale: float) -> str:
-    """The candidate label (:func:`cloudlab.heldout.loss`'s index) of the default at ``scale``."""
-    return f"x{scale:g} | {DEFAULT_STEP.name}"
 
 
 def side_rows(
@@ -105,7 +106,7 @@ def main() -> None:
     def of(site: str, scale: float) -> tuple[float, float, float]:
         """r, fidelity and loss of the default at ``scale`` filed under ``site``."""
         row = scores.loc[(site, f"x{scale:g}")]
-        return row.pred, row.fid, losses.loc[_label(scale), site]
+        return row.pred, row.fid, losses.loc[candidate_label(f"x{scale:g}", DEFAULT_STEP), site]
 
     print("| site | λ scale | r (reference) | fidelity | loss | r (own pairs) | fidelity | loss |")
     print("|---|---|---|---|---|---|---|---|")

@@ -10,10 +10,11 @@ then two sides of pairs, each source date dropped:
 - the scene's **own** pairs (the default's own mask's clouds pasted), from which the scene
   chooses (:func:`cloudlab.scene_choice.spread_choice`), reading no reference.
 
-With ``--heldout DIR`` (a ``python -m cloudlab heldout`` run) each site is scored with the
-post-step its fold chose on the other sites (``heldout-capped.csv``), so that the table of the
-scene's choice is held out for the post-step as well as the solve; without it every site takes
-the pipeline's default post-step, chosen on all five (in sample for the post-step).
+With ``--heldout DIR`` (a ``python -m cloudlab heldout`` run) each site takes the post-step its
+fold chose on the other sites (``heldout-capped.csv``): its rule makes the scene's own mask and
+the step scores both sides, so the table of the scene's choice is held out for the post-step
+as well as the solve; without it every site takes the pipeline's default post-step, chosen on
+all five (in sample for the post-step).
 
 Usage::
 
@@ -36,13 +37,13 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.candidates import PostStep, step_named
-from cloudlab.heldout import FIDELITY_LIMIT, loss, mask_f1, pooled
+from cloudlab.heldout import FIDELITY_LIMIT, loss, mask_f1, pooled, read_picks
 from cloudlab.scene_choice import (
     CANDIDATES,
     DEFAULT_KEY,
     DEFAULT_STEP,
+    OWN,
     candidate_label,
-    own_codes,
     own_pairs,
     scored_rows,
     spread_choice,
@@ -50,8 +51,6 @@ from cloudlab.scene_choice import (
 from cloudlab.sites import load_site, site_names
 from cloudlab.sitescore import WholeSeries, mask_rows, site_arrays, solve_series
 
-#: What the scene's own pairs are filed under: the site's name and this.
-OWN = " (own pairs)"
 #: The mask classes printed, as F1 against the reference on the whole series.
 F1_COLUMNS = ("cloud+haze", "shadow", "cloud+haze_grown", "shadow_grown")
 
@@ -60,11 +59,8 @@ def fold_steps(heldout: Path | None, names: list[str]) -> dict[str, PostStep]:
     """Each site's post-step: its fold's choice in ``heldout``, else the pipeline's default."""
     if heldout is None:
         return {name: DEFAULT_STEP for name in names}
-    table = heldout / "heldout-capped.csv"
-    if not table.is_file():
-        raise SystemExit(f"{table}: not found; run `python -m cloudlab heldout --out {heldout}`")
-    chosen = pd.read_csv(table).set_index("site").chosen
-    return {name: step_named(str(chosen[name]).split(" | ", 1)[1]) for name in names}
+    picks, _ = read_picks(heldout)
+    return {name: step_named(picks[name].split(" | ", 1)[1]) for name in names}
 
 
 def own_side(name: str, seed: int) -> str:
@@ -84,7 +80,7 @@ def score_site(
     series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
     whole = {key: solve_series(D, series.observed, spec, frame) for key, spec in CANDIDATES.items()}
     masks = [{"site": name, **row} for row in mask_rows(site, whole, [step])]
-    own = own_codes(D, series, frame)
+    own = series.codes(whole[DEFAULT_KEY], step.rule)  # the default's own mask, the step's rule
     rows = scored_rows(
         D, reference, days, frame, own_pairs(reference, count), CANDIDATES, [step], name
     )
@@ -137,7 +133,7 @@ def main() -> None:
             ref = scores.loc[(name, key)]
             diff = own.loc[key] if key in own.index else None
             own_text = (
-                "–"
+                "– | –"
                 if diff is None
                 else (f"{diff.loss:.3f} | {diff.difference:+.3f} ± {diff.spread:.3f}")
             )

@@ -74,6 +74,7 @@ __all__ = [
     "least_of",
     "loss",
     "mask_f1",
+    "read_picks",
     "run_command",
     "run_heldout",
     "runs_in_pipeline",
@@ -411,6 +412,20 @@ def _mean_f1(masks: pd.DataFrame, sites: list[str], candidates: pd.Index) -> lis
         value = f1.get((solve, step.rsplit(" ", 1)[0]), np.nan)
         out.append(0.0 if pd.isna(value) else float(value))
     return out
+
+
+def read_picks(heldout: Path) -> tuple[dict[str, str], str]:
+    """Each site's capped fold choice (``heldout-capped.csv``) and the pipeline's default
+    (``default.json``) of a held-out run's folder ``heldout``; exits with a one-line message
+    naming the command that writes them when they are not there."""
+    table = heldout / "heldout-capped.csv"
+    if not table.is_file():
+        raise SystemExit(
+            f"{table}: not found; run `python -m cloudlab heldout --out {heldout}` first"
+        )
+    capped = pd.read_csv(table)
+    default = json.loads((heldout / "default.json").read_text())["pipeline_default"]
+    return dict(zip(capped.site, capped.chosen, strict=True)), str(default)
 
 
 def mask_f1(masks: pd.DataFrame) -> pd.DataFrame:

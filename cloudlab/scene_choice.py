@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cloudcore.masks import MaskRule
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.heldout import loss, pooled
 from cloudlab.realpaste import choose_pairs
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_KEY",
     "DEFAULT_SOLVE",
     "DEFAULT_STEP",
+    "OWN",
     "PROTOCOL",
     "candidate_label",
     "own_codes",
@@ -54,6 +56,8 @@ DEFAULT_SOLVE = SolveSpec.of(SolverConfig())
 DEFAULT_STEP = PostStep.of(MaskConfig())
 #: The protocol the choice scores: the source date dropped (the benchmark's primary).
 PROTOCOL = "drop-source"
+#: What a scene's own pairs are filed under: the site's name and this.
+OWN = " (own pairs)"
 #: The key the default is filed under among :data:`CANDIDATES`.
 DEFAULT_KEY = f"aatm x{DEFAULT_SOLVE.scale:g}"
 
@@ -77,11 +81,14 @@ def candidate_label(key: str, step: PostStep) -> str:
     return f"{key} | {step.name}"
 
 
-def own_codes(D: np.ndarray, series: WholeSeries, frame: tuple[int, int]) -> np.ndarray:
-    """The default's own mask of the whole series ``(pixels, dates)``, in the reference's codes
-    (clear, cloud, shadow, no data): what the scene knows of its clouds."""
+def own_codes(
+    D: np.ndarray, series: WholeSeries, frame: tuple[int, int], rule: MaskRule | None = None
+) -> np.ndarray:
+    """The default solve's own mask (``rule``; None: the default's) of the whole series
+    ``(pixels, dates)``, in the reference's codes (clear, cloud, shadow, no data): what the
+    scene knows of its clouds."""
     solved = solve_series(D, series.observed, DEFAULT_SOLVE, frame)
-    return series.codes(solved, DEFAULT_STEP.rule)
+    return series.codes(solved, DEFAULT_STEP.rule if rule is None else rule)
 
 
 def scored_rows(
@@ -142,7 +149,8 @@ def spread_choice(
     for key in keys:
         label = candidate_label(key, step)
         diff = per_pair.loc[label] - base
-        spread = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else np.inf
+        known = int(diff.count())  # a pair with no clear pixel scored has no loss
+        spread = float(diff.std(ddof=1) / np.sqrt(known)) if known > 1 else np.inf
         table.append(
             {"key": key, "loss": pooled_loss[label], "difference": diff.mean(), "spread": spread}
         )

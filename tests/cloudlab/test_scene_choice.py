@@ -63,18 +63,30 @@ def test_the_default_is_kept_within_the_spread():
 def test_another_is_taken_beyond_the_spread_the_least_loss_among_them():
     rows = _rows(
         {
-            DEFAULT_KEY: [0.2, 0.25, 0.2, 0.3],
-            "rpca x1": [0.1, 0.12, 0.11, 0.1],
-            "rpca x1.4": [0.15, 0.16, 0.14, 0.15],
-            "aatm x1": [0.05, 0.3, 0.3, 0.3],  # least on one pair only
+            DEFAULT_KEY: [0.1, 0.1, 0.3, 0.3],
+            "rpca x1.4": [0.09, 0.09, 0.27, 0.27],  # better on every pair: beyond the spread
+            "rpca x1": [0.095, 0.095, 0.285, 0.285],  # the same, a little worse pooled
+            "aatm x1": [0.25, 0.25, 0.05, 0.05],  # least pooled loss, but within its spread
         }
     )
     keys = [DEFAULT_KEY, "rpca x1", "rpca x1.4", "aatm x1"]
     chosen, table = spread_choice(rows, SITE, DEFAULT_STEP, keys)
-    assert chosen == "rpca x1"
+    assert table.loss.idxmin() == "aatm x1"  # neither "least loss overall" ...
+    assert table.difference.idxmin() == "aatm x1"  # ... nor "most gained on average"
+    assert table.loc["aatm x1", "difference"] + table.loc["aatm x1", "spread"] >= 0
+    assert chosen == "rpca x1.4"
     # The pooled loss: r over the median's, pooled over the pairs.
-    expected = np.sqrt(np.mean(np.square([0.1, 0.12, 0.11, 0.1]))) / 0.5
-    assert table.loc["rpca x1", "loss"] == pytest.approx(expected)
+    expected = np.sqrt(np.mean(np.square([0.09, 0.09, 0.27, 0.27]))) / 0.5
+    assert table.loc["rpca x1.4", "loss"] == pytest.approx(expected)
+
+
+def test_a_pair_without_a_loss_does_not_narrow_the_spread():
+    rows = _rows({DEFAULT_KEY: [0.2, 0.2, 0.2], "rpca x1": [0.1, 0.1, 0.1]})
+    # Pair 2 has no clear pixel scored: its fidelity is 0/0 and its loss unknown.
+    rows.loc[(rows.pair == 2), "fid_den"] = 0.0
+    _, table = spread_choice(rows, SITE, DEFAULT_STEP, [DEFAULT_KEY, "rpca x1"])
+    assert table.loc["rpca x1", "difference"] == pytest.approx(-0.2)
+    assert table.loc["rpca x1", "spread"] == 0.0  # two known pairs, the same difference
 
 
 def test_no_pairs_of_its_own_keeps_the_default():
