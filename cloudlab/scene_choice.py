@@ -49,6 +49,7 @@ __all__ = [
     "pair_losses",
     "scored_rows",
     "spread_choice",
+    "unanimous_choice",
 ]
 
 #: The pipeline's default solve and post-step.
@@ -163,3 +164,17 @@ def spread_choice(
 def own_pairs(codes: np.ndarray, count: int, seed: int = 0) -> list[tuple[int, int]]:
     """The (target, source) pairs of the benchmark's rules (:data:`PAIRS`) in ``codes``."""
     return choose_pairs(codes, count=count, seed=seed, **PAIRS)
+
+
+def unanimous_choice(
+    rows: pd.DataFrame,
+    sites: Sequence[str],
+    step: PostStep,
+    keys: Sequence[str] = tuple(CANDIDATES),
+) -> str:
+    """The candidate :func:`spread_choice` takes on every one of ``sites`` (the scene's own
+    pairs drawn several times, each filed under its own name), else the default: a choice that
+    depends on which pairs were drawn is not the scene's (docs/REAL-CLOUDS.md, "The solve chosen
+    by the scene itself"; read off that section's tables, so not scored on those sites)."""
+    choices = {spread_choice(rows, site, step, keys)[0] for site in sites}
+    return choices.pop() if len(choices) == 1 else DEFAULT_KEY

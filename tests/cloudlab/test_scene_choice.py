@@ -13,6 +13,7 @@ from cloudlab.scene_choice import (
     own_pairs,
     scored_rows,
     spread_choice,
+    unanimous_choice,
 )
 from cloudlab.sites import load_site
 from cloudlab.sitescore import WholeSeries, site_arrays
@@ -126,3 +127,17 @@ def test_a_real_site_chooses_from_its_own_mask_alone():
     assert set(rows.pair) == {0, 1}
     chosen, table = spread_choice(rows, SITE, DEFAULT_STEP, list(specs))
     assert chosen in specs and np.isfinite(table.loss).all()
+
+
+def test_unanimity_leaves_the_default_only_where_every_draw_agrees():
+    better = _rows({DEFAULT_KEY: [0.2] * 4, "rpca x1": [0.1, 0.11, 0.1, 0.12]})
+    within = _rows({DEFAULT_KEY: [0.2] * 4, "rpca x1": [0.1, 0.1, 0.1, 0.35]})
+    draws = [better.assign(site=f"draw {i}") for i in range(3)]
+    keys = [DEFAULT_KEY, "rpca x1"]
+    agreed = pd.concat(draws)
+    assert unanimous_choice(agreed, ["draw 0", "draw 1", "draw 2"], DEFAULT_STEP, keys) == "rpca x1"
+    split = pd.concat([*draws[:2], within.assign(site="draw 2")])
+    assert spread_choice(split, "draw 0", DEFAULT_STEP, keys)[0] == "rpca x1"
+    assert (
+        unanimous_choice(split, ["draw 0", "draw 1", "draw 2"], DEFAULT_STEP, keys) == DEFAULT_KEY
+    )
