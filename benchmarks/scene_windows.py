@@ -2,9 +2,10 @@
 
 The rule of ``benchmarks/scene_solve.py`` was read off whole sites, so those sites cannot score
 it. This script stresses it on scenes it was not read off, though not on new data: each site
-is cut into windows (quarters of the square sites, thirds of the one-row transect; the 10 × 10
-France cube is too small to cut), and each window is a scene of its own: its own reference
-pairs (the benchmark's rules, four pairs), its own mask and own pairs. Per window it prints
+is cut into windows (quarters of the square sites, the odd row and column of a 61 × 61 site
+left out; thirds of the one-row transect; the 10 × 10 France cube is too small to cut), and
+each window is a scene of its own: its own reference pairs (the benchmark's rules, four
+pairs), its own mask and own pairs. Per window it prints
 the reference scores (r dropped, its ratio to the temporal median, fidelity) of:
 
 - **unanimity**: :func:`cloudlab.scene_choice.unanimous_choice` over four draws of sixteen own
@@ -112,7 +113,7 @@ def main() -> None:
                 "unanimity": unanimous_choice(table, draws, DEFAULT_STEP),
                 "one draw": spread_choice(table, f"{label}{OWN}one", DEFAULT_STEP)[0],
                 "default": DEFAULT_KEY,
-                "rpca": "rpca x1",
+                "RPCA 1/√d": "rpca x1",
             }
             cells = []
             for side, key in picks.items():

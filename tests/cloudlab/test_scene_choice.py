@@ -132,12 +132,26 @@ def test_a_real_site_chooses_from_its_own_mask_alone():
 def test_unanimity_leaves_the_default_only_where_every_draw_agrees():
     better = _rows({DEFAULT_KEY: [0.2] * 4, "rpca x1": [0.1, 0.11, 0.1, 0.12]})
     within = _rows({DEFAULT_KEY: [0.2] * 4, "rpca x1": [0.1, 0.1, 0.1, 0.35]})
-    draws = [better.assign(site=f"draw {i}") for i in range(3)]
+    names = ["draw 0", "draw 1", "draw 2"]
     keys = [DEFAULT_KEY, "rpca x1"]
-    agreed = pd.concat(draws)
-    assert unanimous_choice(agreed, ["draw 0", "draw 1", "draw 2"], DEFAULT_STEP, keys) == "rpca x1"
-    split = pd.concat([*draws[:2], within.assign(site="draw 2")])
-    assert spread_choice(split, "draw 0", DEFAULT_STEP, keys)[0] == "rpca x1"
-    assert (
-        unanimous_choice(split, ["draw 0", "draw 1", "draw 2"], DEFAULT_STEP, keys) == DEFAULT_KEY
+    agreed = pd.concat([better.assign(site=name) for name in names])
+    assert unanimous_choice(agreed, names, DEFAULT_STEP, keys) == "rpca x1"
+    # The dissenting draw in the middle: neither the first nor the last draw decides.
+    split = pd.concat(
+        [better.assign(site="draw 0"), within.assign(site="draw 1"), better.assign(site="draw 2")]
     )
+    assert spread_choice(split, "draw 0", DEFAULT_STEP, keys)[0] == "rpca x1"
+    assert spread_choice(split, "draw 2", DEFAULT_STEP, keys)[0] == "rpca x1"
+    assert unanimous_choice(split, names, DEFAULT_STEP, keys) == DEFAULT_KEY
+
+
+def test_unanimity_needs_the_same_candidate_not_only_another_one():
+    rpca = _rows({DEFAULT_KEY: [0.2] * 4, "rpca x1": [0.1] * 4, "rpca x1.4": [0.15] * 4})
+    wider = _rows({DEFAULT_KEY: [0.2] * 4, "rpca x1": [0.15] * 4, "rpca x1.4": [0.1] * 4})
+    keys = [DEFAULT_KEY, "rpca x1", "rpca x1.4"]
+    draws = pd.concat([rpca.assign(site="a"), wider.assign(site="b")])
+    assert {spread_choice(draws, d, DEFAULT_STEP, keys)[0] for d in "ab"} == {
+        "rpca x1",
+        "rpca x1.4",
+    }
+    assert unanimous_choice(draws, ["a", "b"], DEFAULT_STEP, keys) == DEFAULT_KEY
