@@ -75,6 +75,7 @@ from cloudlab.candidates import (
     white_clouds_of,
 )
 from cloudlab.heldout import held_out, least_of, loss, pooled, read_picks, score_site
+from cloudlab.scene_choice import candidate_label
 
 #: The shadow edges offered, in σ (0: none, first: it is kept on a tie). They bracket what an
 #: in-sample look at the five sites found (2026-11-28, docs/REAL-CLOUDS.md, "A shadow's edge").
@@ -117,10 +118,6 @@ COLUMNS = {
     "f1_cloud+haze": "F1 cloud+haze",
     "f1_shadow": "F1 shadow",
 }
-
-
-def _label(solve: str, step: PostStep) -> str:
-    return f"{solve} | {step.name}"
 
 
 def main() -> None:
@@ -170,7 +167,7 @@ def main() -> None:
     def best(candidate: str, sites: list[str]) -> tuple[str, dict[str, float]]:
         """The variant of least mean loss on ``sites`` (the first on a tie), and each one's."""
         solve = candidate.split(" | ")[0]
-        options = [_label(solve, v) for v in variants[candidate]]
+        options = [candidate_label(solve, v) for v in variants[candidate]]
         return least_of(loss(scores, sites), options, lambda c: c.split(" | ")[1])
 
     folds = {}

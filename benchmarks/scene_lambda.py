@@ -52,31 +52,17 @@ SCALES = (0.5, 0.7, 1.0, 1.4, 2.0, 3.0)
 PAIR_COUNT, PAIR_SEED = 4, 0
 
 
-def side_rows(
-    D: np.ndarray,
-    codes: np.ndarray,
-    days: np.ndarray,
-    frame: tuple[int, int],
-    pairs: list[tuple[int, int]],
-    scales: tuple[float, ...],
-    site: str,
-) -> list[dict]:
-    """The error sums (:func:`cloudlab.scene_choice.scored_rows`) of the default at each of
-    ``scales`` over ``pairs``, each the source's ``codes`` cloud and shadow pasted on the
-    target and the source dropped, filed under ``site``; the baselines once."""
-    specs = {f"x{scale:g}": dataclasses.replace(DEFAULT_SOLVE, scale=scale) for scale in scales}
-    return scored_rows(D, codes, days, frame, pairs, specs, [DEFAULT_STEP], site)
-
-
 def score_site(name: str, scales: tuple[float, ...]) -> list[dict]:
-    """The rows of :func:`side_rows` against the reference (filed under ``name``) and on the
-    scene's own pseudo-pairs (under ``name`` + :data:`OWN`), the latter from the default's own
-    mask of the whole series (the reference's codes: clear, cloud, shadow, no data)."""
+    """The error sums (:func:`cloudlab.scene_choice.scored_rows`) of the default at each of
+    ``scales``, against the reference (filed under ``name``) and on the scene's own
+    pseudo-pairs (under ``name`` + :data:`OWN`), the latter from the default's own mask of the
+    whole series (the reference's codes: clear, cloud, shadow, no data)."""
     site = load_site(name)
     frame = site.series.frame
     D, reference, days = site_arrays(site)
     series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
     own = own_codes(D, series, frame)
+    specs = {f"x{scale:g}": dataclasses.replace(DEFAULT_SOLVE, scale=scale) for scale in scales}
     pairs = {
         name: (reference, own_pairs(reference, PAIR_COUNT, PAIR_SEED)),
         name + OWN: (own, own_pairs(own, PAIR_COUNT, PAIR_SEED)),
@@ -84,7 +70,7 @@ def score_site(name: str, scales: tuple[float, ...]) -> list[dict]:
     return [
         row
         for key, (codes, chosen) in pairs.items()
-        for row in side_rows(D, codes, days, frame, chosen, scales, key)
+        for row in scored_rows(D, codes, days, frame, chosen, specs, [DEFAULT_STEP], key)
     ]
 
 

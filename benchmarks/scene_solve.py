@@ -65,7 +65,7 @@ def fold_steps(heldout: Path | None, names: list[str]) -> dict[str, PostStep]:
 
 def own_side(name: str, seed: int) -> str:
     """What the scene's own pairs drawn with ``seed`` are filed under."""
-    return f"{name}{OWN}" if seed == 0 else f"{name}{OWN[:-1]}, seed {seed})"
+    return f"{name}{OWN} seed {seed}"
 
 
 def score_site(
@@ -106,9 +106,9 @@ def main() -> None:
     started = time.perf_counter()
     names = args.sites or site_names()
     steps = fold_steps(args.heldout, names)
+    own_count = args.pairs if args.own_pairs is None else args.own_pairs
     rows, masks = [], []
     for name in names:
-        own_count = args.pairs if args.own_pairs is None else args.own_pairs
         pair_rows, mask_counts = score_site(name, steps[name], args.pairs, own_count, args.seeds)
         rows += pair_rows
         masks += mask_counts

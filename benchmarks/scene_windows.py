@@ -34,16 +34,16 @@ from cloudlab.heldout import pooled
 from cloudlab.scene_choice import (
     CANDIDATES,
     DEFAULT_KEY,
-    DEFAULT_SOLVE,
     DEFAULT_STEP,
     OWN,
+    own_codes,
     own_pairs,
     scored_rows,
     spread_choice,
     unanimous_choice,
 )
 from cloudlab.sites import load_site
-from cloudlab.sitescore import WholeSeries, site_arrays, solve_series
+from cloudlab.sitescore import WholeSeries, site_arrays
 
 #: The sites cut: every bundled site large enough to cut.
 SITES = (
@@ -80,8 +80,7 @@ def window_rows(
     """The reference's four pairs (under ``label``), the own pairs of every draw (under
     ``label`` + :data:`OWN` + the draw) and of one four-pair draw (+ ``one``), all scored."""
     series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
-    solved = solve_series(D, series.observed, DEFAULT_SOLVE, frame)
-    own = series.codes(solved, DEFAULT_STEP.rule)
+    own = own_codes(D, series, frame)
     step = [DEFAULT_STEP]
     rows = scored_rows(D, reference, days, frame, own_pairs(reference, 4), CANDIDATES, step, label)
     for draw in range(DRAWS):

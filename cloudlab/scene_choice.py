@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cloudcore.masks import MaskRule
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.heldout import loss, pooled
 from cloudlab.realpaste import choose_pairs
@@ -82,14 +81,11 @@ def candidate_label(key: str, step: PostStep) -> str:
     return f"{key} | {step.name}"
 
 
-def own_codes(
-    D: np.ndarray, series: WholeSeries, frame: tuple[int, int], rule: MaskRule | None = None
-) -> np.ndarray:
-    """The default solve's own mask (``rule``; None: the default's) of the whole series
-    ``(pixels, dates)``, in the reference's codes (clear, cloud, shadow, no data): what the
-    scene knows of its clouds."""
+def own_codes(D: np.ndarray, series: WholeSeries, frame: tuple[int, int]) -> np.ndarray:
+    """The default's own mask of the whole series ``(pixels, dates)``, in the reference's codes
+    (clear, cloud, shadow, no data): what the scene knows of its clouds."""
     solved = solve_series(D, series.observed, DEFAULT_SOLVE, frame)
-    return series.codes(solved, DEFAULT_STEP.rule if rule is None else rule)
+    return series.codes(solved, DEFAULT_STEP.rule)
 
 
 def scored_rows(
