@@ -28,17 +28,14 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
 from cloudlab.heldout import pooled
 from cloudlab.scene_choice import (
-    CANDIDATES,
     DEFAULT_KEY,
     DEFAULT_STEP,
     OWN,
     own_codes,
-    own_pairs,
-    scored_rows,
+    scene_rows,
     spread_choice,
     unanimous_choice,
 )
@@ -74,23 +71,6 @@ def windows(name: str) -> Iterator[tuple[str, tuple[int, int], np.ndarray, np.nd
         yield label, (r1 - r0, c1 - c0), D[:, pixels], reference[pixels], days
 
 
-def window_rows(
-    label: str, frame: tuple[int, int], D: np.ndarray, reference: np.ndarray, days: np.ndarray
-) -> pd.DataFrame:
-    """The reference's four pairs (under ``label``), the own pairs of every draw (under
-    ``label`` + :data:`OWN` + the draw) and of one four-pair draw (+ ``one``), all scored."""
-    series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
-    own = own_codes(D, series, frame)
-    step = [DEFAULT_STEP]
-    rows = scored_rows(D, reference, days, frame, own_pairs(reference, 4), CANDIDATES, step, label)
-    for draw in range(DRAWS):
-        pairs = own_pairs(own, DRAW_PAIRS, draw)
-        rows += scored_rows(D, own, days, frame, pairs, CANDIDATES, step, f"{label}{OWN}{draw}")
-    pairs = own_pairs(own, ONE_DRAW_PAIRS, 0)
-    rows += scored_rows(D, own, days, frame, pairs, CANDIDATES, step, f"{label}{OWN}one")
-    return pd.DataFrame(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", nargs="+", default=list(SITES))
@@ -101,7 +81,11 @@ def main() -> None:
     sums: dict[str, list[float]] = {"unanimity": [], "one draw": [], "default": []}
     for name in args.sites:
         for label, frame, D, reference, days in windows(name):
-            table = window_rows(label, frame, D, reference, days)
+            series = WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0))
+            own = own_codes(D, series, frame)
+            table = scene_rows(
+                label, frame, D, reference, days, own, DRAWS, DRAW_PAIRS, ONE_DRAW_PAIRS
+            )
             if table[table.site == label].empty:
                 print(f"| {label} | no reference pair | | | |")
                 continue

@@ -46,6 +46,7 @@ __all__ = [
     "own_codes",
     "own_pairs",
     "pair_losses",
+    "scene_rows",
     "scored_rows",
     "spread_choice",
     "unanimous_choice",
@@ -174,3 +175,50 @@ def unanimous_choice(
     by the scene itself"; read off that section's tables, so not scored on those sites)."""
     choices = {spread_choice(rows, site, step, keys)[0] for site in sites}
     return choices.pop() if len(choices) == 1 else DEFAULT_KEY
+
+
+def scene_rows(
+    label: str,
+    frame: tuple[int, int],
+    D: np.ndarray,
+    reference: np.ndarray,
+    days: np.ndarray,
+    own: np.ndarray,
+    draws: int = 4,
+    draw_pairs: int = 16,
+    one_draw_pairs: int | None = None,
+) -> pd.DataFrame:
+    """A scene scored for :func:`unanimous_choice` with the default post-step: the reference's
+    four pairs (filed under ``label``) and ``draws`` draws of ``draw_pairs`` of its ``own``
+    mask's pairs (:func:`own_codes`; filed under ``label`` + :data:`OWN` + the draw), every
+    candidate of :data:`CANDIDATES` on each; with ``one_draw_pairs``, also one draw of that
+    many (``label`` + :data:`OWN` + ``one``) for :func:`spread_choice`.
+
+    Parameters
+    ----------
+    label
+        The scene's name in the rows.
+    frame
+        (rows, cols) of one image.
+    D, reference, days
+        ``(bands, pixels, dates)`` NaN where not observed, the reference codes ``(pixels,
+        dates)`` and the dates as day numbers (:func:`cloudlab.sitescore.site_arrays`).
+    own
+        The scene's own mask, in the reference's codes.
+    draws, draw_pairs, one_draw_pairs
+        How many draws of how many own pairs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`scored_rows`' rows of every side.
+    """
+    step = [DEFAULT_STEP]
+    rows = scored_rows(D, reference, days, frame, own_pairs(reference, 4), CANDIDATES, step, label)
+    for draw in range(draws):
+        pairs = own_pairs(own, draw_pairs, draw)
+        rows += scored_rows(D, own, days, frame, pairs, CANDIDATES, step, f"{label}{OWN}{draw}")
+    if one_draw_pairs is not None:
+        pairs = own_pairs(own, one_draw_pairs, 0)
+        rows += scored_rows(D, own, days, frame, pairs, CANDIDATES, step, f"{label}{OWN}one")
+    return pd.DataFrame(rows)

@@ -26,7 +26,15 @@ import numpy as np
 
 from cloudlab.realdata import CLOUD, NODATA, RealSeries, load_real_series
 
-__all__ = ["REFERENCE_BUFFERS", "SITES_DIR", "Site", "load_site", "site_names"]
+__all__ = [
+    "REFERENCE_BUFFERS",
+    "SITES_DIR",
+    "Site",
+    "load_site",
+    "other_years",
+    "site_names",
+    "year_of",
+]
 
 SITES_DIR = Path(__file__).parent / "data" / "real-clouds"
 _THIN = 1
@@ -126,3 +134,25 @@ def _read(path: Path, name: str) -> Site:
         sensor, gsd, source = str(z["sensor"]), float(z["gsd"]), str(z["reference_source"])
     order = np.argsort(series.dates, kind="stable")
     return Site(name, series.take(order), sensor, gsd, source)
+
+
+def other_years(name: str, folder: Path = SITES_DIR, min_dates: int = 12) -> list[int]:
+    """The calendar years of a site's whole series outside its window (:data:`WINDOWS`) with at
+    least ``min_dates`` dates (#44's minimum): series no choice of the benchmark has read, held
+    out in time (docs/REAL-CLOUDS.md, "Other years of the same sites"). A site without a window
+    holds one series only, and has none.
+    """
+    if name not in WINDOWS:
+        return []
+    series = load_site(name, folder, window=False).series
+    # datetime64[Y] counts years from 1970.
+    years, counts = np.unique(series.dates.astype("datetime64[Y]").astype(int), return_counts=True)
+    window = int(WINDOWS[name][0][:4]) - 1970
+    return [
+        int(y) + 1970 for y, c in zip(years, counts, strict=True) if c >= min_dates and y != window
+    ]
+
+
+def year_of(site: Site, year: int) -> Site:
+    """``site`` with the dates of one calendar year only."""
+    return replace(site, series=site.series.between(f"{year}-01-01", f"{year}-12-31"))
