@@ -187,11 +187,12 @@ def scene_rows(
     draws: int = 4,
     draw_pairs: int = 16,
     one_draw_pairs: int | None = None,
+    specs: Mapping[str, SolveSpec] = CANDIDATES,
 ) -> pd.DataFrame:
     """A scene scored for :func:`unanimous_choice` with the default post-step: the reference's
     four pairs (filed under ``label``) and ``draws`` draws of ``draw_pairs`` of its ``own``
     mask's pairs (:func:`own_codes`; filed under ``label`` + :data:`OWN` + the draw), every
-    candidate of :data:`CANDIDATES` on each; with ``one_draw_pairs``, also one draw of that
+    candidate on each; with ``one_draw_pairs``, also one draw of that
     many (``label`` + :data:`OWN` + ``one``) for :func:`spread_choice`.
 
     Parameters
@@ -207,6 +208,8 @@ def scene_rows(
         The scene's own mask, in the reference's codes.
     draws, draw_pairs, one_draw_pairs
         How many draws of how many own pairs.
+    specs
+        The candidates, by key (:data:`CANDIDATES`).
 
     Returns
     -------
@@ -214,11 +217,11 @@ def scene_rows(
         :func:`scored_rows`' rows of every side.
     """
     step = [DEFAULT_STEP]
-    rows = scored_rows(D, reference, days, frame, own_pairs(reference, 4), CANDIDATES, step, label)
+    rows = scored_rows(D, reference, days, frame, own_pairs(reference, 4), specs, step, label)
     for draw in range(draws):
         pairs = own_pairs(own, draw_pairs, draw)
-        rows += scored_rows(D, own, days, frame, pairs, CANDIDATES, step, f"{label}{OWN}{draw}")
+        rows += scored_rows(D, own, days, frame, pairs, specs, step, f"{label}{OWN}{draw}")
     if one_draw_pairs is not None:
         pairs = own_pairs(own, one_draw_pairs, 0)
-        rows += scored_rows(D, own, days, frame, pairs, CANDIDATES, step, f"{label}{OWN}one")
+        rows += scored_rows(D, own, days, frame, pairs, specs, step, f"{label}{OWN}one")
     return pd.DataFrame(rows)

@@ -9,8 +9,10 @@ from cloudlab.scene_choice import (
     CANDIDATES,
     DEFAULT_KEY,
     DEFAULT_STEP,
+    OWN,
     own_codes,
     own_pairs,
+    scene_rows,
     scored_rows,
     spread_choice,
     unanimous_choice,
@@ -155,3 +157,28 @@ def test_unanimity_needs_the_same_candidate_not_only_another_one():
         "rpca x1.4",
     }
     assert unanimous_choice(draws, ["a", "b"], DEFAULT_STEP, keys) == DEFAULT_KEY
+
+
+def test_a_scene_is_scored_on_its_reference_pairs_and_on_each_draw_of_its_own():
+    """The France cube as a scene: the reference's pairs under its label, each draw of its own
+    mask's pairs under the label, OWN and the draw, every candidate on every pair of each."""
+    site = load_site("s2_nrt_subset")
+    frame = site.series.frame
+    D, reference, days = site_arrays(site)
+    own = own_codes(D, WholeSeries(frame, D, reference, np.isfinite(D).all(axis=0)), frame)
+    specs = {k: CANDIDATES[k] for k in (DEFAULT_KEY, "rpca x1")}
+    rows = scene_rows("fr", frame, D, reference, days, own, 2, 2, 1, specs)
+    sides = {"fr", f"fr{OWN}0", f"fr{OWN}1", f"fr{OWN}one"}
+    assert set(rows.site) == sides
+    for side in sides:
+        mine = rows[rows.site == side]
+        # Every pair of a side has every candidate and the temporal median.
+        per_pair = mine.groupby("pair").solve.apply(set)
+        assert all({*specs, "temporal-median"} <= solves for solves in per_pair)
+    assert rows[rows.site == "fr"].pair.nunique() == len(own_pairs(reference, 4))
+    assert rows[rows.site == f"fr{OWN}one"].pair.nunique() == 1
+    draws = [f"fr{OWN}{d}" for d in range(2)]
+    assert unanimous_choice(rows, draws, DEFAULT_STEP, list(specs)) in specs
+    # Without one_draw_pairs no such side.
+    alone = scene_rows("fr", frame, D, reference, days, own, 1, 1, None, specs)
+    assert set(alone.site) == {"fr", f"fr{OWN}0"}

@@ -8,7 +8,7 @@ import pytest
 
 from cloudcore._morphology import opening
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
-from cloudlab.sites import SITES_DIR, WINDOWS, load_site, site_names
+from cloudlab.sites import SITES_DIR, WINDOWS, load_site, other_years, site_names, year_of
 
 SOURCES = (SITES_DIR.parent / "SOURCES.md").read_text(encoding="utf-8")
 
@@ -112,3 +112,28 @@ def test_the_fmask_references_grow_their_clouds_by_three_pixels_and_scl_does_not
 def test_every_fmask_site_and_only_those_have_fmasks_buffer(name: str) -> None:
     site = load_site(name)
     assert site.reference_buffer == (3 if site.reference_source.startswith("Fmask") else 0)
+
+
+@pytest.mark.parametrize("name", site_names())
+def test_other_years_are_whole_years_outside_the_window_with_enough_dates(name: str) -> None:
+    years = other_years(name)
+    if name not in WINDOWS:  # one series only (CBERS's 24 composites)
+        assert years == []
+        return
+    full = load_site(name, window=False)
+    window_year = int(WINDOWS[name][0][:4])
+    assert WINDOWS[name] == (f"{window_year}-01-01", f"{window_year}-12-31")
+    assert window_year not in years and years
+    for year in years:
+        dates = year_of(full, year).series.dates
+        assert dates.size >= 12
+        assert (dates.astype("datetime64[Y]").astype(int) + 1970 == year).all()
+    # Every year left out either is the window or has fewer than 12 dates.
+    all_years = full.series.dates.astype("datetime64[Y]").astype(int) + 1970
+    for year in set(all_years.tolist()) - set(years) - {window_year}:
+        assert (all_years == year).sum() < 12
+
+
+def test_p035r032s_other_years_are_the_four_whole_years_of_its_stack() -> None:
+    # The stack holds 2008-04 to 2013-05: 23, 22, 18, 22 (the window), 17 and 3 dates a year.
+    assert other_years("p035r032-landsat") == [2008, 2009, 2010, 2012]
