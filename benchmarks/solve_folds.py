@@ -1,0 +1,172 @@
+"""The solve chosen with every year of every site, each fold leaving out one site (#44).
+
+The units are every site-year with a reference pair: each site's chosen year
+(:data:`cloudlab.sites.WINDOWS`; CBERS's one series) and its other years
+(:func:`cloudlab.sites.other_years`). Each of :data:`cloudlab.scene_choice.CANDIDATES` is
+scored on each unit's four reference pairs, the source dropped, with the pipeline's default
+post-step; a site's loss (:func:`cloudlab.heldout.loss`) is the mean over its years. Each fold
+leaves out one site with all its years and keeps the default unless another candidate's mean
+loss over the other sites is lower by more than the spread (the standard error over those
+sites of the per-site loss difference), then takes the least; the left-out site is scored with
+the fold's choice. It prints every candidate's per-site means, each fold's choice, the
+held-out table and the conditions written before the run (docs/REAL-CLOUDS.md, "The solve
+chosen with every year, folds by site").
+
+Usage::
+
+    python benchmarks/solve_folds.py --out runs/solve-folds     # about 3 min on two cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cloudlab.heldout import FIDELITY_LIMIT, loss, pooled
+from cloudlab.scene_choice import (
+    CANDIDATES,
+    DEFAULT_KEY,
+    DEFAULT_STEP,
+    candidate_label,
+    own_pairs,
+    scored_rows,
+)
+from cloudlab.sites import Site, load_site, other_years, site_names, year_of
+from cloudlab.sitescore import site_arrays
+
+#: How far a site's held-out mean fidelity may rise over the default's (the conditions).
+FIDELITY_RISE = 0.01
+
+
+def units(name: str) -> list[tuple[str, Site]]:
+    """A site's units: its chosen year (``chosen``) and each other year, by label."""
+    out = [("chosen", load_site(name))]
+    full = load_site(name, window=False)
+    out += [(str(year), year_of(full, year)) for year in other_years(name)]
+    return out
+
+
+def unit_rows(name: str) -> pd.DataFrame:
+    """Every candidate on every unit's reference pairs, filed under ``site year``."""
+    rows = []
+    for year, site in units(name):
+        D, reference, days = site_arrays(site)
+        pairs = own_pairs(reference, 4)
+        if not pairs:
+            continue
+        label = f"{name} {year}"
+        rows += scored_rows(
+            D, reference, days, site.series.frame, pairs, CANDIDATES, [DEFAULT_STEP], label
+        )
+    table = pd.DataFrame(rows)
+    table["unit"] = table.site
+    table["site"] = name
+    return table
+
+
+def unit_scores(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per unit and candidate key: r, fidelity and the benchmark's loss; with its site."""
+    scores = pooled(rows.assign(site=rows.unit))
+    labels = list(scores.site.unique())
+    losses = loss(scores, labels)
+    out = []
+    for key in CANDIDATES:
+        label = candidate_label(key, DEFAULT_STEP)
+        mine = scores[(scores.solve == key) & (scores.step == DEFAULT_STEP.name)]
+        mine = mine[mine.protocol == "drop-source"].set_index("site")
+        median = scores[scores.solve == "temporal-median"].set_index("site").pred
+        for unit in labels:
+            out.append(
+                {
+                    "unit": unit,
+                    "site": unit.rsplit(" ", 1)[0],
+                    "key": key,
+                    "r": float(mine.loc[unit].pred),
+                    "fid": float(mine.loc[unit].fid),
+                    "median": float(median.loc[unit]),
+                    "loss": float(losses.loc[label, unit]),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def fold_choice(site_loss: pd.DataFrame, left_out: str) -> str:
+    """The fold's choice on the sites other than ``left_out``: the default unless another's mean
+    loss is lower by more than the spread, then the least (``site_loss``: sites by keys)."""
+    train = site_loss.drop(index=left_out)
+    diff = train.sub(train[DEFAULT_KEY], axis=0)
+    mean = diff.mean()
+    spread = diff.std(ddof=1) / np.sqrt(len(train))
+    better = mean[(mean.index != DEFAULT_KEY) & (mean + spread < 0)]
+    if better.empty:
+        return DEFAULT_KEY
+    return str(train[better.index].mean().idxmin())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sites", nargs="+", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="write the unit scores here (CSV)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    names = args.sites or site_names()
+    scores = pd.concat([unit_scores(unit_rows(name)) for name in names], ignore_index=True)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        scores.to_csv(args.out / "units.csv", index=False)
+    per_site = scores.groupby(["site", "key"])[["r", "fid", "loss"]].mean()
+    site_loss = per_site.loss.unstack("key")
+    print("Units per site:", scores.groupby("site").unit.nunique().to_dict())
+    print("\nEvery candidate, the mean over each site's years (r, fidelity, loss):\n")
+    print("| site | " + " | ".join(CANDIDATES) + " |")
+    print("|---|" + "---|" * len(CANDIDATES))
+    for name in names:
+        cells = [
+            "{:.3f}, {:.3f}, {:.2f}".format(*per_site.loc[(name, key)][["r", "fid", "loss"]])
+            for key in CANDIDATES
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    means = per_site.groupby("key")[["r", "fid"]].mean()
+    print(
+        "| mean of the sites | "
+        + " | ".join(f"{means.loc[k].r:.3f}, {means.loc[k].fid:.3f}" for k in CANDIDATES)
+        + " |"
+    )
+
+    print("\nHeld out (each site scored with its fold's choice; the mean over its years):\n")
+    print("| site left out | fold's choice | r | fidelity | the default: r, fidelity | median |")
+    print("|---|---|---|---|---|---|")
+    picks, held, base, rises = {}, [], [], []
+    for name in names:
+        picks[name] = fold_choice(site_loss, name)
+        chosen, default = per_site.loc[(name, picks[name])], per_site.loc[(name, DEFAULT_KEY)]
+        median = scores[(scores.site == name) & (scores.key == DEFAULT_KEY)]["median"].mean()
+        held.append(chosen.r)
+        base.append(default.r)
+        rises.append(chosen.fid - default.fid)
+        print(
+            f"| {name} | {picks[name]} | {chosen.r:.3f} | {chosen.fid:.3f} | "
+            f"{default.r:.3f}, {default.fid:.3f} | {median:.3f} |"
+        )
+    print(f"\nMean r over the sites: held out {np.mean(held):.4f}, the default {np.mean(base):.4f}")
+    same = len(set(picks.values())) == 1 and DEFAULT_KEY not in picks.values()
+    print("\nThe conditions written before the run:")
+    print(f"- {'met' if same else 'NOT met'}: every fold chose the same non-default candidate")
+    print(
+        f"- {'met' if np.mean(held) < np.mean(base) else 'NOT met'}: the held-out mean r is "
+        "below the default's"
+    )
+    print(
+        f"- {'met' if max(rises) <= FIDELITY_RISE else 'NOT met'}: no site's mean fidelity "
+        f"above the default's by more than {FIDELITY_RISE} (largest {max(rises):+.3f}; "
+        f"fidelity bar {FIDELITY_LIMIT})"
+    )
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
