@@ -31,13 +31,20 @@ temporal median's.
 In-sample: the default was chosen on all five sites (docs/REAL-CLOUDS.md); this says where its
 error is, not what to choose.
 
+With ``--years`` it scores the given years of the sites instead of their chosen years
+(``NAME:YEAR``, :func:`cloudlab.sites.year_of`: held out in time), and with ``--solve`` one of
+:data:`cloudlab.scene_choice.CANDIDATES` instead of the default solve.
+
 Usage::
 
     python benchmarks/mask_misses.py     # about 4 s
+    python benchmarks/mask_misses.py --years p035r032-landsat:2009 s2_nrt_romania_10m:2018
+    python benchmarks/mask_misses.py --years p035r032-landsat:2009 --solve "rpca x1"
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +54,8 @@ from scipy import ndimage
 from cloudcore.masks import CLEAR, CLOUD, SHADOW
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import PostStep, SolveSpec
-from cloudlab.sites import load_site, site_names
+from cloudlab.scene_choice import CANDIDATES
+from cloudlab.sites import Site, load_site, site_names, year_of
 from cloudlab.sitescore import (
     KeptSeries,
     PastedPair,
@@ -195,12 +203,11 @@ def _edge(pair: PastedPair, frame: tuple[int, int]) -> np.ndarray:
 
 
 def score_site(
-    name: str, spec: SolveSpec, steps: list[PostStep]
+    site: Site, spec: SolveSpec, steps: list[PostStep]
 ) -> tuple[list[_Site], _Sums, _Departure]:
     """The sums of :class:`_Site` over the site's pairs, source dropped, for each post-step
     (one solve per pair serves them all), the temporal median's on the pasted pixels, and the
     first post-step's pasted pixels split by their departure (:class:`_Departure`)."""
-    site = load_site(name)
     frame = site.series.frame
     D, reference, _ = site_arrays(site)
     sums = [_Site() for _ in steps]
@@ -277,11 +284,27 @@ def _label(change: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in change.items()) or "the default"
 
 
+def sites(years: list[str] | None) -> dict[str, Site]:
+    """The sites scored, by label: every site's chosen year, or the ``NAME:YEAR`` given."""
+    if not years:
+        return {name: load_site(name) for name in site_names()}
+    out = {}
+    for given in years:
+        name, year = given.rsplit(":", 1)
+        out[f"{name} {year}"] = year_of(load_site(name, window=False), int(year))
+    return out
+
+
 def main() -> None:
-    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--years", nargs="+", default=None, help="NAME:YEAR, held out in time")
+    parser.add_argument("--solve", default=None, choices=list(CANDIDATES), help="not the default")
+    args = parser.parse_args()
+    spec = SolveSpec.of(SolverConfig()) if args.solve is None else CANDIDATES[args.solve]
+    step = PostStep.of(MaskConfig())
     steps = [step.with_rule(**change) for change in VARIANTS]
-    print(f"the default: {spec.name} | {step.name}; pairs with the source dropped\n")
-    scored = {name: score_site(name, spec, steps) for name in site_names()}
+    print(f"the solve: {spec.name} | {step.name}; pairs with the source dropped\n")
+    scored = {label: score_site(site, spec, steps) for label, site in sites(args.years).items()}
     print(
         "| site | r | pasted cloud missed | its share of the error | pasted shadow missed "
         "| its share of the error | r, every pasted pixel filled | temporal median | ratio "
