@@ -12,24 +12,32 @@ the fold's choice. It prints every candidate's per-site means, each fold's choic
 held-out table and the conditions written before the run (docs/REAL-CLOUDS.md, "The solve
 chosen with every year, folds by site").
 
+With ``--floors`` the candidates are the default and the default with its ground floored
+(:data:`FLOORED`) instead.
+
 Usage::
 
     python benchmarks/solve_folds.py --out runs/solve-folds     # about 3 min on two cores
+    python benchmarks/solve_folds.py --floors --out runs/solve-folds-floors
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from cloudlab.candidates import SolveSpec
 from cloudlab.heldout import FIDELITY_LIMIT, loss, pooled
 from cloudlab.scene_choice import (
     CANDIDATES,
     DEFAULT_KEY,
+    DEFAULT_SOLVE,
     DEFAULT_STEP,
     candidate_label,
     own_pairs,
@@ -40,6 +48,18 @@ from cloudlab.sitescore import site_arrays
 
 #: How far a site's held-out mean fidelity may rise over the default's (the conditions).
 FIDELITY_RISE = 0.01
+#: The default and the default with its ground floored at a quantile of its dates
+#: (``solver.floor_ground``), with and without each date's own level taken out of the darkening.
+FLOORED: dict[str, SolveSpec] = {
+    DEFAULT_KEY: DEFAULT_SOLVE,
+    **{
+        f"floor {q:g}{' level' if level else ''}": dataclasses.replace(
+            DEFAULT_SOLVE, floor=q, level=level
+        )
+        for q in (0.25, 0.5)
+        for level in (False, True)
+    },
+}
 
 
 def units(name: str) -> list[tuple[str, Site]]:
@@ -50,8 +70,8 @@ def units(name: str) -> list[tuple[str, Site]]:
     return out
 
 
-def unit_rows(name: str) -> pd.DataFrame:
-    """Every candidate on every unit's reference pairs, filed under ``site year``."""
+def unit_rows(name: str, specs: Mapping[str, SolveSpec]) -> pd.DataFrame:
+    """Every candidate of ``specs`` on every unit's reference pairs, filed under ``site year``."""
     rows = []
     for year, site in units(name):
         D, reference, days = site_arrays(site)
@@ -60,7 +80,7 @@ def unit_rows(name: str) -> pd.DataFrame:
             continue
         label = f"{name} {year}"
         rows += scored_rows(
-            D, reference, days, site.series.frame, pairs, CANDIDATES, [DEFAULT_STEP], label
+            D, reference, days, site.series.frame, pairs, specs, [DEFAULT_STEP], label
         )
     table = pd.DataFrame(rows)
     table["unit"] = table.site
@@ -68,13 +88,13 @@ def unit_rows(name: str) -> pd.DataFrame:
     return table
 
 
-def unit_scores(rows: pd.DataFrame) -> pd.DataFrame:
+def unit_scores(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per unit and candidate key: r, fidelity and the benchmark's loss; with its site."""
     scores = pooled(rows.assign(site=rows.unit))
     labels = list(scores.site.unique())
     losses = loss(scores, labels)
     out = []
-    for key in CANDIDATES:
+    for key in keys:
         label = candidate_label(key, DEFAULT_STEP)
         mine = scores[(scores.solve == key) & (scores.step == DEFAULT_STEP.name)]
         mine = mine[mine.protocol == "drop-source"].set_index("site")
@@ -111,10 +131,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", nargs="+", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the unit scores here (CSV)")
+    parser.add_argument("--floors", action="store_true", help="the default floored (FLOORED)")
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
-    scores = pd.concat([unit_scores(unit_rows(name)) for name in names], ignore_index=True)
+    specs = FLOORED if args.floors else CANDIDATES
+    scores = pd.concat(
+        [unit_scores(unit_rows(name, specs), list(specs)) for name in names], ignore_index=True
+    )
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         scores.to_csv(args.out / "units.csv", index=False)
@@ -122,18 +146,18 @@ def main() -> None:
     site_loss = per_site.loss.unstack("key")
     print("Units per site:", scores.groupby("site").unit.nunique().to_dict())
     print("\nEvery candidate, the mean over each site's years (r, fidelity, loss):\n")
-    print("| site | " + " | ".join(CANDIDATES) + " |")
-    print("|---|" + "---|" * len(CANDIDATES))
+    print("| site | " + " | ".join(specs) + " |")
+    print("|---|" + "---|" * len(specs))
     for name in names:
         cells = [
             "{:.3f}, {:.3f}, {:.2f}".format(*per_site.loc[(name, key)][["r", "fid", "loss"]])
-            for key in CANDIDATES
+            for key in specs
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
     means = per_site.groupby("key")[["r", "fid"]].mean()
     print(
         "| mean of the sites | "
-        + " | ".join(f"{means.loc[k].r:.3f}, {means.loc[k].fid:.3f}" for k in CANDIDATES)
+        + " | ".join(f"{means.loc[k].r:.3f}, {means.loc[k].fid:.3f}" for k in specs)
         + " |"
     )
 
