@@ -291,7 +291,10 @@ def sites(years: list[str] | None) -> dict[str, Site]:
     out = {}
     for given in years:
         name, year = given.rsplit(":", 1)
-        out[f"{name} {year}"] = year_of(load_site(name, window=False), int(year))
+        site = year_of(load_site(name, window=False), int(year))
+        if site.series.dates.size == 0:
+            raise SystemExit(f"--years {given}: {name} holds no date in {year}")
+        out[f"{name} {year}"] = site
     return out
 
 

@@ -20,7 +20,7 @@ sites"), each met or not.
 
 Usage::
 
-    python benchmarks/other_years.py --out runs/other-years    # about 20 min on two cores
+    python benchmarks/other_years.py --out runs/other-years    # about 28 min on two cores
     python benchmarks/other_years.py --sites s2_nrt_subset --years 2018   # one year (seconds)
 """
 

@@ -40,6 +40,7 @@ from cloudlab.scene_choice import (
     DEFAULT_SOLVE,
     DEFAULT_STEP,
     candidate_label,
+    fold_choice,
     own_pairs,
     scored_rows,
 )
@@ -82,6 +83,8 @@ def unit_rows(name: str, specs: Mapping[str, SolveSpec]) -> pd.DataFrame:
         rows += scored_rows(
             D, reference, days, site.series.frame, pairs, specs, [DEFAULT_STEP], label
         )
+    if not rows:
+        raise SystemExit(f"{name}: no year of this site has a reference pair")
     table = pd.DataFrame(rows)
     table["unit"] = table.site
     table["site"] = name
@@ -112,19 +115,6 @@ def unit_scores(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(out)
-
-
-def fold_choice(site_loss: pd.DataFrame, left_out: str) -> str:
-    """The fold's choice on the sites other than ``left_out``: the default unless another's mean
-    loss is lower by more than the spread, then the least (``site_loss``: sites by keys)."""
-    train = site_loss.drop(index=left_out)
-    diff = train.sub(train[DEFAULT_KEY], axis=0)
-    mean = diff.mean()
-    spread = diff.std(ddof=1) / np.sqrt(len(train))
-    better = mean[(mean.index != DEFAULT_KEY) & (mean + spread < 0)]
-    if better.empty:
-        return DEFAULT_KEY
-    return str(train[better.index].mean().idxmin())
 
 
 def main() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "OWN",
     "PROTOCOL",
     "candidate_label",
+    "fold_choice",
     "own_codes",
     "own_pairs",
     "pair_losses",
@@ -225,3 +226,31 @@ def scene_rows(
         pairs = own_pairs(own, one_draw_pairs, 0)
         rows += scored_rows(D, own, days, frame, pairs, specs, step, f"{label}{OWN}one")
     return pd.DataFrame(rows)
+
+
+def fold_choice(site_loss: pd.DataFrame, left_out: str) -> str:
+    """A fold's choice of solve, leaving out the site ``left_out``: the default
+    (:data:`DEFAULT_KEY`) unless another's mean loss over the other sites is lower by more
+    than the spread (the standard error over those sites of the per-site loss difference to
+    the default), then the one of least mean loss among those.
+
+    Parameters
+    ----------
+    site_loss
+        Each site's loss (rows) of each candidate key (columns), e.g. the mean over its years.
+    left_out
+        The site the fold scores, not read.
+
+    Returns
+    -------
+    str
+        The key chosen.
+    """
+    train = site_loss.drop(index=left_out)
+    diff = train.sub(train[DEFAULT_KEY], axis=0)
+    mean = diff.mean()
+    spread = diff.std(ddof=1) / np.sqrt(len(train))
+    better = mean[(mean.index != DEFAULT_KEY) & (mean + spread < 0)]
+    if better.empty:
+        return DEFAULT_KEY
+    return str(train[better.index].mean().idxmin())

@@ -10,6 +10,7 @@ from cloudlab.scene_choice import (
     DEFAULT_KEY,
     DEFAULT_STEP,
     OWN,
+    fold_choice,
     own_codes,
     own_pairs,
     scene_rows,
@@ -176,9 +177,34 @@ def test_a_scene_is_scored_on_its_reference_pairs_and_on_each_draw_of_its_own():
         per_pair = mine.groupby("pair").solve.apply(set)
         assert all({*specs, "temporal-median"} <= solves for solves in per_pair)
     assert rows[rows.site == "fr"].pair.nunique() == len(own_pairs(reference, 4))
+    assert all(rows[rows.site == f"fr{OWN}{d}"].pair.nunique() <= 2 for d in range(2))
     assert rows[rows.site == f"fr{OWN}one"].pair.nunique() == 1
-    draws = [f"fr{OWN}{d}" for d in range(2)]
-    assert unanimous_choice(rows, draws, DEFAULT_STEP, list(specs)) in specs
     # Without one_draw_pairs no such side.
     alone = scene_rows("fr", frame, D, reference, days, own, 1, 1, None, specs)
     assert set(alone.site) == {"fr", f"fr{OWN}0"}
+    # The own sides' pairs come from ``own``, the reference side's from ``reference``: an own
+    # mask that calls everything clear has no cloudy source, so no own pair at all.
+    blind = scene_rows("fr", frame, D, reference, days, np.zeros_like(own), 2, 2, 1, specs)
+    assert set(blind.site) == {"fr"}
+
+
+def test_a_fold_leaves_the_default_only_beyond_the_spread_and_reads_no_left_out_site():
+    b, o = DEFAULT_KEY, "rpca x1"
+    # rpca better by 0.1 on each of three sites, 0.05 on a fourth: beyond its spread.
+    losses = pd.DataFrame(
+        {b: [1.0, 1.0, 1.0, 1.0, 1.0], o: [0.9, 0.9, 0.9, 0.95, 5.0]},
+        index=["s1", "s2", "s3", "s4", "s5"],
+    )
+    assert fold_choice(losses, "s5") == o  # s5, where rpca fails, is not read
+    # With s5 among the training sites the mean difference is positive: the default.
+    assert fold_choice(losses, "s1") == b
+    # Better on average but within the spread (d worse): the default; without d, rpca.
+    mixed = pd.DataFrame({b: [1.0] * 4, o: [0.5, 0.5, 0.5, 1.3]}, index=["a", "b", "c", "d"])
+    assert fold_choice(mixed, "a") == b
+    assert fold_choice(mixed, "d") == o
+    # Two beyond the spread: the least mean loss among them.
+    two = pd.DataFrame(
+        {b: [1.0] * 4, o: [0.8, 0.81, 0.79, 0.8], "rpca x1.4": [0.7, 0.71, 0.69, 0.7]},
+        index=["a", "b", "c", "d"],
+    )
+    assert fold_choice(two, "d") == "rpca x1.4"

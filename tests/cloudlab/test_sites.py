@@ -1,6 +1,7 @@
 """The held-out benchmark's sites: each loads, is what its provenance note says, and is
 documented in SOURCES.md."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -124,12 +125,13 @@ def test_other_years_are_whole_years_outside_the_window_with_enough_dates(name: 
     window_year = int(WINDOWS[name][0][:4])
     assert WINDOWS[name] == (f"{window_year}-01-01", f"{window_year}-12-31")
     assert window_year not in years and years
+    all_years = full.series.dates.astype("datetime64[Y]").astype(int) + 1970
     for year in years:
         dates = year_of(full, year).series.dates
         assert dates.size >= 12
+        assert dates.size == (all_years == year).sum()  # every date of the year, no other
         assert (dates.astype("datetime64[Y]").astype(int) + 1970 == year).all()
     # Every year left out either is the window or has fewer than 12 dates.
-    all_years = full.series.dates.astype("datetime64[Y]").astype(int) + 1970
     for year in set(all_years.tolist()) - set(years) - {window_year}:
         assert (all_years == year).sum() < 12
 
@@ -137,3 +139,18 @@ def test_other_years_are_whole_years_outside_the_window_with_enough_dates(name: 
 def test_p035r032s_other_years_are_the_four_whole_years_of_its_stack() -> None:
     # The stack holds 2008-04 to 2013-05: 23, 22, 18, 22 (the window), 17 and 3 dates a year.
     assert other_years("p035r032-landsat") == [2008, 2009, 2010, 2012]
+
+
+def test_a_year_keeps_its_first_and_last_day_and_nothing_across_the_new_year() -> None:
+    full = load_site("landsat_p013r030_harvard_transect", window=False)
+    days = np.array(["2005-12-31", "2006-01-01", "2006-12-31", "2007-01-01"], "datetime64[D]")
+    years = full.series.dates.astype("datetime64[Y]").astype(int) + 1970
+    first, last = np.flatnonzero(years == 2006)[[0, -1]]
+    at = [first - 1, first, last, last + 1]  # the dates either side of 2006's edges
+    moved = full.series.dates.copy()
+    moved[at] = days  # moved onto the edges, the order kept
+    edged = replace(full, series=replace(full.series, dates=moved))
+    kept = year_of(edged, 2006).series.dates
+    assert days[1] in kept and days[2] in kept
+    assert days[0] not in kept and days[3] not in kept
+    assert other_years("landsat_p013r030_harvard_transect", min_dates=23) == []
