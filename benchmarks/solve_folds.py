@@ -13,12 +13,14 @@ held-out table and the conditions written before the run (docs/REAL-CLOUDS.md, "
 chosen with every year, folds by site").
 
 With ``--floors`` the candidates are the default and the default with its ground floored
-(:data:`FLOORED`) instead.
+(:data:`FLOORED`) instead; with ``--shadow-fill`` the default and the default with the ground
+written under a flagged shadow floored (:data:`SHADOW_FILL`).
 
 Usage::
 
     python benchmarks/solve_folds.py --out runs/solve-folds     # about 3 min on two cores
     python benchmarks/solve_folds.py --floors --out runs/solve-folds-floors
+    python benchmarks/solve_folds.py --shadow-fill --out runs/solve-folds-shadow-fill
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cloudlab.candidates import SolveSpec
+from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.heldout import FIDELITY_LIMIT, loss, pooled
 from cloudlab.scene_choice import (
     CANDIDATES,
@@ -49,17 +51,33 @@ from cloudlab.sitescore import site_arrays
 
 #: How far a site's held-out mean fidelity may rise over the default's (the conditions).
 FIDELITY_RISE = 0.01
+#: A candidate: the key its solve is scored under, the solve and the post-step.
+Candidate = tuple[str, SolveSpec, PostStep]
+#: The six solves, each with the default post-step.
+SOLVES: dict[str, Candidate] = {k: (k, s, DEFAULT_STEP) for k, s in CANDIDATES.items()}
 #: The default and the default with its ground floored at a quantile of its dates
 #: (``solver.floor_ground``), with and without each date's own level taken out of the darkening.
-FLOORED: dict[str, SolveSpec] = {
-    DEFAULT_KEY: DEFAULT_SOLVE,
+FLOORED: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
     **{
-        f"floor {q:g}{' level' if level else ''}": dataclasses.replace(
-            DEFAULT_SOLVE, floor=q, level=level
+        (key := f"floor {q:g}{' level' if level else ''}"): (
+            key,
+            dataclasses.replace(DEFAULT_SOLVE, floor=q, level=level),
+            DEFAULT_STEP,
         )
         for q in (0.25, 0.5)
         for level in (False, True)
     },
+}
+#: The default and the default with the ground written under a flagged shadow floored at the
+#: pixel's lower quartile (:attr:`cloudlab.candidates.PostStep.shadow_floor`).
+SHADOW_FILL: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    "shadow fill 0.25": (
+        DEFAULT_KEY,
+        DEFAULT_SOLVE,
+        dataclasses.replace(DEFAULT_STEP, shadow_floor=0.25),
+    ),
 }
 
 
@@ -71,8 +89,10 @@ def units(name: str) -> list[tuple[str, Site]]:
     return out
 
 
-def unit_rows(name: str, specs: Mapping[str, SolveSpec]) -> pd.DataFrame:
-    """Every candidate of ``specs`` on every unit's reference pairs, filed under ``site year``."""
+def unit_rows(name: str, candidates: Mapping[str, Candidate]) -> pd.DataFrame:
+    """Every candidate on every unit's reference pairs, filed under ``site year``."""
+    specs = {key: spec for key, spec, _ in candidates.values()}
+    steps = list({step.name: step for _, _, step in candidates.values()}.values())
     rows = []
     for year, site in units(name):
         D, reference, days = site_arrays(site)
@@ -80,9 +100,7 @@ def unit_rows(name: str, specs: Mapping[str, SolveSpec]) -> pd.DataFrame:
         if not pairs:
             continue
         label = f"{name} {year}"
-        rows += scored_rows(
-            D, reference, days, site.series.frame, pairs, specs, [DEFAULT_STEP], label
-        )
+        rows += scored_rows(D, reference, days, site.series.frame, pairs, specs, steps, label)
     if not rows:
         raise SystemExit(f"{name}: no year of this site has a reference pair")
     table = pd.DataFrame(rows)
@@ -91,15 +109,15 @@ def unit_rows(name: str, specs: Mapping[str, SolveSpec]) -> pd.DataFrame:
     return table
 
 
-def unit_scores(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def unit_scores(rows: pd.DataFrame, candidates: Mapping[str, Candidate]) -> pd.DataFrame:
     """Per unit and candidate key: r, fidelity and the benchmark's loss; with its site."""
     scores = pooled(rows.assign(site=rows.unit))
     labels = list(scores.site.unique())
     losses = loss(scores, labels)
     out = []
-    for key in keys:
-        label = candidate_label(key, DEFAULT_STEP)
-        mine = scores[(scores.solve == key) & (scores.step == DEFAULT_STEP.name)]
+    for key, (solve, _, step) in candidates.items():
+        label = candidate_label(solve, step)
+        mine = scores[(scores.solve == solve) & (scores.step == step.name)]
         mine = mine[mine.protocol == "drop-source"].set_index("site")
         median = scores[scores.solve == "temporal-median"].set_index("site").pred
         for unit in labels:
@@ -122,12 +140,15 @@ def main() -> None:
     parser.add_argument("--sites", nargs="+", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the unit scores here (CSV)")
     parser.add_argument("--floors", action="store_true", help="the default floored (FLOORED)")
+    parser.add_argument(
+        "--shadow-fill", action="store_true", help="a flagged shadow's ground floored (SHADOW_FILL)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
-    specs = FLOORED if args.floors else CANDIDATES
+    specs = FLOORED if args.floors else SHADOW_FILL if args.shadow_fill else SOLVES
     scores = pd.concat(
-        [unit_scores(unit_rows(name, specs), list(specs)) for name in names], ignore_index=True
+        [unit_scores(unit_rows(name, specs), specs) for name in names], ignore_index=True
     )
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

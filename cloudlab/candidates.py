@@ -268,6 +268,11 @@ class PostStep:
     #: kept dates before and after, interpolated in time (:mod:`cloudcore.departure`,
     #: ``mask.interpolate``): the sixth stage (:func:`between_of`).
     between: bool = False
+    #: None, or the quantile over the dates of each pixel's ground that the ground written
+    #: where the mask calls the pixel shadow is raised to (the benchmark only; docs/
+    #: REAL-CLOUDS.md, "The ground under a flagged shadow floored"): aATM's cloud layer is
+    #: non-negative, so a shadow's darkening goes into its date's ground.
+    shadow_floor: float | None = None
 
     @classmethod
     def of(cls, mask: Any) -> PostStep:
@@ -327,12 +332,14 @@ class PostStep:
     @property
     def name(self) -> str:
         """Compact label: ``c4 h3 s3 r1 g1 keep:invert``; ``ground`` with keep_clear off (the
-        output is then the ground whatever the rule); ``+between`` with :attr:`between`."""
+        output is then the ground whatever the rule); ``+between`` with :attr:`between`,
+        ``+sfloor0.25`` with :attr:`shadow_floor`."""
         if not self.keep_clear:
             return "ground"
         spread = "" if self.offset is None else f"+offset{self.offset:g}"
         between = "+between" if self.between else ""
-        return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}"
+        floor = "" if self.shadow_floor is None else f"+sfloor{self.shadow_floor:g}"
+        return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}{floor}"
 
 
 #: The grid's mask thresholds (:func:`post_steps`): cloud, haze and shadow (σ; None: no haze or

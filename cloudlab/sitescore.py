@@ -546,15 +546,25 @@ def written_ground(
     mask does not keep the observation (before the date's offset, which
     :func:`compose_target` adds): the solve's; with :attr:`PostStep.between` raised by each
     pixel's own departure from it on its nearest dates the step keeps, before and after
-    (:func:`cloudcore.departure.raised_ground`, ``mask.interpolate``), clipped to [0, 1].
+    (:func:`cloudcore.departure.raised_ground`, ``mask.interpolate``), clipped to [0, 1]; with
+    :attr:`PostStep.shadow_floor` raised where the mask calls the target shadow by what its
+    ground lacks of the pixel's quantile over the dates.
     ``D`` is the series solved ``(bands, pixels, dates)``, ``days`` its dates' day numbers."""
-    if not step.between:
-        return solved.ground[:, :, target]
-    codes = solved.codes(step.rule, solved.seen)
-    kept = kept_codes(codes, keep_haze=step.haze_fill == "observed").reshape(codes.shape[0], -1)
-    observation, ground = (np.moveaxis(x, 2, 1) for x in (D, solved.ground))  # dates second
-    raised = raised_ground(observation, ground, kept, days)[:, target]
-    return np.clip(raised, 0.0, 1.0)
+    written = solved.ground[:, :, target]
+    if step.between:
+        codes = solved.codes(step.rule, solved.seen)
+        kept = kept_codes(codes, keep_haze=step.haze_fill == "observed")
+        observation, ground = (np.moveaxis(x, 2, 1) for x in (D, solved.ground))  # dates second
+        raised = raised_ground(observation, ground, kept.reshape(codes.shape[0], -1), days)
+        written = np.clip(raised[:, target], 0.0, 1.0)
+    if step.shadow_floor is not None:
+        shadow = solved.codes(step.rule, solved.seen)[target].reshape(-1) == MASK_SHADOW
+        own = solved.ground[:, shadow]
+        floor = np.nanquantile(own, step.shadow_floor, axis=2)
+        lift = np.maximum(floor - own[:, :, target], 0.0)  # the ground's deficit, not the departure
+        written = written.copy()
+        written[:, shadow] = np.clip(written[:, shadow] + np.nan_to_num(lift), 0.0, 1.0)
+    return written
 
 
 def error_sums(
