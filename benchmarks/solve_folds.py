@@ -14,13 +14,15 @@ chosen with every year, folds by site").
 
 With ``--floors`` the candidates are the default and the default with its ground floored
 (:data:`FLOORED`) instead; with ``--shadow-fill`` the default and the default with the ground
-written under a flagged shadow floored (:data:`SHADOW_FILL`).
+written under a flagged shadow floored (:data:`SHADOW_FILL`); with ``--shadow-model`` the
+default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`).
 
 Usage::
 
     python benchmarks/solve_folds.py --out runs/solve-folds     # about 3 min on two cores
     python benchmarks/solve_folds.py --floors --out runs/solve-folds-floors
     python benchmarks/solve_folds.py --shadow-fill --out runs/solve-folds-shadow-fill
+    python benchmarks/solve_folds.py --shadow-model --out runs/solve-folds-shadow-model
 """
 
 from __future__ import annotations
@@ -67,6 +69,18 @@ FLOORED: dict[str, Candidate] = {
         )
         for q in (0.25, 0.5)
         for level in (False, True)
+    },
+}
+#: The default and ``aatm-shadow`` with κ 1 at λ̂* ×1 and ×1.4, capped as the default.
+SHADOW_MODEL: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    **{
+        (key := f"aatm-shadow k1 x{scale:g}"): (
+            key,
+            SolveSpec("aatm-shadow", "star", scale=scale, shadow_weight=1.0, cap=True),
+            DEFAULT_STEP,
+        )
+        for scale in (1.0, 1.4)
     },
 }
 #: The default and the default with the ground written under a flagged shadow floored at the
@@ -143,10 +157,19 @@ def main() -> None:
     parser.add_argument(
         "--shadow-fill", action="store_true", help="a flagged shadow's ground floored (SHADOW_FILL)"
     )
+    parser.add_argument(
+        "--shadow-model", action="store_true", help="aatm-shadow, capped (SHADOW_MODEL)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
-    specs = FLOORED if args.floors else SHADOW_FILL if args.shadow_fill else SOLVES
+    specs = SOLVES
+    for flag, candidates in (
+        (args.floors, FLOORED),
+        (args.shadow_fill, SHADOW_FILL),
+        (args.shadow_model, SHADOW_MODEL),
+    ):
+        specs = candidates if flag else specs
     scores = pd.concat(
         [unit_scores(unit_rows(name, specs), specs) for name in names], ignore_index=True
     )
