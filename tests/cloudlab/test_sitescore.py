@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from cloudcore.masks import SHADOW as MASK_SHADOW
 from cloudcore.masks import MaskRule
 from cloudlab.candidates import PostStep
 from cloudlab.sitescore import Solved, written_ground
@@ -37,3 +38,28 @@ def test_between_raises_the_target_s_ground_by_its_pixels_kept_neighbours() -> N
     expected = np.clip(expected, 0.0, 1.0)
     assert np.allclose(out, expected, atol=1e-12)
     assert (out[:, 5] <= 1.0).all() and not np.allclose(out, np.clip(L[:, :, target], 0, 1))
+
+
+def test_shadow_floor_raises_only_the_ground_written_under_a_flagged_shadow() -> None:
+    """A shadow taken into its date's ground (L dark there, D darker still): where the mask
+    calls the target shadow the ground written is raised to the pixel's lower quartile over the
+    dates; every other pixel's ground is written as it was."""
+    rng = np.random.default_rng(7)
+    bands, frame, days = 2, (3, 4), np.arange(6.0)
+    pixels, n, target = frame[0] * frame[1], days.size, 2
+    L = rng.uniform(0.3, 0.5, (bands, pixels, n))
+    D = L + rng.normal(0.0, 0.005, L.shape)
+    L[:, 7, target] = 0.1  # the shadow in the ground
+    D[:, 7, target] = 0.02  # and darker still in the observation: the mask sees it
+    solved = Solved(D, np.ones((pixels, n), bool), L, frame)
+    rule = MaskRule(cloud=1e6, haze=1e6, shadow=3.0, white_cloud=0.0, shadow_near=0.0)
+    plain = PostStep(rule, keep_clear=True)
+    floored = dataclasses.replace(plain, shadow_floor=0.25)
+    shadow = solved.codes(rule, solved.seen)[target].reshape(-1) == MASK_SHADOW
+    assert shadow[7] and shadow.sum() == 1
+    out = written_ground(D, days, target, solved, floored)
+    expected = L[:, :, target].copy()
+    expected[:, 7] = np.quantile(L[:, 7, :], 0.25, axis=1)  # above 0.1: the deficit added
+    assert np.allclose(out, expected, atol=1e-12)
+    assert np.array_equal(written_ground(D, days, target, solved, plain), L[:, :, target])
+    assert floored.name == plain.name + "+sfloor0.25"
