@@ -153,11 +153,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", nargs="+", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the unit scores here (CSV)")
-    parser.add_argument("--floors", action="store_true", help="the default floored (FLOORED)")
-    parser.add_argument(
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--floors", action="store_true", help="the default floored (FLOORED)")
+    mode.add_argument(
         "--shadow-fill", action="store_true", help="a flagged shadow's ground floored (SHADOW_FILL)"
     )
-    parser.add_argument(
+    mode.add_argument(
         "--shadow-model", action="store_true", help="aatm-shadow, capped (SHADOW_MODEL)"
     )
     args = parser.parse_args()

@@ -63,3 +63,31 @@ def test_shadow_floor_raises_only_the_ground_written_under_a_flagged_shadow() ->
     assert np.allclose(out, expected, atol=1e-12)
     assert np.array_equal(written_ground(D, days, target, solved, plain), L[:, :, target])
     assert floored.name == plain.name + "+sfloor0.25"
+
+
+def test_shadow_floor_adds_the_ground_s_deficit_to_the_interpolated_fill() -> None:
+    """With the pixel's own departure interpolated (the default's ``between``), the floor adds
+    the ground's deficit under the flagged shadow to that fill, and nothing where the ground is
+    already above the quartile or the pixel is not shadow; the solve's ground is not changed."""
+    rng = np.random.default_rng(8)
+    bands, frame, days = 2, (3, 4), np.arange(6.0)
+    pixels, n, target = frame[0] * frame[1], days.size, 2
+    L = rng.uniform(0.3, 0.5, (bands, pixels, n))
+    D = L + rng.normal(0.0, 0.005, L.shape)
+    L[:, 7, target], D[:, 7, target] = 0.1, 0.02  # a shadow taken into the ground
+    D[:, 9, target] = L[:, 9, target] - 0.1  # a shadow the ground did not take in
+    L[:, 9, target] = L[:, 9].max(axis=1)  # its ground above the pixel's quartile
+    solved = Solved(D, np.ones((pixels, n), bool), L, frame)
+    rule = MaskRule(cloud=1e6, haze=1e6, shadow=3.0, white_cloud=0.0, shadow_near=0.0)
+    between = dataclasses.replace(PostStep(rule, keep_clear=True), between=True)
+    shadow = solved.codes(rule, solved.seen)[target].reshape(-1) == MASK_SHADOW
+    assert shadow[7] and shadow[9]
+    before = solved.ground.copy()
+    fill = written_ground(D, days, target, solved, between)
+    out = written_ground(D, days, target, solved, dataclasses.replace(between, shadow_floor=0.25))
+    deficit = np.quantile(solved.ground[:, 7, :], 0.25, axis=1) - solved.ground[:, 7, target]
+    assert (deficit > 0).all()
+    assert np.allclose(out[:, 7], np.clip(fill[:, 7] + deficit, 0.0, 1.0), atol=1e-12)
+    assert np.array_equal(out[:, ~shadow], fill[:, ~shadow])
+    assert np.array_equal(out[:, 9], fill[:, 9])  # no deficit: unchanged
+    assert np.array_equal(solved.ground, before)
