@@ -15,7 +15,8 @@ chosen with every year, folds by site").
 With ``--floors`` the candidates are the default and the default with its ground floored
 (:data:`FLOORED`) instead; with ``--shadow-fill`` the default and the default with the ground
 written under a flagged shadow floored (:data:`SHADOW_FILL`); with ``--shadow-model`` the
-default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`).
+default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`); with ``--stages`` the default and
+the default less one stage of its post-step (:data:`STAGES`).
 
 Usage::
 
@@ -23,6 +24,7 @@ Usage::
     python benchmarks/solve_folds.py --floors --out runs/solve-folds-floors
     python benchmarks/solve_folds.py --shadow-fill --out runs/solve-folds-shadow-fill
     python benchmarks/solve_folds.py --shadow-model --out runs/solve-folds-shadow-model
+    python benchmarks/solve_folds.py --stages --out runs/solve-folds-stages
 """
 
 from __future__ import annotations
@@ -81,6 +83,21 @@ SHADOW_MODEL: dict[str, Candidate] = {
             DEFAULT_STEP,
         )
         for scale in (1.0, 1.4)
+    },
+}
+#: The default and the default with one stage of its post-step taken out.
+STAGES: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    **{
+        f"without {name}": (DEFAULT_KEY, DEFAULT_SOLVE, step)
+        for name, step in (
+            ("the whiteness test", DEFAULT_STEP.with_rule(white=0.0)),
+            ("white clouds", DEFAULT_STEP.with_rule(white_cloud=0.0)),
+            ("the shadow beside its cloud", DEFAULT_STEP.with_rule(shadow_near=0.0)),
+            ("the shadow dark in every band", DEFAULT_STEP.with_rule(shadow_flat=0.0)),
+            ("the interpolation", dataclasses.replace(DEFAULT_STEP, between=False)),
+            ("the offset", dataclasses.replace(DEFAULT_STEP, offset=None)),
+        )
     },
 }
 #: The default and the default with the ground written under a flagged shadow floored at the
@@ -161,6 +178,9 @@ def main() -> None:
     mode.add_argument(
         "--shadow-model", action="store_true", help="aatm-shadow, capped (SHADOW_MODEL)"
     )
+    mode.add_argument(
+        "--stages", action="store_true", help="the default less one post-step stage (STAGES)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
@@ -169,6 +189,7 @@ def main() -> None:
         (args.floors, FLOORED),
         (args.shadow_fill, SHADOW_FILL),
         (args.shadow_model, SHADOW_MODEL),
+        (args.stages, STAGES),
     ):
         specs = candidates if flag else specs
     scores = pd.concat(
