@@ -16,7 +16,8 @@ With ``--floors`` the candidates are the default and the default with its ground
 (:data:`FLOORED`) instead; with ``--shadow-fill`` the default and the default with the ground
 written under a flagged shadow floored (:data:`SHADOW_FILL`); with ``--shadow-model`` the
 default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`); with ``--stages`` the default and
-the default less one stage of its post-step (:data:`STAGES`).
+the default less one stage of its post-step (:data:`STAGES`); with ``--thresholds`` the default
+with a mask threshold moved or its ground not capped (:data:`THRESHOLDS`).
 
 Usage::
 
@@ -25,6 +26,7 @@ Usage::
     python benchmarks/solve_folds.py --shadow-fill --out runs/solve-folds-shadow-fill
     python benchmarks/solve_folds.py --shadow-model --out runs/solve-folds-shadow-model
     python benchmarks/solve_folds.py --stages --out runs/solve-folds-stages
+    python benchmarks/solve_folds.py --thresholds --out runs/solve-folds-thresholds
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cloudlab.candidates import PostStep, SolveSpec
+from cloudlab.candidates import NO_SHADOW, PostStep, SolveSpec
 from cloudlab.heldout import FIDELITY_LIMIT, loss, pooled
 from cloudlab.scene_choice import (
     CANDIDATES,
@@ -99,6 +101,26 @@ STAGES: dict[str, Candidate] = {
             ("the offset", dataclasses.replace(DEFAULT_STEP, offset=None)),
         )
     },
+}
+#: The default and the default with one of its mask's thresholds moved (the grid's values) or
+#: its ground not capped (the interpolation then off, as the README asks for an uncapped ground).
+THRESHOLDS: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    **{
+        name: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP.with_rule(**change))
+        for name, change in (
+            ("cloud 4", {"cloud": 4.0, "haze": 4.0}),
+            ("cloud 3", {"cloud": 3.0, "haze": 3.0}),
+            ("shadow 2", {"shadow": 2.0}),
+            ("no shadow threshold", {"shadow": NO_SHADOW}),
+            ("grow 1", {"grow": 1}),
+        )
+    },
+    "not capped": (
+        "aatm x1.4 uncapped",
+        dataclasses.replace(DEFAULT_SOLVE, cap=False),
+        dataclasses.replace(DEFAULT_STEP, between=False),
+    ),
 }
 #: The default and the default with the ground written under a flagged shadow floored at the
 #: pixel's lower quartile (:attr:`cloudlab.candidates.PostStep.shadow_floor`).
@@ -181,6 +203,9 @@ def main() -> None:
     mode.add_argument(
         "--stages", action="store_true", help="the default less one post-step stage (STAGES)"
     )
+    mode.add_argument(
+        "--thresholds", action="store_true", help="the mask's thresholds, the cap (THRESHOLDS)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
@@ -190,6 +215,7 @@ def main() -> None:
         (args.shadow_fill, SHADOW_FILL),
         (args.shadow_model, SHADOW_MODEL),
         (args.stages, STAGES),
+        (args.thresholds, THRESHOLDS),
     ):
         specs = candidates if flag else specs
     scores = pd.concat(
