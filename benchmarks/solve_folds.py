@@ -19,9 +19,14 @@ default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`); with ``--stages`` the
 the default less one stage of its post-step (:data:`STAGES`); with ``--thresholds`` the default
 with a mask threshold moved or its ground not capped (:data:`THRESHOLDS`).
 
+Each run also prints the same report on the other years alone, post hoc: the chosen years
+are in sample for the default (its solve and post-step were chosen on them), which favours it
+in every fold that reads them. ``--from-units`` reports a run's saved unit scores again.
+
 Usage::
 
     python benchmarks/solve_folds.py --out runs/solve-folds     # about 3 min on two cores
+    python benchmarks/solve_folds.py --from-units runs/solve-folds/units.csv   # seconds
     python benchmarks/solve_folds.py --floors --out runs/solve-folds-floors
     python benchmarks/solve_folds.py --shadow-fill --out runs/solve-folds-shadow-fill
     python benchmarks/solve_folds.py --shadow-model --out runs/solve-folds-shadow-model
@@ -188,10 +193,66 @@ def unit_scores(rows: pd.DataFrame, candidates: Mapping[str, Candidate]) -> pd.D
     return pd.DataFrame(out)
 
 
+def report_folds(scores: pd.DataFrame, keys: list[str], heading: str) -> None:
+    """Print every candidate's per-site means, each fold's choice, the held-out table and the
+    three conditions (module docstring, under ``heading``) for the unit scores ``scores``."""
+    names = list(dict.fromkeys(scores.site))
+    per_site = scores.groupby(["site", "key"])[["r", "fid", "loss"]].mean()
+    site_loss = per_site.loss.unstack("key")
+    print("Units per site:", scores.groupby("site").unit.nunique().to_dict())
+    print("\nEvery candidate, the mean over each site's years (r, fidelity, loss):\n")
+    print("| site | " + " | ".join(keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for name in names:
+        cells = [
+            "{:.3f}, {:.3f}, {:.2f}".format(*per_site.loc[(name, key)][["r", "fid", "loss"]])
+            for key in keys
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    means = per_site.groupby("key")[["r", "fid"]].mean()
+    print(
+        "| mean of the sites | "
+        + " | ".join(f"{means.loc[k].r:.3f}, {means.loc[k].fid:.3f}" for k in keys)
+        + " |"
+    )
+
+    print("\nHeld out (each site scored with its fold's choice; the mean over its years):\n")
+    print("| site left out | fold's choice | r | fidelity | the default: r, fidelity | median |")
+    print("|---|---|---|---|---|---|")
+    picks, held, base, rises = {}, [], [], []
+    for name in names:
+        picks[name] = fold_choice(site_loss, name)
+        chosen, default = per_site.loc[(name, picks[name])], per_site.loc[(name, DEFAULT_KEY)]
+        median = scores[(scores.site == name) & (scores.key == DEFAULT_KEY)]["median"].mean()
+        held.append(chosen.r)
+        base.append(default.r)
+        rises.append(chosen.fid - default.fid)
+        print(
+            f"| {name} | {picks[name]} | {chosen.r:.3f} | {chosen.fid:.3f} | "
+            f"{default.r:.3f}, {default.fid:.3f} | {median:.3f} |"
+        )
+    print(f"\nMean r over the sites: held out {np.mean(held):.4f}, the default {np.mean(base):.4f}")
+    same = len(set(picks.values())) == 1 and DEFAULT_KEY not in picks.values()
+    print(f"\n{heading}:")
+    print(f"- {'met' if same else 'NOT met'}: every fold chose the same non-default candidate")
+    print(
+        f"- {'met' if np.mean(held) < np.mean(base) else 'NOT met'}: the held-out mean r is "
+        "below the default's"
+    )
+    print(
+        f"- {'met' if max(rises) <= FIDELITY_RISE else 'NOT met'}: no site's mean fidelity "
+        f"above the default's by more than {FIDELITY_RISE} (largest {max(rises):+.3f}; "
+        f"fidelity bar {FIDELITY_LIMIT})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", nargs="+", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the unit scores here (CSV)")
+    parser.add_argument(
+        "--from-units", type=Path, default=None, help="a run's units.csv: report it again"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--floors", action="store_true", help="the default floored (FLOORED)")
     mode.add_argument(
@@ -218,58 +279,25 @@ def main() -> None:
         (args.thresholds, THRESHOLDS),
     ):
         specs = candidates if flag else specs
-    scores = pd.concat(
-        [unit_scores(unit_rows(name, specs), specs) for name in names], ignore_index=True
-    )
+    if args.from_units is not None:  # a run's unit scores again, nothing solved
+        scores = pd.read_csv(args.from_units)
+        keys = list(dict.fromkeys(scores.key))
+    else:
+        scores = pd.concat(
+            [unit_scores(unit_rows(name, specs), specs) for name in names], ignore_index=True
+        )
+        keys = list(specs)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         scores.to_csv(args.out / "units.csv", index=False)
-    per_site = scores.groupby(["site", "key"])[["r", "fid", "loss"]].mean()
-    site_loss = per_site.loss.unstack("key")
-    print("Units per site:", scores.groupby("site").unit.nunique().to_dict())
-    print("\nEvery candidate, the mean over each site's years (r, fidelity, loss):\n")
-    print("| site | " + " | ".join(specs) + " |")
-    print("|---|" + "---|" * len(specs))
-    for name in names:
-        cells = [
-            "{:.3f}, {:.3f}, {:.2f}".format(*per_site.loc[(name, key)][["r", "fid", "loss"]])
-            for key in specs
-        ]
-        print(f"| {name} | " + " | ".join(cells) + " |")
-    means = per_site.groupby("key")[["r", "fid"]].mean()
+    print("Every site-year (the conditions written before the run read this one):\n")
+    report_folds(scores, keys, "The conditions written before the run")
     print(
-        "| mean of the sites | "
-        + " | ".join(f"{means.loc[k].r:.3f}, {means.loc[k].fid:.3f}" for k in specs)
-        + " |"
+        "\nPost hoc, the other years alone (the chosen years, in sample for the default, "
+        "left out; not a condition of any run):\n"
     )
-
-    print("\nHeld out (each site scored with its fold's choice; the mean over its years):\n")
-    print("| site left out | fold's choice | r | fidelity | the default: r, fidelity | median |")
-    print("|---|---|---|---|---|---|")
-    picks, held, base, rises = {}, [], [], []
-    for name in names:
-        picks[name] = fold_choice(site_loss, name)
-        chosen, default = per_site.loc[(name, picks[name])], per_site.loc[(name, DEFAULT_KEY)]
-        median = scores[(scores.site == name) & (scores.key == DEFAULT_KEY)]["median"].mean()
-        held.append(chosen.r)
-        base.append(default.r)
-        rises.append(chosen.fid - default.fid)
-        print(
-            f"| {name} | {picks[name]} | {chosen.r:.3f} | {chosen.fid:.3f} | "
-            f"{default.r:.3f}, {default.fid:.3f} | {median:.3f} |"
-        )
-    print(f"\nMean r over the sites: held out {np.mean(held):.4f}, the default {np.mean(base):.4f}")
-    same = len(set(picks.values())) == 1 and DEFAULT_KEY not in picks.values()
-    print("\nThe conditions written before the run:")
-    print(f"- {'met' if same else 'NOT met'}: every fold chose the same non-default candidate")
-    print(
-        f"- {'met' if np.mean(held) < np.mean(base) else 'NOT met'}: the held-out mean r is "
-        "below the default's"
-    )
-    print(
-        f"- {'met' if max(rises) <= FIDELITY_RISE else 'NOT met'}: no site's mean fidelity "
-        f"above the default's by more than {FIDELITY_RISE} (largest {max(rises):+.3f}; "
-        f"fidelity bar {FIDELITY_LIMIT})"
+    report_folds(
+        scores[~scores.unit.str.endswith(" chosen")], keys, "The same conditions, post hoc"
     )
     print(f"\n({time.perf_counter() - started:.0f} s)")
 
