@@ -62,6 +62,13 @@ from cloudlab.sitescore import site_arrays
 
 #: How far a site's held-out mean fidelity may rise over the default's (the conditions).
 FIDELITY_RISE = 0.01
+#: The short years (``--short-years``): 7 to 11 dates, under #44's minimum of 12, never scored.
+SHORT_YEARS = (7, 11)
+#: The default and the default with shadow 2σ, for the short years' confirmation.
+SHADOW_2: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    "shadow 2": (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP.with_rule(shadow=2.0)),
+}
 #: A candidate: the key its solve is scored under, the solve and the post-step.
 Candidate = tuple[str, SolveSpec, PostStep]
 #: The six solves, each with the default post-step.
@@ -139,20 +146,24 @@ SHADOW_FILL: dict[str, Candidate] = {
 }
 
 
-def units(name: str) -> list[tuple[str, Site]]:
-    """A site's units: its chosen year (``chosen``) and each other year, by label."""
-    out = [("chosen", load_site(name))]
+def units(name: str, short: bool = False) -> list[tuple[str, Site]]:
+    """A site's units: its chosen year (``chosen``) and each other year, by label; with
+    ``short``, its other years of :data:`SHORT_YEARS` dates instead."""
     full = load_site(name, window=False)
+    if short:
+        return [(str(y), year_of(full, y)) for y in other_years(name, min_dates=SHORT_YEARS[0], max_dates=SHORT_YEARS[1])]
+    out = [("chosen", load_site(name))]
     out += [(str(year), year_of(full, year)) for year in other_years(name)]
     return out
 
 
-def unit_rows(name: str, candidates: Mapping[str, Candidate]) -> pd.DataFrame:
-    """Every candidate on every unit's reference pairs, filed under ``site year``."""
+def unit_rows(name: str, candidates: Mapping[str, Candidate], short: bool = False) -> pd.DataFrame:
+    """Every candidate on every unit's reference pairs (:func:`units`), filed under
+    ``site year``; an empty frame when no unit has a pair."""
     specs = {key: spec for key, spec, _ in candidates.values()}
     steps = list({step.name: step for _, _, step in candidates.values()}.values())
     rows = []
-    for year, site in units(name):
+    for year, site in units(name, short):
         D, reference, days = site_arrays(site)
         pairs = own_pairs(reference, 4)
         if not pairs:
@@ -160,7 +171,7 @@ def unit_rows(name: str, candidates: Mapping[str, Candidate]) -> pd.DataFrame:
         label = f"{name} {year}"
         rows += scored_rows(D, reference, days, site.series.frame, pairs, specs, steps, label)
     if not rows:
-        raise SystemExit(f"{name}: no year of this site has a reference pair")
+        return pd.DataFrame()
     table = pd.DataFrame(rows)
     table["unit"] = table.site
     table["site"] = name
@@ -246,6 +257,47 @@ def report_folds(scores: pd.DataFrame, keys: list[str], heading: str) -> None:
     )
 
 
+def confirm_short(names: list[str], specs: Mapping[str, Candidate], out: Path | None) -> None:
+    """Score :data:`SHADOW_2` on every short year and print the confirmation's conditions
+    (docs/REAL-CLOUDS.md, "Shadow 2σ on the transect's short years")."""
+    frames = [unit_rows(name, specs, short=True) for name in names]
+    scores = pd.concat([unit_scores(f, specs) for f in frames if not f.empty], ignore_index=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        scores.to_csv(out / "units.csv", index=False)
+    table = scores.pivot(index="unit", columns="key", values=["r", "fid"])
+    print("| year | default: r, fidelity | shadow 2σ: r, fidelity | median |")
+    print("|---|---|---|---|")
+    medians = scores[scores.key == DEFAULT_KEY].set_index("unit")["median"]
+    for unit, row in table.iterrows():
+        print(
+            f"| {unit} | {row[('r', DEFAULT_KEY)]:.3f}, {row[('fid', DEFAULT_KEY)]:.3f} | "
+            f"{row[('r', 'shadow 2')]:.3f}, {row[('fid', 'shadow 2')]:.3f} | "
+            f"{medians[unit]:.3f} |"
+        )
+    mean = table.mean()
+    worse = int((table[("r", "shadow 2")] > table[("r", DEFAULT_KEY)]).sum())
+    checks = [
+        (
+            f"mean r {mean[('r', 'shadow 2')]:.4f} below the default's "
+            f"{mean[('r', DEFAULT_KEY)]:.4f}",
+            mean[("r", "shadow 2")] < mean[("r", DEFAULT_KEY)],
+        ),
+        (
+            f"mean fidelity {mean[('fid', 'shadow 2')]:.4f} within {FIDELITY_RISE} of the "
+            f"default's {mean[('fid', DEFAULT_KEY)]:.4f}",
+            mean[("fid", "shadow 2")] <= mean[("fid", DEFAULT_KEY)] + FIDELITY_RISE,
+        ),
+        (
+            f"worse on {worse} of {len(table)} years (a third at most)",
+            worse <= len(table) / 3,
+        ),
+    ]
+    print("\nThe conditions written before the run:")
+    for text, held in checks:
+        print(f"- {'met' if held else 'NOT met'}: {text}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", nargs="+", default=None)
@@ -267,6 +319,11 @@ def main() -> None:
     mode.add_argument(
         "--thresholds", action="store_true", help="the mask's thresholds, the cap (THRESHOLDS)"
     )
+    mode.add_argument(
+        "--short-years",
+        action="store_true",
+        help="shadow 2σ on the years of 7-11 dates (SHADOW_2, SHORT_YEARS): a confirmation",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
@@ -277,14 +334,20 @@ def main() -> None:
         (args.shadow_model, SHADOW_MODEL),
         (args.stages, STAGES),
         (args.thresholds, THRESHOLDS),
+        (args.short_years, SHADOW_2),
     ):
         specs = candidates if flag else specs
+    if args.short_years:
+        confirm_short(names, specs, args.out)
+        print(f"\n({time.perf_counter() - started:.0f} s)")
+        return
     if args.from_units is not None:  # a run's unit scores again, nothing solved
         scores = pd.read_csv(args.from_units)
         keys = list(dict.fromkeys(scores.key))
     else:
+        frames = [unit_rows(name, specs) for name in names]
         scores = pd.concat(
-            [unit_scores(unit_rows(name, specs), specs) for name in names], ignore_index=True
+            [unit_scores(f, specs) for f in frames if not f.empty], ignore_index=True
         )
         keys = list(specs)
     if args.out is not None:

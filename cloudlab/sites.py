@@ -136,11 +136,13 @@ def _read(path: Path, name: str) -> Site:
     return Site(name, series.take(order), sensor, gsd, source)
 
 
-def other_years(name: str, folder: Path = SITES_DIR, min_dates: int = 12) -> list[int]:
+def other_years(
+    name: str, folder: Path = SITES_DIR, min_dates: int = 12, max_dates: int | None = None
+) -> list[int]:
     """The calendar years of a site's whole series outside its window (:data:`WINDOWS`) with at
-    least ``min_dates`` dates (#44's minimum): series no choice of the benchmark has read, held
-    out in time (docs/REAL-CLOUDS.md, "Other years of the same sites"). A site without a window
-    holds one series only, and has none.
+    least ``min_dates`` dates (#44's minimum) and, with ``max_dates``, at most that many: series
+    the benchmark's default was not chosen on, held out in time (docs/REAL-CLOUDS.md, "Other
+    years of the same sites"). A site without a window holds one series only, and has none.
     """
     if name not in WINDOWS:
         return []
@@ -148,8 +150,11 @@ def other_years(name: str, folder: Path = SITES_DIR, min_dates: int = 12) -> lis
     # datetime64[Y] counts years from 1970.
     years, counts = np.unique(series.dates.astype("datetime64[Y]").astype(int), return_counts=True)
     window = int(WINDOWS[name][0][:4]) - 1970
+    most = counts.max() if max_dates is None else max_dates
     return [
-        int(y) + 1970 for y, c in zip(years, counts, strict=True) if c >= min_dates and y != window
+        int(y) + 1970
+        for y, c in zip(years, counts, strict=True)
+        if min_dates <= c <= most and y != window
     ]
 
 
