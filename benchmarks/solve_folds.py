@@ -151,7 +151,9 @@ def units(name: str, short: bool = False) -> list[tuple[str, Site]]:
     ``short``, its other years of :data:`SHORT_YEARS` dates instead."""
     full = load_site(name, window=False)
     if short:
-        return [(str(y), year_of(full, y)) for y in other_years(name, min_dates=SHORT_YEARS[0], max_dates=SHORT_YEARS[1])]
+        low, high = SHORT_YEARS
+        years = other_years(name, min_dates=low, max_dates=high)
+        return [(str(year), year_of(full, year)) for year in years]
     out = [("chosen", load_site(name))]
     out += [(str(year), year_of(full, year)) for year in other_years(name)]
     return out
