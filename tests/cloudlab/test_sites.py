@@ -154,3 +154,11 @@ def test_a_year_keeps_its_first_and_last_day_and_nothing_across_the_new_year() -
     assert days[1] in kept and days[2] in kept
     assert days[0] not in kept and days[3] not in kept
     assert other_years("landsat_p013r030_harvard_transect", min_dates=23) == []
+
+
+def test_the_transects_short_years_are_those_of_7_to_11_dates() -> None:
+    # From the data: 1986 8, 1987 9, 1989 11, 1992 10, 1993-1994 11, 1995-1996 10, 1997 9,
+    # 1998 7 dates; 1984 (4) and 1985 (6) fewer, 1988, 1990 and 1991 (12-13) more.
+    short = other_years("landsat_p013r030_harvard_transect", min_dates=7, max_dates=11)
+    assert short == [1986, 1987, 1989, *range(1992, 1999)]
+    assert not set(short) & set(other_years("landsat_p013r030_harvard_transect"))
