@@ -348,9 +348,10 @@ def main() -> None:
         keys = list(dict.fromkeys(scores.key))
     else:
         frames = [unit_rows(name, specs) for name in names]
-        scores = pd.concat(
-            [unit_scores(f, specs) for f in frames if not f.empty], ignore_index=True
-        )
+        for name, frame in zip(names, frames, strict=True):
+            if frame.empty:  # every site's chosen year has pairs: a site without is an error
+                raise SystemExit(f"{name}: no year of this site has a reference pair")
+        scores = pd.concat([unit_scores(f, specs) for f in frames], ignore_index=True)
         keys = list(specs)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
