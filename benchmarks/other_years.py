@@ -45,7 +45,7 @@ from cloudlab.scene_choice import (
     scene_rows,
     unanimous_choice,
 )
-from cloudlab.sites import load_site, other_years, site_names, year_of
+from cloudlab.sites import Site, load_site, other_years, site_names, year_of
 from cloudlab.sitescore import WholeSeries, mask_rows, site_arrays, solve_series
 
 DRAWS, DRAW_PAIRS = 4, 16
@@ -56,9 +56,11 @@ RATIO_BAR, CLOUD_F1_BAR, SHADOW_F1_BAR = 0.85, 0.6, 0.4
 WORSE_LIMIT, GAIN_NEEDED = 0.01, 0.01
 
 
-def score_year(name: str, year: int) -> dict[str, Any] | None:
-    """One site-year's row of scores, or None when its reference has no pair."""
-    site = year_of(load_site(name, window=False), year)
+def score_year(full: Site, year: int) -> dict[str, Any] | None:
+    """One year's row of scores of the whole site ``full``, or None when its reference has no
+    pair."""
+    name = full.name
+    site = year_of(full, year)
     frame = site.series.frame
     D, reference, days = site_arrays(site)
     if not own_pairs(reference, 4):  # the benchmark's rules find no pair in the reference
@@ -176,10 +178,11 @@ def main() -> None:
     started = time.perf_counter()
     rows, skipped = [], []
     for name in args.sites or site_names():
-        for year in other_years(name):
+        full = load_site(name, window=False)  # read once, every year cut from it
+        for year in other_years(full):
             if args.years is not None and year not in args.years:
                 continue
-            row = score_year(name, year)
+            row = score_year(full, year)
             if row is None:
                 skipped.append(f"{name} {year}")
                 continue

@@ -152,10 +152,10 @@ def units(name: str, short: bool = False) -> list[tuple[str, Site]]:
     full = load_site(name, window=False)
     if short:
         low, high = SHORT_YEARS
-        years = other_years(name, min_dates=low, max_dates=high)
+        years = other_years(full, min_dates=low, max_dates=high)
         return [(str(year), year_of(full, year)) for year in years]
     out = [("chosen", load_site(name))]
-    out += [(str(year), year_of(full, year)) for year in other_years(name)]
+    out += [(str(year), year_of(full, year)) for year in other_years(full)]
     return out
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_STEP",
     "OWN",
     "PROTOCOL",
+    "beyond_spread",
     "candidate_label",
     "fold_choice",
     "own_codes",
@@ -154,8 +155,8 @@ def spread_choice(
             {"key": key, "loss": pooled_loss[label], "difference": diff.mean(), "spread": spread}
         )
     frame = pd.DataFrame(table).set_index("key")
-    better = frame[(frame.index != DEFAULT_KEY) & (frame.difference + frame.spread < 0)]
-    chosen = DEFAULT_KEY if better.empty else str(better.loss.idxmin())
+    better = beyond_spread(frame.difference, frame.spread)
+    chosen = DEFAULT_KEY if better.empty else str(frame.loss[better].idxmin())
     return chosen, frame
 
 
@@ -248,9 +249,13 @@ def fold_choice(site_loss: pd.DataFrame, left_out: str) -> str:
     """
     train = site_loss.drop(index=left_out)
     diff = train.sub(train[DEFAULT_KEY], axis=0)
-    mean = diff.mean()
-    spread = diff.std(ddof=1) / np.sqrt(len(train))
-    better = mean[(mean.index != DEFAULT_KEY) & (mean + spread < 0)]
-    if better.empty:
-        return DEFAULT_KEY
-    return str(train[better.index].mean().idxmin())
+    better = beyond_spread(diff.mean(), diff.std(ddof=1) / np.sqrt(len(train)))
+    return DEFAULT_KEY if better.empty else str(train[better].mean().idxmin())
+
+
+def beyond_spread(difference: pd.Series, spread: pd.Series) -> pd.Index:
+    """The keys other than the default whose mean loss difference to the default is negative by
+    more than its spread (``difference + spread < 0``): the rule of :func:`spread_choice` and
+    :func:`fold_choice`, the benchmark's preference for the paper's model."""
+    better = (difference.index != DEFAULT_KEY) & (difference + spread < 0)
+    return difference.index[better]

@@ -136,25 +136,21 @@ def _read(path: Path, name: str) -> Site:
     return Site(name, series.take(order), sensor, gsd, source)
 
 
-def other_years(
-    name: str, folder: Path = SITES_DIR, min_dates: int = 12, max_dates: int | None = None
-) -> list[int]:
-    """The calendar years of a site's whole series outside its window (:data:`WINDOWS`) with at
-    least ``min_dates`` dates (#44's minimum) and, with ``max_dates``, at most that many: series
-    the benchmark's default was not chosen on, held out in time (docs/REAL-CLOUDS.md, "Other
-    years of the same sites"). A site without a window holds one series only, and has none.
+def other_years(site: Site, min_dates: int = 12, max_dates: int | None = None) -> list[int]:
+    """The calendar years of ``site``'s whole series (``load_site(name, window=False)``) outside
+    its window (:data:`WINDOWS`) with at least ``min_dates`` dates (#44's minimum) and, with
+    ``max_dates``, at most that many: series the benchmark's default was not chosen on, held out
+    in time (docs/REAL-CLOUDS.md, "Other years of the same sites"). A site without a window
+    holds one series only, and has none.
     """
-    if name not in WINDOWS:
+    if site.name not in WINDOWS:
         return []
-    series = load_site(name, folder, window=False).series
-    # datetime64[Y] counts years from 1970.
-    years, counts = np.unique(series.dates.astype("datetime64[Y]").astype(int), return_counts=True)
-    window = int(WINDOWS[name][0][:4]) - 1970
-    most = counts.max() if max_dates is None else max_dates
+    years, counts = np.unique(site.series.dates.astype("datetime64[Y]"), return_counts=True)
+    window = np.datetime64(WINDOWS[site.name][0][:4], "Y")
     return [
-        int(y) + 1970
+        int(str(y))
         for y, c in zip(years, counts, strict=True)
-        if min_dates <= c <= most and y != window
+        if y != window and c >= min_dates and (max_dates is None or c <= max_dates)
     ]
 
 

@@ -551,14 +551,16 @@ def written_ground(
     ground lacks of the pixel's quantile over the dates.
     ``D`` is the series solved ``(bands, pixels, dates)``, ``days`` its dates' day numbers."""
     written = solved.ground[:, :, target]
+    if not step.between and step.shadow_floor is None:
+        return written
+    codes = solved.codes(step.rule, solved.seen)
     if step.between:
-        codes = solved.codes(step.rule, solved.seen)
         kept = kept_codes(codes, keep_haze=step.haze_fill == "observed")
         observation, ground = (np.moveaxis(x, 2, 1) for x in (D, solved.ground))  # dates second
         raised = raised_ground(observation, ground, kept.reshape(codes.shape[0], -1), days)
         written = np.clip(raised[:, target], 0.0, 1.0)
     if step.shadow_floor is not None:
-        shadow = solved.codes(step.rule, solved.seen)[target].reshape(-1) == MASK_SHADOW
+        shadow = codes[target].reshape(-1) == MASK_SHADOW
         own = solved.ground[:, shadow]
         floor = np.nanquantile(own, step.shadow_floor, axis=2)
         lift = np.maximum(floor - own[:, :, target], 0.0)  # the ground's deficit, not the departure
