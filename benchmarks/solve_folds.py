@@ -15,9 +15,11 @@ chosen with every year, folds by site").
 With ``--floors`` the candidates are the default and the default with its ground floored
 (:data:`FLOORED`) instead; with ``--shadow-fill`` the default and the default with the ground
 written under a flagged shadow floored (:data:`SHADOW_FILL`); with ``--shadow-model`` the
-default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`); with ``--stages`` the default and
-the default less one stage of its post-step (:data:`STAGES`); with ``--thresholds`` the default
-with a mask threshold moved or its ground not capped (:data:`THRESHOLDS`).
+default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`); with ``--ground-from`` the default
+and the default's mask with another solve's ground (:data:`GROUND_FROM`); with ``--stages``
+the default and the default less one stage of its post-step (:data:`STAGES`); with
+``--thresholds`` the default with a mask threshold moved or its ground not capped
+(:data:`THRESHOLDS`).
 
 Each run also prints the same report on the other years alone, post hoc: the chosen years
 are in sample for the default (its solve and post-step were chosen on them), which favours it
@@ -31,6 +33,7 @@ Usage::
     python benchmarks/solve_folds.py --shadow-fill --out runs/solve-folds-shadow-fill
     python benchmarks/solve_folds.py --shadow-model --out runs/solve-folds-shadow-model
     python benchmarks/solve_folds.py --stages --out runs/solve-folds-stages
+    python benchmarks/solve_folds.py --ground-from --out runs/solve-folds-ground-from
     python benchmarks/solve_folds.py --thresholds --out runs/solve-folds-thresholds
 """
 
@@ -97,6 +100,23 @@ SHADOW_MODEL: dict[str, Candidate] = {
             DEFAULT_STEP,
         )
         for scale in (1.0, 1.4)
+    },
+}
+#: The default's mask with another solve's ground written where it fills
+#: (:attr:`cloudlab.candidates.SolveSpec.ground_from`): ``aatm-shadow`` κ 1 and RPCA 1/√d, each
+#: capped as the default, whose signed layers keep a shadow out of the ground.
+GROUND_FROM: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    **{
+        (key := f"{DEFAULT_KEY}, ground of {name}"): (
+            key,
+            dataclasses.replace(DEFAULT_SOLVE, ground_from=other),
+            DEFAULT_STEP,
+        )
+        for name, other in (
+            ("aatm-shadow k1", SolveSpec("aatm-shadow", "star", shadow_weight=1.0, cap=True)),
+            ("rpca x1", CANDIDATES["rpca x1"]),
+        )
     },
 }
 #: The default and the default with one stage of its post-step taken out.
@@ -316,6 +336,9 @@ def main() -> None:
         "--shadow-model", action="store_true", help="aatm-shadow, capped (SHADOW_MODEL)"
     )
     mode.add_argument(
+        "--ground-from", action="store_true", help="another solve's ground (GROUND_FROM)"
+    )
+    mode.add_argument(
         "--stages", action="store_true", help="the default less one post-step stage (STAGES)"
     )
     mode.add_argument(
@@ -334,6 +357,7 @@ def main() -> None:
         (args.floors, FLOORED),
         (args.shadow_fill, SHADOW_FILL),
         (args.shadow_model, SHADOW_MODEL),
+        (args.ground_from, GROUND_FROM),
         (args.stages, STAGES),
         (args.thresholds, THRESHOLDS),
         (args.short_years, SHADOW_2),

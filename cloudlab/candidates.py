@@ -101,8 +101,14 @@ class SolveSpec:
     #: negative) taken out of the darkening before the mask reads shadows: a date darker
     #: everywhere (a lower sun, a wet season) is not a shadow.
     level: bool = False
+    #: Another solve whose ground is written where the mask fills, the mask (and the kept
+    #: observations) still read off this one: aATM's cloud layer is non-negative, so a shadow
+    #: goes into its ground, where a solve with a signed layer keeps it out (benchmark only).
+    ground_from: SolveSpec | None = None
 
     def __post_init__(self) -> None:
+        if self.ground_from is not None and (self.refine or self.ground_from.ground_from):
+            raise ValueError("the ground is taken from another plain solve into a plain one")
         if self.cap and self.refine:
             raise ValueError(f"a capped solve is unrefined, not {self.refine!r}")
         if self.floor is not None and not self.cap:
@@ -127,11 +133,14 @@ class SolveSpec:
     @property
     def name(self) -> str:
         """``method-lam``, ``x`` and the scale when not 1, ``k`` and κ for the shadow model,
-        ``-cap`` with the ground capped, ``-floor`` and its quantile with it floored, and
-        ``+refine``/``+joint`` when refined."""
+        ``-cap`` with the ground capped, ``-floor`` and its quantile with it floored,
+        ``+refine``/``+joint`` when refined, and ``@ground=`` and the other solve's name with
+        :attr:`ground_from`."""
         base = f"{self.method}-{self.lam}" + ("" if self.scale == 1.0 else f"x{self.scale:g}")
         base += "" if self.shadow_weight is None else f"k{self.shadow_weight:g}"
         base += ground_suffix(self.cap, self.floor, self.level)
+        if self.ground_from is not None:
+            return f"{base}@ground={self.ground_from.name}"
         return f"{base}+{self.refine}" if self.refine else base
 
     @property

@@ -18,6 +18,8 @@ and of cloud-or-haze and shadow grown as the site's reference grows its own (Fma
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import warnings
 from collections.abc import Iterator, Sequence
@@ -166,6 +168,12 @@ class Solved:
         # two or three; each is a division of the shade's sums and a comparison).
         self._dark_everywhere: dict[float, np.ndarray] = {}
 
+    def with_ground(self, other: Solved) -> Solved:
+        """This solve's mask scores with ``other``'s ground (:attr:`SolveSpec.ground_from`)."""
+        mixed = copy.copy(self)
+        mixed.ground = other.ground
+        return mixed
+
     def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
         """The mask of ``rule`` (:func:`~cloudcore.masks.classify_scores`) from this solve's
         scores, its whiteness test included.
@@ -255,7 +263,31 @@ def solve_specs(
     shortest wavelength (the mask's whiteness test, :class:`Solved`); ``scale_statistic``: that
     of the bands' anomaly scale (:class:`Solved`); ``tol`` and ``beta``: the solver's, None for
     the pipeline's default; the growth of μ is a study's (:func:`cloudcore._growth.study_growth`)
-    or the pipeline's."""
+    or the pipeline's. A spec with :attr:`~cloudlab.candidates.SolveSpec.ground_from` is its
+    plain solve's scores with the other solve's ground (:meth:`Solved.with_ground`)."""
+    plain_specs = [dataclasses.replace(s, ground_from=None) for s in specs]
+    grounds = [s.ground_from for s in specs if s.ground_from is not None]
+    every = list(dict.fromkeys(plain_specs + grounds))
+    solved = _plain_solves(D, observed, every, frame, tol, short_band, scale_statistic, beta)
+    return {
+        s.name: solved[p.name]
+        if s.ground_from is None
+        else solved[p.name].with_ground(solved[s.ground_from.name])
+        for s, p in zip(specs, plain_specs, strict=True)
+    }
+
+
+def _plain_solves(
+    D: np.ndarray,
+    observed: np.ndarray,
+    specs: Sequence[SolveSpec],
+    frame: tuple[int, int],
+    tol: float | None,
+    short_band: int,
+    scale_statistic: str,
+    beta: float | None,
+) -> dict[str, Solved]:
+    """:func:`solve_specs` of specs without another's ground."""
     out: dict[str, Solved] = {}
     d, n = observed.shape
     data = [np.where(observed, band, 0.0).astype(np.float32) for band in D]

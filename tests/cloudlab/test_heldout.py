@@ -422,6 +422,40 @@ def test_a_capped_solve_is_the_pipelines_cap_of_the_shared_first_solve() -> None
     assert np.all(solved[cap.name].ground <= solved[plain.name].ground)
 
 
+def test_a_ground_from_another_solve_keeps_this_solves_mask() -> None:
+    """``ground_from``: the mask scores (and so every rule's codes) are the plain solve's, the
+    ground the other solve's, each exactly as solved alone; nested or refined is an error."""
+    import dataclasses
+
+    from cloudcore.masks import MaskRule
+    from cloudlab.candidates import SolveSpec
+    from cloudlab.sites import load_site
+    from cloudlab.sitescore import site_arrays, solve_specs
+
+    site = load_site("s2_nrt_subset")
+    D, _, _ = site_arrays(site)
+    observed = np.isfinite(D).all(axis=0)
+    plain = SolveSpec("aatm", "star", scale=1.4, cap=True)
+    other = SolveSpec("rpca", "auto", cap=True)
+    mixed = dataclasses.replace(plain, ground_from=other)
+    assert mixed.name == "aatm-starx1.4-cap@ground=rpca-auto-cap"
+    with pytest.raises(ValueError, match="plain solve"):
+        dataclasses.replace(mixed, ground_from=mixed)
+    with pytest.raises(ValueError, match="plain solve"):
+        SolveSpec("aatm", "star", "refine", ground_from=other)
+    solved = solve_specs(D, observed, [mixed], site.series.frame)
+    assert list(solved) == [mixed.name]
+    alone = solve_specs(D, observed, [plain, other], site.series.frame)
+    assert np.array_equal(solved[mixed.name].ground, alone[other.name].ground)
+    assert not np.array_equal(alone[plain.name].ground, alone[other.name].ground)
+    rule = MaskRule()
+    seen = alone[plain.name].seen
+    assert np.array_equal(solved[mixed.name].codes(rule, seen), alone[plain.name].codes(rule, seen))
+    assert not np.array_equal(
+        alone[other.name].codes(rule, seen), alone[plain.name].codes(rule, seen)
+    )
+
+
 def test_beta_reaches_the_solve_as_the_pipelines_solver_beta() -> None:
     """solve_series's ``beta`` is ``solver.beta`` of a pipeline tile's solve: the pipeline's
     default when given as 1 (SolverConfig's), another ground when not
