@@ -1,7 +1,8 @@
 """What the default costs per tile: 264e0ee's default solve (rpca 1/√d, refined, tol 1e-7), the
 next one (aATM with λ̂*, not refined, tol 1e-7) and today's (aATM 1.4 × λ̂*, tol 3e-5, the ground
 capped at each pixel's median date), today's without the cap and with the floor, and RPCA 1/√d
-capped (what a scene chooses on two real-cloud sites, ``benchmarks/scene_solve.py``), on one
+capped (what a scene chooses on two real-cloud sites, ``benchmarks/scene_solve.py``) and
+``aatm-shadow`` κ 1 at λ̂* capped (a second ground for the default's mask), on one
 tile halo as the pipeline solves it (:func:`pipeline.solve.tile.solve_matrix`, then
 :func:`~pipeline.solve.tile.tile_layers`: the ground clipped and, with ``solver.cap_ground``,
 capped; float32, one thread), alternated, best of the runs.
@@ -42,6 +43,13 @@ SETTINGS = {
     "today's default with the floor at 0.25 (an option)": {"floor_ground": 0.25},
     # The other solve a scene chooses on two of the five real-cloud sites (cloudlab.scene_choice).
     "rpca 1/√d, capped (a scene's choice)": {"method": "rpca", "lam": "auto", "lam_scale": 1.0},
+    # The ground the default's mask would write with (docs/REAL-CLOUDS.md, "The default's mask
+    # with a signed solve's ground"): a second solve per tile.
+    "aatm-shadow κ 1, λ̂*, capped (a second ground)": {
+        "method": "aatm-shadow",
+        "lam_scale": 1.0,
+        "shadow_weight": 1.0,
+    },
 }
 
 
