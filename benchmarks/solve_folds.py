@@ -16,7 +16,8 @@ With ``--floors`` the candidates are the default and the default with its ground
 (:data:`FLOORED`) instead; with ``--shadow-fill`` the default and the default with the ground
 written under a flagged shadow floored (:data:`SHADOW_FILL`); with ``--shadow-model`` the
 default and ``aatm-shadow`` capped (:data:`SHADOW_MODEL`); with ``--ground-from`` the default
-and the default's mask with another solve's ground (:data:`GROUND_FROM`); with ``--stages``
+and the default's mask with another solve's ground (:data:`GROUND_FROM`); with
+``--shadow-out-of-mask`` the same from one solve (:data:`SHADOW_OUT_OF_MASK`); with ``--stages``
 the default and the default less one stage of its post-step (:data:`STAGES`); with
 ``--thresholds`` the default with a mask threshold moved or its ground not capped
 (:data:`THRESHOLDS`).
@@ -34,6 +35,7 @@ Usage::
     python benchmarks/solve_folds.py --shadow-model --out runs/solve-folds-shadow-model
     python benchmarks/solve_folds.py --stages --out runs/solve-folds-stages
     python benchmarks/solve_folds.py --ground-from --out runs/solve-folds-ground-from
+    python benchmarks/solve_folds.py --shadow-out-of-mask --out runs/solve-folds-one-solve
     python benchmarks/solve_folds.py --thresholds --out runs/solve-folds-thresholds
 """
 
@@ -118,6 +120,18 @@ GROUND_FROM: dict[str, Candidate] = {
             ("rpca x1", CANDIDATES["rpca x1"]),
         )
     },
+}
+#: The default, the default's mask with the shadow layer's ground (:data:`GROUND_FROM`, two
+#: solves), and one ``aatm-shadow`` κ 1 solve whose mask reads L − S and whose ground written is
+#: L (:attr:`cloudlab.candidates.SolveSpec.shadow_out_of_mask`), each capped.
+SHADOW_OUT_OF_MASK: dict[str, Candidate] = {
+    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    (two := f"{DEFAULT_KEY}, ground of aatm-shadow k1"): GROUND_FROM[two],
+    "aatm-shadow k1, its mask off L - S": (
+        "aatm-shadow k1, its mask off L - S",
+        SolveSpec("aatm-shadow", "star", shadow_weight=1.0, cap=True, shadow_out_of_mask=True),
+        DEFAULT_STEP,
+    ),
 }
 #: The default and the default with one stage of its post-step taken out.
 STAGES: dict[str, Candidate] = {
@@ -339,6 +353,11 @@ def main() -> None:
         "--ground-from", action="store_true", help="another solve's ground (GROUND_FROM)"
     )
     mode.add_argument(
+        "--shadow-out-of-mask",
+        action="store_true",
+        help="one shadow-model solve, its mask off L − S (SHADOW_OUT_OF_MASK)",
+    )
+    mode.add_argument(
         "--stages", action="store_true", help="the default less one post-step stage (STAGES)"
     )
     mode.add_argument(
@@ -358,6 +377,7 @@ def main() -> None:
         (args.shadow_fill, SHADOW_FILL),
         (args.shadow_model, SHADOW_MODEL),
         (args.ground_from, GROUND_FROM),
+        (args.shadow_out_of_mask, SHADOW_OUT_OF_MASK),
         (args.stages, STAGES),
         (args.thresholds, THRESHOLDS),
         (args.short_years, SHADOW_2),

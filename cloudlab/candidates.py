@@ -105,8 +105,14 @@ class SolveSpec:
     #: observations) still read off this one: aATM's cloud layer is non-negative, so a shadow
     #: goes into its ground, where a solve with a signed layer keeps it out (benchmark only).
     ground_from: SolveSpec | None = None
+    #: ``aatm-shadow`` only: the mask's scores read off the ground with the shadow layer put
+    #: back (L − S, as aATM's ground holds a shadow), the ground written L: the default's kind of
+    #: mask and a shadow-free fill from one solve (benchmark only).
+    shadow_out_of_mask: bool = False
 
     def __post_init__(self) -> None:
+        if self.shadow_out_of_mask and (self.method not in SHADOW_METHODS or self.refine):
+            raise ValueError("the shadow is put back for the mask of a plain aatm-shadow solve")
         if self.ground_from is not None and (self.refine or self.ground_from.ground_from):
             raise ValueError("the ground is taken from another plain solve into a plain one")
         if self.cap and self.refine:
@@ -134,11 +140,12 @@ class SolveSpec:
     def name(self) -> str:
         """``method-lam``, ``x`` and the scale when not 1, ``k`` and κ for the shadow model,
         ``-cap`` with the ground capped, ``-floor`` and its quantile with it floored,
-        ``+refine``/``+joint`` when refined, and ``@ground=`` and the other solve's name with
-        :attr:`ground_from`."""
+        ``-maskLS`` with :attr:`shadow_out_of_mask`, ``+refine``/``+joint`` when refined, and
+        ``@ground=`` and the other solve's name with :attr:`ground_from`."""
         base = f"{self.method}-{self.lam}" + ("" if self.scale == 1.0 else f"x{self.scale:g}")
         base += "" if self.shadow_weight is None else f"k{self.shadow_weight:g}"
         base += ground_suffix(self.cap, self.floor, self.level)
+        base += "-maskLS" if self.shadow_out_of_mask else ""
         if self.ground_from is not None:
             return f"{base}@ground={self.ground_from.name}"
         return f"{base}+{self.refine}" if self.refine else base

@@ -307,7 +307,14 @@ def _plain_solves(
             D, observed, L, frame, [f.iterations for f in firsts], short_band, scale_statistic
         )
         for spec in (s for s in specs if s.first == first):
-            if spec.cap:  # the same first solve, its ground capped (SolveSpec: never refined)
+            if spec.shadow_out_of_mask:  # scores off L − S, the ground L (SolveSpec)
+                bounds: dict[str, Any] = {"cap": spec.cap, "floor": spec.floor, "level": spec.level}
+                S = np.stack([_shadow_layer(f) for f in firsts]).astype(np.float64)
+                args = (frame, plain.iterations, short_band, scale_statistic)
+                scored = Solved(D, observed, L - S, *args, **bounds)
+                written = Solved(D, observed, L, *args, **bounds)
+                out[spec.name] = scored.with_ground(written)
+            elif spec.cap:  # the same first solve, its ground capped (SolveSpec: never refined)
                 out[spec.name] = Solved(
                     D,
                     observed,
@@ -336,6 +343,13 @@ def _plain_solves(
             else:
                 out[spec.name] = plain
     return out
+
+
+def _shadow_layer(result: cloudcore.Decomposition) -> np.ndarray:
+    """The shadow layer S of a shadow model's decomposition (an error for another method's)."""
+    if result.S is None:
+        raise ValueError("the mask's ground L − S needs a solve with a shadow layer")
+    return result.S
 
 
 def _joint(

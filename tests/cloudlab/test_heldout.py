@@ -456,6 +456,45 @@ def test_a_ground_from_another_solve_keeps_this_solves_mask() -> None:
     )
 
 
+def test_the_shadow_put_back_for_the_mask_only() -> None:
+    """``shadow_out_of_mask``: one aatm-shadow solve; the mask's scores read off L − S (capped),
+    the ground written is L capped, as the plain capped spec writes it; only for that method."""
+    import dataclasses
+
+    from cloudcore.masks import MaskRule
+    from cloudlab.candidates import SolveSpec
+    from cloudlab.sites import load_site
+    from cloudlab.sitescore import Solved, site_arrays, solve_specs
+    from pipeline.config import SolverConfig
+    from pipeline.solve.tile import solve_matrix, solver_lambda
+
+    site = load_site("p035r032-landsat")  # shadows: S > 0 in every band
+    D, _, _ = site_arrays(site)
+    observed = np.isfinite(D).all(axis=0)
+    plain = SolveSpec("aatm-shadow", "star", shadow_weight=1.0, cap=True)
+    split = dataclasses.replace(plain, shadow_out_of_mask=True)
+    assert split.name == "aatm-shadow-stark1-cap-maskLS" and split.first == plain.first
+    with pytest.raises(ValueError, match="plain aatm-shadow"):
+        SolveSpec("aatm", "star", shadow_out_of_mask=True)
+    solved = solve_specs(D, observed, [plain, split], site.series.frame)
+    assert np.array_equal(solved[split.name].ground, solved[plain.name].ground)
+    solver = SolverConfig(method="aatm-shadow", lam="star", lam_scale=1.0, shadow_weight=1.0)
+    frame = site.series.frame
+    lam = solver_lambda(solver, *observed.shape)
+    firsts = [
+        solve_matrix(np.where(observed, b, 0.0).astype(np.float32), observed, solver, frame, lam, 1)
+        for b in D
+    ]
+    assert all(f.S is not None and f.S.max() > 0 for f in firsts)
+    rule, seen = MaskRule(), solved[plain.name].seen
+    codes = solved[split.name].codes(rule, seen)
+    assert not np.array_equal(codes, solved[plain.name].codes(rule, seen))
+    # The scores are those of a capped solve whose ground holds the shadow (L − S).
+    held = np.stack([f.L - f.S for f in firsts]).astype(np.float64)
+    scored = Solved(D, observed, held, frame, cap=True)
+    assert np.array_equal(codes, scored.codes(rule, seen))
+
+
 def test_beta_reaches_the_solve_as_the_pipelines_solver_beta() -> None:
     """solve_series's ``beta`` is ``solver.beta`` of a pipeline tile's solve: the pipeline's
     default when given as 1 (SolverConfig's), another ground when not
