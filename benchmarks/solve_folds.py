@@ -123,16 +123,26 @@ GROUND_FROM: dict[str, Candidate] = {
     },
 }
 #: The default, the default's mask with the shadow layer's ground (:data:`GROUND_FROM`, two
-#: solves), and one ``aatm-shadow`` κ 1 solve whose mask reads L − S and whose ground written is
-#: L (:attr:`cloudlab.candidates.SolveSpec.shadow_out_of_mask`), each capped.
+#: solves), and one ``aatm-shadow`` κ 1 solve (λ̂* ×1 and ×1.4) whose mask reads L − S and whose
+#: ground written is L (:attr:`cloudlab.candidates.SolveSpec.shadow_out_of_mask`), each capped.
 SHADOW_OUT_OF_MASK: dict[str, Candidate] = {
     DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
     (two := f"{DEFAULT_KEY}, ground of aatm-shadow k1"): GROUND_FROM[two],
-    "aatm-shadow k1, its mask off L - S": (
-        "aatm-shadow k1, its mask off L - S",
-        SolveSpec("aatm-shadow", "star", shadow_weight=1.0, cap=True, shadow_out_of_mask=True),
-        DEFAULT_STEP,
-    ),
+    **{
+        (one := f"aatm-shadow k1{'' if scale == 1 else f' x{scale:g}'}, its mask off L - S"): (
+            one,
+            SolveSpec(
+                "aatm-shadow",
+                "star",
+                scale=scale,
+                shadow_weight=1.0,
+                cap=True,
+                shadow_out_of_mask=True,
+            ),
+            DEFAULT_STEP,
+        )
+        for scale in (1.0, DEFAULT_SOLVE.scale)  # λ̂* ×1, and as the default's mask is solved
+    },
 }
 #: The default and the default's mask with the shadow model's ground, for the short years'
 #: confirmation (``--short-years-ground``).
