@@ -20,7 +20,9 @@ and the default's mask with another solve's ground (:data:`GROUND_FROM`); with
 ``--shadow-out-of-mask`` the same from one solve (:data:`SHADOW_OUT_OF_MASK`); with ``--stages``
 the default and the default less one stage of its post-step (:data:`STAGES`); with
 ``--thresholds`` the default with a mask threshold moved or its ground not capped
-(:data:`THRESHOLDS`).
+(:data:`THRESHOLDS`). ``--short-years`` and ``--short-years-ground`` score the default and one
+candidate (:data:`SHADOW_2`, :data:`SHORT_GROUND`) on the transect's years of 7 to 11 dates
+(:data:`SHORT_YEARS`), never scored before, as a confirmation, without folds.
 
 Each run also prints the same report on the other years alone, post hoc: the chosen years
 are in sample for the default (its solve and post-step were chosen on them), which favours it

@@ -103,7 +103,10 @@ class SolveSpec:
     level: bool = False
     #: Another solve whose ground is written where the mask fills, the mask (and the kept
     #: observations) still read off this one: aATM's cloud layer is non-negative, so a shadow
-    #: goes into its ground, where a solve with a signed layer keeps it out (benchmark only).
+    #: goes into its ground, where a solve with a signed layer keeps it out. Benchmark only
+    #: (``benchmarks/solve_folds.py``), like :attr:`shadow_out_of_mask`: their names carry a
+    #: marker after the ground's suffix, which :func:`without_ground_suffix` and the held-out
+    #: benchmark's grid do not read.
     ground_from: SolveSpec | None = None
     #: ``aatm-shadow`` only: the mask's scores read off the ground with the shadow layer put
     #: back (L − S, as aATM's ground holds a shadow), the ground written L: the default's kind of
@@ -113,7 +116,9 @@ class SolveSpec:
     def __post_init__(self) -> None:
         if self.shadow_out_of_mask and (self.method not in SHADOW_METHODS or self.refine):
             raise ValueError("the shadow is put back for the mask of a plain aatm-shadow solve")
-        if self.ground_from is not None and (self.refine or self.ground_from.ground_from):
+        if self.ground_from is not None and (
+            self.refine or self.ground_from.refine or self.ground_from.ground_from
+        ):
             raise ValueError("the ground is taken from another plain solve into a plain one")
         if self.cap and self.refine:
             raise ValueError(f"a capped solve is unrefined, not {self.refine!r}")
