@@ -211,15 +211,18 @@ def units(name: str, short: bool = False) -> list[tuple[str, Site]]:
     return out
 
 
-def unit_rows(name: str, candidates: Mapping[str, Candidate], short: bool = False) -> pd.DataFrame:
-    """Every candidate on every unit's reference pairs (:func:`units`), filed under
-    ``site year``; an empty frame when no unit has a pair."""
+def unit_rows(
+    name: str, candidates: Mapping[str, Candidate], short: bool = False, seed: int = 0
+) -> pd.DataFrame:
+    """Every candidate on every unit's four reference pairs (:func:`units`; drawn with
+    ``seed``, 0 the record's), filed under ``site year``; an empty frame when no unit has a
+    pair."""
     specs = {key: spec for key, spec, _ in candidates.values()}
     steps = list({step.name: step for _, _, step in candidates.values()}.values())
     rows = []
     for year, site in units(name, short):
         D, reference, days = site_arrays(site)
-        pairs = own_pairs(reference, 4)
+        pairs = own_pairs(reference, 4, seed)
         if not pairs:
             continue
         label = f"{name} {year}"
@@ -356,6 +359,9 @@ def confirm_short(names: list[str], specs: Mapping[str, Candidate], out: Path | 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sites", nargs="+", default=None)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the draw of each unit's four pairs (0: the record's)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the unit scores here (CSV)")
     parser.add_argument(
         "--from-units", type=Path, default=None, help="a run's units.csv: report it again"
@@ -416,7 +422,7 @@ def main() -> None:
         scores = pd.read_csv(args.from_units)
         keys = list(dict.fromkeys(scores.key))
     else:
-        frames = [unit_rows(name, specs) for name in names]
+        frames = [unit_rows(name, specs, seed=args.seed) for name in names]
         for name, frame in zip(names, frames, strict=True):
             if frame.empty:  # every site's chosen year has pairs: a site without is an error
                 raise SystemExit(f"{name}: no year of this site has a reference pair")
