@@ -32,7 +32,7 @@ import pandas as pd
 from cloudlab.candidates import PostStep, SolveSpec
 from cloudlab.heldout import loss, pooled
 from cloudlab.realpaste import choose_pairs
-from cloudlab.sitescore import PAIRS, WholeSeries, pasted_pair, solve_series
+from cloudlab.sitescore import PAIRS, WholeSeries, pasted_pair, solve_series, solve_specs
 from pipeline.config import MaskConfig, SolverConfig
 
 __all__ = [
@@ -104,15 +104,17 @@ def scored_rows(
     """The error sums (:func:`cloudlab.sitescore.pair_rows`) of every spec of ``specs`` with
     every post-step of ``steps`` on each pair of ``pairs``: the source's ``codes`` cloud and
     shadow pasted on the target, the source dropped; filed under ``site`` with the pair's index
-    (``pair``), the baselines once a pair (the loss reads the temporal median's)."""
+    (``pair``), the baselines once a pair (the loss reads the temporal median's). The specs of
+    a pair are solved together (:func:`cloudlab.sitescore.solve_specs`), so a first solve they
+    share, such as a mixed spec's own (:attr:`~cloudlab.candidates.SolveSpec.ground_from`), runs
+    once."""
     rows = []
     for index, (target, source) in enumerate(pairs):
         kept = pasted_pair(D, codes, target, source).kept(days, PROTOCOL)
-        for i, (key, spec) in enumerate(specs.items()):
-            solved = solve_series(kept.D, kept.observed, spec, frame)
-            for row in kept.rows(frame, {key: solved}, list(steps)):
-                if i == 0 or row["step"]:
-                    rows.append({"site": site, "protocol": PROTOCOL, "pair": index, **row})
+        solved = solve_specs(kept.D, kept.observed, list(dict.fromkeys(specs.values())), frame)
+        by_key = {key: solved[spec.name] for key, spec in specs.items()}
+        for row in kept.rows(frame, by_key, list(steps)):
+            rows.append({"site": site, "protocol": PROTOCOL, "pair": index, **row})
     return rows
 
 
