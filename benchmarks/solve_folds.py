@@ -65,7 +65,7 @@ from cloudlab.scene_choice import (
     own_pairs,
     scored_rows,
 )
-from cloudlab.sites import Site, load_site, other_years, site_names, year_of
+from cloudlab.sites import Site, load_site, other_years, site_names, window_of, year_of
 from cloudlab.sitescore import site_arrays
 
 #: How far a site's held-out mean fidelity may rise over the default's (the conditions).
@@ -206,7 +206,7 @@ def units(name: str, short: bool = False) -> list[tuple[str, Site]]:
         low, high = SHORT_YEARS
         years = other_years(full, min_dates=low, max_dates=high)
         return [(str(year), year_of(full, year)) for year in years]
-    out = [("chosen", load_site(name))]
+    out = [("chosen", window_of(full))]  # the file read once, every unit cut from it
     out += [(str(year), year_of(full, year)) for year in other_years(full)]
     return out
 

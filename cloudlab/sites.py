@@ -33,6 +33,7 @@ __all__ = [
     "load_site",
     "other_years",
     "site_names",
+    "window_of",
     "year_of",
 ]
 
@@ -108,9 +109,15 @@ def load_site(name: str, folder: Path = SITES_DIR, window: bool = True) -> Site:
     Site
     """
     site = _read(folder / f"{name}.npz", name)
-    if window and name in WINDOWS:
-        site = replace(site, series=site.series.between(*WINDOWS[name]))
-    return site
+    return window_of(site) if window else site
+
+
+def window_of(site: Site) -> Site:
+    """``site`` with the dates of its window (:data:`WINDOWS`) only; the whole site if it has
+    none (a single series)."""
+    if site.name not in WINDOWS:
+        return site
+    return replace(site, series=site.series.between(*WINDOWS[site.name]))
 
 
 def _read(path: Path, name: str) -> Site:

@@ -9,7 +9,15 @@ import pytest
 
 from cloudcore._morphology import opening
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
-from cloudlab.sites import SITES_DIR, WINDOWS, load_site, other_years, site_names, year_of
+from cloudlab.sites import (
+    SITES_DIR,
+    WINDOWS,
+    load_site,
+    other_years,
+    site_names,
+    window_of,
+    year_of,
+)
 
 SOURCES = (SITES_DIR.parent / "SOURCES.md").read_text(encoding="utf-8")
 
@@ -44,6 +52,9 @@ def test_site_loads_with_valid_codes_and_enough_dates(name: str) -> None:
     if name in WINDOWS:
         full = load_site(name, window=False).series
         assert full.dates.size > s.dates.size
+    # The window cut from the whole file is the site as loaded (solve_folds reads each once).
+    cut = window_of(load_site(name, window=False)).series
+    assert np.array_equal(cut.dates, s.dates) and np.array_equal(cut.reference, s.reference)
     assert f"real-clouds/{name}.npz" in SOURCES
     assert (SITES_DIR / f"{name}.md").exists() or name == "p035r032-landsat"
 
