@@ -72,88 +72,96 @@ from cloudlab.sitescore import site_arrays
 FIDELITY_RISE = 0.01
 #: The short years (``--short-years``): 7 to 11 dates, under #44's minimum of 12, never scored.
 SHORT_YEARS = (7, 11)
-#: The default and the default with shadow 2σ, for the short years' confirmation.
-SHADOW_2: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
-    "shadow 2": (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP.with_rule(shadow=2.0)),
-}
 #: A candidate: the key its solve is scored under, the solve and the post-step.
 Candidate = tuple[str, SolveSpec, PostStep]
+#: The pipeline's default, the first candidate of every mode.
+DEFAULT: Candidate = (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP)
+#: The default and the default with shadow 2σ, for the short years' confirmation.
+SHADOW_2: dict[str, Candidate] = {
+    DEFAULT_KEY: DEFAULT,
+    "shadow 2": (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP.with_rule(shadow=2.0)),
+}
+
+
+def with_default_step(specs: Mapping[str, SolveSpec]) -> dict[str, Candidate]:
+    """Each solve of ``specs`` scored under its own key with the default post-step."""
+    return {key: (key, spec, DEFAULT_STEP) for key, spec in specs.items()}
+
+
+def _shadow_model(scale: float = 1.0, shadow_out_of_mask: bool = False) -> SolveSpec:
+    """``aatm-shadow`` κ 1 at ``scale`` × λ̂*, capped as the default, its mask off L − S with
+    ``shadow_out_of_mask``."""
+    return SolveSpec(
+        "aatm-shadow",
+        "star",
+        scale=scale,
+        shadow_weight=1.0,
+        cap=True,
+        shadow_out_of_mask=shadow_out_of_mask,
+    )
+
+
 #: The six solves, each with the default post-step.
-SOLVES: dict[str, Candidate] = {k: (k, s, DEFAULT_STEP) for k, s in CANDIDATES.items()}
+SOLVES: dict[str, Candidate] = with_default_step(CANDIDATES)
 #: The default and the default with its ground floored at a quantile of its dates
 #: (``solver.floor_ground``), with and without each date's own level taken out of the darkening.
 FLOORED: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
-    **{
-        (key := f"floor {q:g}{' level' if level else ''}"): (
-            key,
-            dataclasses.replace(DEFAULT_SOLVE, floor=q, level=level),
-            DEFAULT_STEP,
-        )
-        for q in (0.25, 0.5)
-        for level in (False, True)
-    },
+    DEFAULT_KEY: DEFAULT,
+    **with_default_step(
+        {
+            f"floor {q:g}{' level' if level else ''}": dataclasses.replace(
+                DEFAULT_SOLVE, floor=q, level=level
+            )
+            for q in (0.25, 0.5)
+            for level in (False, True)
+        }
+    ),
 }
 #: The default and ``aatm-shadow`` with κ 1 at λ̂* ×1 and ×1.4, capped as the default.
 SHADOW_MODEL: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
-    **{
-        (key := f"aatm-shadow k1 x{scale:g}"): (
-            key,
-            SolveSpec("aatm-shadow", "star", scale=scale, shadow_weight=1.0, cap=True),
-            DEFAULT_STEP,
-        )
-        for scale in (1.0, 1.4)
-    },
+    DEFAULT_KEY: DEFAULT,
+    **with_default_step(
+        {f"aatm-shadow k1 x{scale:g}": _shadow_model(scale) for scale in (1.0, 1.4)}
+    ),
 }
+#: The key of the default's mask with the shadow model's ground (two solves).
+TWO_SOLVES = f"{DEFAULT_KEY}, ground of aatm-shadow k1"
 #: The default's mask with another solve's ground written where it fills
 #: (:attr:`cloudlab.candidates.SolveSpec.ground_from`): ``aatm-shadow`` κ 1 and RPCA 1/√d, each
 #: capped as the default, whose signed layers keep a shadow out of the ground.
 GROUND_FROM: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
-    **{
-        (key := f"{DEFAULT_KEY}, ground of {name}"): (
-            key,
-            dataclasses.replace(DEFAULT_SOLVE, ground_from=other),
-            DEFAULT_STEP,
-        )
-        for name, other in (
-            ("aatm-shadow k1", SolveSpec("aatm-shadow", "star", shadow_weight=1.0, cap=True)),
-            ("rpca x1", CANDIDATES["rpca x1"]),
-        )
-    },
+    DEFAULT_KEY: DEFAULT,
+    **with_default_step(
+        {
+            TWO_SOLVES: dataclasses.replace(DEFAULT_SOLVE, ground_from=_shadow_model()),
+            f"{DEFAULT_KEY}, ground of rpca x1": dataclasses.replace(
+                DEFAULT_SOLVE, ground_from=CANDIDATES["rpca x1"]
+            ),
+        }
+    ),
 }
 #: The default, the default's mask with the shadow layer's ground (:data:`GROUND_FROM`, two
-#: solves), and one ``aatm-shadow`` κ 1 solve (λ̂* ×1 and ×1.4) whose mask reads L − S and whose
-#: ground written is L (:attr:`cloudlab.candidates.SolveSpec.shadow_out_of_mask`), each capped.
+#: solves), and one ``aatm-shadow`` κ 1 solve (λ̂* ×1, and ×1.4 as the default's mask is
+#: solved: docs/REAL-CLOUDS.md, "The one solve at the default's λ scale") whose mask reads
+#: L − S and whose ground written is L (:attr:`cloudlab.candidates.SolveSpec.shadow_out_of_mask`).
 SHADOW_OUT_OF_MASK: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
-    (two := f"{DEFAULT_KEY}, ground of aatm-shadow k1"): GROUND_FROM[two],
-    **{
-        (one := f"aatm-shadow k1{'' if scale == 1 else f' x{scale:g}'}, its mask off L - S"): (
-            one,
-            SolveSpec(
-                "aatm-shadow",
-                "star",
-                scale=scale,
-                shadow_weight=1.0,
-                cap=True,
-                shadow_out_of_mask=True,
-            ),
-            DEFAULT_STEP,
-        )
-        for scale in (1.0, DEFAULT_SOLVE.scale)  # λ̂* ×1, and as the default's mask is solved
-    },
+    DEFAULT_KEY: DEFAULT,
+    TWO_SOLVES: GROUND_FROM[TWO_SOLVES],
+    **with_default_step(
+        {
+            f"aatm-shadow k1{'' if scale == 1.0 else f' x{scale:g}'}, its mask off L - S": (
+                _shadow_model(scale, shadow_out_of_mask=True)
+            )
+            for scale in (1.0, DEFAULT_SOLVE.scale)
+        }
+    ),
 }
 #: The default and the default's mask with the shadow model's ground, for the short years'
 #: confirmation (``--short-years-ground``).
-SHORT_GROUND: dict[str, Candidate] = {
-    key: GROUND_FROM[key] for key in (DEFAULT_KEY, f"{DEFAULT_KEY}, ground of aatm-shadow k1")
-}
+SHORT_GROUND: dict[str, Candidate] = {DEFAULT_KEY: DEFAULT, TWO_SOLVES: GROUND_FROM[TWO_SOLVES]}
 #: The default and the default with one stage of its post-step taken out.
 STAGES: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    DEFAULT_KEY: DEFAULT,
     **{
         f"without {name}": (DEFAULT_KEY, DEFAULT_SOLVE, step)
         for name, step in (
@@ -169,7 +177,7 @@ STAGES: dict[str, Candidate] = {
 #: The default and the default with one of its mask's thresholds moved (the grid's values) or
 #: its ground not capped (the interpolation then off, as the README asks for an uncapped ground).
 THRESHOLDS: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    DEFAULT_KEY: DEFAULT,
     **{
         name: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP.with_rule(**change))
         for name, change in (
@@ -189,11 +197,31 @@ THRESHOLDS: dict[str, Candidate] = {
 #: The default and the default with the ground written under a flagged shadow floored at the
 #: pixel's lower quartile (:attr:`cloudlab.candidates.PostStep.shadow_floor`).
 SHADOW_FILL: dict[str, Candidate] = {
-    DEFAULT_KEY: (DEFAULT_KEY, DEFAULT_SOLVE, DEFAULT_STEP),
+    DEFAULT_KEY: DEFAULT,
     "shadow fill 0.25": (
         DEFAULT_KEY,
         DEFAULT_SOLVE,
         dataclasses.replace(DEFAULT_STEP, shadow_floor=0.25),
+    ),
+}
+
+
+#: The modes (each a flag): the candidates instead of :data:`SOLVES`, and what they are.
+MODES: dict[str, tuple[dict[str, Candidate], str]] = {
+    "floors": (FLOORED, "the default floored (FLOORED)"),
+    "shadow-fill": (SHADOW_FILL, "a flagged shadow's ground floored (SHADOW_FILL)"),
+    "shadow-model": (SHADOW_MODEL, "aatm-shadow, capped (SHADOW_MODEL)"),
+    "ground-from": (GROUND_FROM, "another solve's ground (GROUND_FROM)"),
+    "shadow-out-of-mask": (
+        SHADOW_OUT_OF_MASK,
+        "one shadow-model solve, its mask off L − S (SHADOW_OUT_OF_MASK)",
+    ),
+    "stages": (STAGES, "the default less one post-step stage (STAGES)"),
+    "thresholds": (THRESHOLDS, "the mask's thresholds, the cap (THRESHOLDS)"),
+    "short-years": (SHADOW_2, "shadow 2σ on the years of 7-11 dates (SHADOW_2): a confirmation"),
+    "short-years-ground": (
+        SHORT_GROUND,
+        "the default's mask, the shadow model's ground on the short years (SHORT_GROUND)",
     ),
 }
 
@@ -367,54 +395,13 @@ def main() -> None:
         "--from-units", type=Path, default=None, help="a run's units.csv: report it again"
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--floors", action="store_true", help="the default floored (FLOORED)")
-    mode.add_argument(
-        "--shadow-fill", action="store_true", help="a flagged shadow's ground floored (SHADOW_FILL)"
-    )
-    mode.add_argument(
-        "--shadow-model", action="store_true", help="aatm-shadow, capped (SHADOW_MODEL)"
-    )
-    mode.add_argument(
-        "--ground-from", action="store_true", help="another solve's ground (GROUND_FROM)"
-    )
-    mode.add_argument(
-        "--shadow-out-of-mask",
-        action="store_true",
-        help="one shadow-model solve, its mask off L − S (SHADOW_OUT_OF_MASK)",
-    )
-    mode.add_argument(
-        "--stages", action="store_true", help="the default less one post-step stage (STAGES)"
-    )
-    mode.add_argument(
-        "--thresholds", action="store_true", help="the mask's thresholds, the cap (THRESHOLDS)"
-    )
-    mode.add_argument(
-        "--short-years",
-        action="store_true",
-        help="shadow 2σ on the years of 7-11 dates (SHADOW_2, SHORT_YEARS): a confirmation",
-    )
-    mode.add_argument(
-        "--short-years-ground",
-        action="store_true",
-        help="the default's mask, the shadow model's ground on the short years (SHORT_GROUND)",
-    )
+    for flag, (_, text) in MODES.items():
+        mode.add_argument(f"--{flag}", dest="mode", action="store_const", const=flag, help=text)
     args = parser.parse_args()
     started = time.perf_counter()
     names = args.sites or site_names()
-    specs = SOLVES
-    for flag, candidates in (
-        (args.floors, FLOORED),
-        (args.shadow_fill, SHADOW_FILL),
-        (args.shadow_model, SHADOW_MODEL),
-        (args.ground_from, GROUND_FROM),
-        (args.shadow_out_of_mask, SHADOW_OUT_OF_MASK),
-        (args.stages, STAGES),
-        (args.thresholds, THRESHOLDS),
-        (args.short_years, SHADOW_2),
-        (args.short_years_ground, SHORT_GROUND),
-    ):
-        specs = candidates if flag else specs
-    if args.short_years or args.short_years_ground:
+    specs = SOLVES if args.mode is None else MODES[args.mode][0]
+    if args.mode in ("short-years", "short-years-ground"):
         confirm_short(names, specs, args.out)
         print(f"\n({time.perf_counter() - started:.0f} s)")
         return
