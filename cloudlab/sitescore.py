@@ -319,46 +319,62 @@ def _plain_solves(
         solver = SolverConfig.model_validate(settings)
         lam = solver_lambda(solver, d, n)
         firsts = [solve_matrix(x, observed, solver, frame, lam, threads=1) for x in data]
-        L = np.stack([f.L for f in firsts]).astype(np.float64)
-        plain = Solved(
-            D, observed, L, frame, [f.iterations for f in firsts], short_band, scale_statistic
+        group = [s for s in specs if s.first == first]
+        out |= _from_first(
+            D, observed, data, firsts, solver, group, frame, short_band, scale_statistic
         )
-        for spec in (s for s in specs if s.first == first):
-            if spec.shadow_out_of_mask:  # scores off L − S, the ground L (SolveSpec)
-                bounds: dict[str, Any] = {"cap": spec.cap, "floor": spec.floor, "level": spec.level}
-                S = np.stack([_shadow_layer(f) for f in firsts]).astype(np.float64)
-                args = (frame, plain.iterations, short_band, scale_statistic)
-                scored = Solved(D, observed, L - S, *args, **bounds)
-                written = Solved(D, observed, L, *args, **bounds)
-                out[spec.name] = scored.with_ground(written)
-            elif spec.cap:  # the same first solve, its ground capped (SolveSpec: never refined)
-                out[spec.name] = Solved(
-                    D,
-                    observed,
-                    L,
-                    frame,
-                    plain.iterations,
-                    short_band,
-                    scale_statistic,
-                    cap=True,
-                    floor=spec.floor,
-                    level=spec.level,
-                )
-            elif spec.refine == "refine":
-                refined = [
-                    refine_matrix(x, observed, f, solver, frame, threads=1).L
-                    for x, f in zip(data, firsts, strict=True)
-                ]
-                refined_L = np.stack(refined).astype(np.float64)
-                out[spec.name] = Solved(
-                    D, observed, refined_L, frame, (), short_band, scale_statistic
-                )
-            elif spec.refine == "joint":
-                out[spec.name] = _joint(
-                    D, observed, L, plain, frame, short_band, scale_statistic, rho=solver.rho
-                )
-            else:
-                out[spec.name] = plain
+    return out
+
+
+def _from_first(
+    D: np.ndarray,
+    observed: np.ndarray,
+    data: list[np.ndarray],
+    firsts: list[cloudcore.Decomposition],
+    solver: SolverConfig,
+    specs: Sequence[SolveSpec],
+    frame: tuple[int, int],
+    short_band: int,
+    scale_statistic: str,
+) -> dict[str, Solved]:
+    """The :class:`Solved` of each of ``specs``, which share the first solves ``firsts`` of
+    the bands ``data`` (:func:`_plain_solves`)."""
+    out: dict[str, Solved] = {}
+    L = np.stack([f.L for f in firsts]).astype(np.float64)
+    args = (frame, [f.iterations for f in firsts], short_band, scale_statistic)
+    # The first solve's ground as each spec bounds it (cap, floor, level), scored once
+    # however many specs read it, and only if one does: (False, None, False) is the plain.
+    bounded: dict[tuple[bool, float | None, bool], Solved] = {}
+
+    def bound(cap: bool, floor: float | None, level: bool) -> Solved:
+        key = (cap, floor, level)
+        if key not in bounded:
+            bounded[key] = Solved(D, observed, L, *args, cap=cap, floor=floor, level=level)
+        return bounded[key]
+
+    for spec in specs:
+        if spec.shadow_out_of_mask:  # scores off L − S, the ground L (SolveSpec)
+            S = np.stack([_shadow_layer(f) for f in firsts]).astype(np.float64)
+            scored = Solved(
+                D, observed, L - S, *args, cap=spec.cap, floor=spec.floor, level=spec.level
+            )
+            out[spec.name] = scored.with_ground(bound(spec.cap, spec.floor, spec.level))
+        elif spec.cap:  # the same first solve, its ground capped (SolveSpec: never refined)
+            out[spec.name] = bound(True, spec.floor, spec.level)
+        elif spec.refine == "refine":
+            refined = [
+                refine_matrix(x, observed, f, solver, frame, threads=1).L
+                for x, f in zip(data, firsts, strict=True)
+            ]
+            refined_L = np.stack(refined).astype(np.float64)
+            out[spec.name] = Solved(D, observed, refined_L, frame, (), short_band, scale_statistic)
+        elif spec.refine == "joint":
+            plain = bound(False, None, False)
+            out[spec.name] = _joint(
+                D, observed, L, plain, frame, short_band, scale_statistic, rho=solver.rho
+            )
+        else:
+            out[spec.name] = bound(False, None, False)
     return out
 
 
