@@ -20,9 +20,10 @@ and the default's mask with another solve's ground (:data:`GROUND_FROM`); with
 ``--shadow-out-of-mask`` the same from one solve (:data:`SHADOW_OUT_OF_MASK`); with ``--stages``
 the default and the default less one stage of its post-step (:data:`STAGES`); with
 ``--thresholds`` the default with a mask threshold moved or its ground not capped
-(:data:`THRESHOLDS`). ``--short-years`` and ``--short-years-ground`` score the default and one
-candidate (:data:`SHADOW_2`, :data:`SHORT_GROUND`) on the transect's years of 7 to 11 dates
-(:data:`SHORT_YEARS`), never scored before, as a confirmation, without folds.
+(:data:`THRESHOLDS`); with ``--every-band`` the default with the test that every band
+brightened (:data:`EVERY_BAND`). ``--short-years`` and ``--short-years-ground`` score the
+default and one candidate (:data:`SHADOW_2`, :data:`SHORT_GROUND`) on the transect's years of 7
+to 11 dates (:data:`SHORT_YEARS`), never scored before, as a confirmation, without folds.
 
 Each run also prints the same report on the other years alone, post hoc: the chosen years
 are in sample for the default (its solve and post-step were chosen on them), which favours it
@@ -40,6 +41,7 @@ Usage::
     python benchmarks/solve_folds.py --shadow-out-of-mask --out runs/solve-folds-one-solve
     python benchmarks/solve_folds.py --short-years-ground --out runs/short-years-ground
     python benchmarks/solve_folds.py --thresholds --out runs/solve-folds-thresholds
+    python benchmarks/solve_folds.py --every-band --out runs/solve-folds-every-band
 """
 
 from __future__ import annotations
@@ -205,6 +207,20 @@ SHADOW_FILL: dict[str, Candidate] = {
     ),
 }
 
+#: The default and the default with the test that every band brightened
+#: (``MaskRule.every_band``) at three shares of the most any band did.
+EVERY_BAND: dict[str, Candidate] = {
+    DEFAULT_KEY: DEFAULT,
+    **{
+        f"every band {share:g}": (
+            DEFAULT_KEY,
+            DEFAULT_SOLVE,
+            DEFAULT_STEP.with_rule(every_band=share),
+        )
+        for share in (0.1, 0.2, 0.3)
+    },
+}
+
 
 #: The modes (each a flag): the candidates instead of :data:`SOLVES`, and what they are.
 MODES: dict[str, tuple[dict[str, Candidate], str]] = {
@@ -218,6 +234,7 @@ MODES: dict[str, tuple[dict[str, Candidate], str]] = {
     ),
     "stages": (STAGES, "the default less one post-step stage (STAGES)"),
     "thresholds": (THRESHOLDS, "the mask's thresholds, the cap (THRESHOLDS)"),
+    "every-band": (EVERY_BAND, "every band brightened, at three shares (EVERY_BAND)"),
     "short-years": (SHADOW_2, "shadow 2σ on the years of 7-11 dates (SHADOW_2): a confirmation"),
     "short-years-ground": (
         SHORT_GROUND,

@@ -20,6 +20,7 @@ __all__ = [
     "MASK_BRIGHT_LEVEL",
     "MASK_CLOUD",
     "MASK_EDGE_REACH",
+    "MASK_EVERY_BAND",
     "MASK_FLAT_RATIO",
     "MASK_FLAT_REACH",
     "MASK_GROW",
@@ -95,6 +96,13 @@ MASK_WHITE = 0.25
 #: clouds").
 MASK_WHITE_CLOUD = 3.0
 MASK_WHITE_CLOUD_RATIO = 0.7
+#: Every band brightened (:class:`cloudcore.masks.Whiteness`): brightening counts as cloud or
+#: haze only where every band brightened by at least this fraction of the band that brightened
+#: most; 0: no test. Under the scattering model D = L∘(1 − C) + C a cloud brightens band b by
+#: C(1 − L_b), so every band of a land pixel about alike; the ground's own changes (spring melt,
+#: a field laid bare) brighten some bands and leave others or darken them. Measured held out,
+#: not adopted (docs/REAL-CLOUDS.md, "Every band brightened").
+MASK_EVERY_BAND = 0.0
 #: A shadow's edge (:func:`cloudcore.masks.classify_scores`): a shadow extends into the pixels
 #: next to it darkened by at least this many σ, one pixel a step, up to
 #: :data:`MASK_EDGE_REACH` pixels from where it reached the shadow threshold; 0: no edges. A

@@ -79,11 +79,15 @@ class Whiteness:
     ----------
     shape
         The shape of one band's anomaly, e.g. ``(dates, rows, cols)``.
+    lowest
+        Also keep the smallest brightening of any band, for the test that every band brightened
+        (``MaskRule.every_band``): one more float32 array, only where a rule reads it.
     """
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+    def __init__(self, shape: tuple[int, ...], lowest: bool = False) -> None:
         self.short = np.full(shape, np.nan, np.float32)
         self.peak = np.full(shape, np.nan, np.float32)
+        self.low = np.full(shape, np.nan, np.float32) if lowest else None
 
     def add(self, anomaly: np.ndarray, short: bool = False) -> None:
         """Add one band.
@@ -99,24 +103,39 @@ class Whiteness:
         if anomaly.shape != self.peak.shape:
             raise ValueError(f"anomaly of shape {anomaly.shape}, expected {self.peak.shape}")
         np.fmax(self.peak, anomaly, out=self.peak)  # NaN only where no band has a value
+        if self.low is not None:
+            np.fmin(self.low, anomaly, out=self.low)
         if short:
             self.short[...] = anomaly
 
-    def passes(self, ratio: float) -> np.ndarray:
+    def passes(self, ratio: float, every_band: float = 0.0) -> np.ndarray:
         """Where a brightening may be cloud or haze.
 
         Parameters
         ----------
         ratio
-            The whiteness ratio w (``MaskRule.white``).
+            The whiteness ratio w (``MaskRule.white``); 0: no whiteness test.
+        every_band
+            ``MaskRule.every_band``: also every band brightened by at least this times the
+            largest brightening of any band; 0: no such test (the Whiteness must have been made
+            with ``lowest`` otherwise).
 
         Returns
         -------
         numpy.ndarray
             Booleans: the shortest band brightened by at least ``ratio`` times the largest
-            brightening of any band, or that band has no value (nothing to tell the colour by).
+            brightening of any band, or that band has no value (nothing to tell the colour by);
+            and with ``every_band`` every band with a value by at least that share of it.
         """
-        return ~(self.short < np.float32(ratio) * self.peak)
+        if ratio > 0:
+            passed = ~(self.short < np.float32(ratio) * self.peak)
+        else:
+            passed = np.ones(self.peak.shape, bool)
+        if every_band > 0:
+            if self.low is None:
+                raise ValueError("every_band needs a Whiteness made with lowest=True")
+            passed &= ~(self.low < np.float32(every_band) * self.peak)
+        return passed
 
     def flat(self, ratio: float, bands: np.ndarray) -> np.ndarray:
         """Where a brightening is white enough to be a cloud's: the shortest band brightened

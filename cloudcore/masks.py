@@ -62,6 +62,7 @@ from cloudcore.catalog import (
     MASK_BRIGHT_LEVEL,
     MASK_CLOUD,
     MASK_EDGE_REACH,
+    MASK_EVERY_BAND,
     MASK_FLAT_RATIO,
     MASK_FLAT_REACH,
     MASK_GROW,
@@ -132,6 +133,11 @@ class MaskRule:
     #: The whiteness ratio w (:class:`Whiteness`): a brightening is cloud or haze only where the
     #: shortest band brightened by at least w times the most any band did; 0: every brightening.
     white: float = MASK_WHITE
+    #: Every band brightened: a brightening counts as cloud or haze only where every band with
+    #: a value brightened by at least this times the most any band did (:class:`Whiteness`,
+    #: the same gate as ``white``); 0: no test. A cloud brightens every band of a land pixel
+    #: about alike (D − L = C(1 − L) in each); the ground's own changes seldom do.
+    every_band: float = MASK_EVERY_BAND
     #: A shadow's edge: the shadow extends into neighbouring entries darkened by at least this
     #: many σ (a lower threshold, hysteresis), one pixel a step, at most ``edge_reach`` pixels
     #: from where it reached ``shadow``; 0: no edges. A shadow's penumbra and its dimmer parts
@@ -176,7 +182,12 @@ class MaskRule:
     @property
     def reads_whiteness(self) -> bool:
         """Whether the rule reads the bands' whiteness (:class:`Whiteness`)."""
-        return self.white > 0 or self.white_cloud > 0
+        return self.white > 0 or self.white_cloud > 0 or self.every_band > 0
+
+    @property
+    def gates_colour(self) -> bool:
+        """Whether a brightening's colour gates it (``white`` or ``every_band``)."""
+        return self.white > 0 or self.every_band > 0
 
     @property
     def context(self) -> int:
@@ -256,10 +267,11 @@ def classify(
         return classify_scores(bright, dark, observed, rule, neighbours=around, shade=shade)
     if short_band is None and len(brightening) > 1:
         raise ValueError(
-            f"a rule with white={rule.white:g} or white_cloud={rule.white_cloud:g} needs "
-            f"short_band: which of the {len(brightening)} bands has the shortest wavelength"
+            f"a rule with white={rule.white:g}, white_cloud={rule.white_cloud:g} or every_band="
+            f"{rule.every_band:g} needs short_band: which of the {len(brightening)} bands has the "
+            "shortest wavelength"
         )
-    whiteness = Whiteness(brightening.shape[1:])
+    whiteness = Whiteness(brightening.shape[1:], lowest=rule.every_band > 0)
     for b, band in enumerate(brightening):
         whiteness.add(band, short=b == (short_band or 0))
     white, flat = whiteness_tests(whiteness, rule, added.count)
@@ -287,7 +299,7 @@ def whiteness_tests(
     tuple
         ``white``, ``flat``.
     """
-    white = whiteness.passes(rule.white) if rule.white > 0 else None
+    white = whiteness.passes(rule.white, rule.every_band) if rule.gates_colour else None
     flat = whiteness.flat(rule.white_cloud_ratio, bands) if rule.white_cloud > 0 else None
     return white, flat
 
@@ -324,9 +336,12 @@ def classify_scores(
         # of its own date around it. NaN (unobserved) is never counted.
         counted = observed & (bright < np.float32(rule.level_below))
         bright = bright - darkening_level(bright, counted, rule.bright_level)
-    if rule.white > 0:
+    if rule.gates_colour:
         if white is None:
-            raise ValueError(f"a rule with white={rule.white:g} needs the bands' whiteness")
+            raise ValueError(
+                f"a rule with white={rule.white:g} or every_band={rule.every_band:g} needs the "
+                "bands' whiteness"
+            )
         bright = np.where(white, bright, np.float32(0.0))
     codes = np.full(bright.shape, CLEAR, dtype=np.uint8)
     codes[bright >= rule.haze] = HAZE

@@ -313,8 +313,9 @@ class PostStep:
     @property
     def rule_name(self) -> str:
         """The mask rule's label: ``c4 h3 s3 r1 g1`` (``-``: no haze or no shadow class),
-        ``w0.2`` with a whiteness test, ``e2`` with a shadow edge (``e2x5`` with a reach other
-        than the default's), ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px),
+        ``w0.2`` with a whiteness test, ``eb0.2`` with the test that every band brightened,
+        ``e2`` with a shadow edge (``e2x5`` with a reach other than the default's),
+        ``n1.5x16`` with a shadow beside its cloud (1.5σ, 16 px),
         ``f3x32`` with a shadow dark in every band (3σ, 32 px; ``f3x32@0.7`` with a ratio
         other than the default's), ``wc3``
         with white clouds from 3σ (``wc3@0.8`` with a ratio other than the default's), ``l16<3``
@@ -325,6 +326,7 @@ class PostStep:
         haze = "-" if r.haze >= r.cloud else f"{r.haze:g}"
         shadow = "-" if r.shadow >= NO_SHADOW else f"{r.shadow:g}"
         white = f" w{r.white:g}" if r.white > 0 else ""
+        white += f" eb{r.every_band:g}" if r.every_band > 0 else ""
         edge = ""
         if r.shadow_edge > 0:
             reach = "" if r.edge_reach == MASK_EDGE_REACH else f"x{r.edge_reach}"

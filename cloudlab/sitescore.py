@@ -135,7 +135,7 @@ class Solved:
         n = D.shape[2]
         self.ground = np.clip(L, 0.0, 1.0)
         bright, dark = BandMean((n, *frame)), BandMean((n, *frame))
-        self.whiteness = Whiteness((n, *frame))
+        self.whiteness = Whiteness((n, *frame), lowest=True)  # every rule's test, once
         # The ratio every variant scored reads (cloudlab.candidates.FLAT_DARK); codes() checks.
         self.shade = Shade((n, *frame), MASK_FLAT_RATIO)
         for b, (band, low) in enumerate(zip(D, L, strict=True)):
@@ -163,7 +163,7 @@ class Solved:
         self._neighbours: Neighbours | None = None  # read by ground that stays, once
 
         # The whiteness tests of each rule's ratios, once (the grid's ~100 rules share a few).
-        self._tests: dict[tuple[float, bool, float], tuple[Any, Any]] = {}
+        self._tests: dict[tuple[float, float, bool, float], tuple[Any, Any]] = {}
         # The entries dark in every band at each flat-shadow threshold, once (the rules share
         # two or three; each is a division of the shade's sums and a comparison).
         self._dark_everywhere: dict[float, np.ndarray] = {}
@@ -207,7 +207,7 @@ class Solved:
             ``(dates, rows, cols)`` or ``(1, rows, cols)`` uint8 codes.
         """
         pick = slice(None) if date is None else slice(date, date + 1)
-        key = (rule.white, rule.white_cloud > 0, rule.white_cloud_ratio)
+        key = (rule.white, rule.every_band, rule.white_cloud > 0, rule.white_cloud_ratio)
         if key not in self._tests:
             self._tests[key] = whiteness_tests(self.whiteness, rule, self.bands)
         white, flat = (None if t is None else t[pick] for t in self._tests[key])

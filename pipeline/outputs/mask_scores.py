@@ -139,7 +139,8 @@ def scores_over(
     dark = BandMean(shape)
     has_shadow = "shadow" in job.layers
     observed = np.zeros(shape, dtype=bool)  # in some band
-    whiteness = Whiteness(shape) if job.rule.reads_whiteness else None
+    rule = job.rule
+    whiteness = Whiteness(shape, lowest=rule.every_band > 0) if rule.reads_whiteness else None
     shade = Shade(shape, job.rule.flat_ratio) if reads_shade(job) else None
     # The residual's edges for the offset (pipeline.outputs.kept.context_residual): kept from
     # this read rather than read again, which decoded the neighbours' whole chunk columns for

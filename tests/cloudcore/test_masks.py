@@ -322,6 +322,43 @@ def test_whiteness_calls_a_brightening_of_the_long_bands_alone_clear() -> None:
         classify_scores(scores, None, observed, rule)
 
 
+def test_every_band_calls_a_brightening_that_leaves_a_band_dark_clear() -> None:
+    """``every_band``: a cloud brightens every band (D − L = C(1 − L) in each), a spring melt or
+    a field laid bare brightens the short bands and leaves a long one flat or darker. With the
+    test a brightening counts only where every band with a value brightened by at least that
+    share of the most any band did; without the whiteness test (``white`` 0) it acts alone."""
+    rule = _rule(cloud=6, haze=6, shadow=6, white=0.0, white_cloud=0.0, every_band=0.3)
+    # Three bands, shortest first; four pixels brightened by 6.7–9σ on the mean: a cloud
+    # (lowest/peak 0.6), the short band brightened and the long ones flat (0.0), one band darker
+    # (−0.14), and a cloud seen in two bands only (0.8).
+    bright = np.array(
+        [
+            [[[0.10, 0.20, 0.14, 0.10]]],
+            [[[0.08, 0.00, 0.08, np.nan]]],
+            [[[0.06, 0.00, -0.02, 0.08]]],
+        ]
+    )
+    sigma = np.full(3, 0.01)
+    observed = np.ones((1, 1, 4), bool)
+    plain = classify(bright, None, sigma, observed, replace(rule, every_band=0.0))
+    assert plain[0, 0].tolist() == [CLOUD, CLOUD, CLOUD, CLOUD]
+    tested = classify(bright, None, sigma, observed, rule, short_band=0)
+    assert tested[0, 0].tolist() == [CLOUD, CLEAR, CLEAR, CLOUD]
+    # The same from the bands' means and the Whiteness; it must have kept the lowest band.
+    white = Whiteness((1, 1, 4), lowest=True)
+    for b, band in enumerate(bright):
+        white.add(band, short=b == 0)
+    assert white.passes(0.0, 0.3)[0, 0].tolist() == [True, False, False, True]
+    scores = np.nanmean(bright / 0.01, axis=0)
+    assert np.array_equal(
+        classify_scores(scores, None, observed, rule, white.passes(0, 0.3)), tested
+    )
+    with pytest.raises(ValueError, match="lowest=True"):
+        Whiteness((1, 1, 4)).passes(0.0, 0.3)
+    with pytest.raises(ValueError, match=r"every_band=0\.3"):
+        classify_scores(scores, None, observed, rule)
+
+
 def test_a_flat_brightening_is_cloud_from_the_lower_threshold() -> None:
     """``white_cloud``: a brightening as flat across the bands as a cloud's (the shortest band
     at least ``white_cloud_ratio`` of the largest) is cloud from 3σ; one that is not, or whose
