@@ -35,7 +35,12 @@ from cloudcore.catalog import (
 )
 from pipeline.config.base import ConfigSection
 
-__all__ = ["MaskConfig"]
+__all__ = ["BENCHMARK_ONLY", "MaskConfig"]
+
+#: Fields of :class:`cloudcore.MaskRule` that are not configuration keys: measured held out,
+#: they made the output worse, and a run keeps their off value (docs/REAL-CLOUDS.md, "Every
+#: band brightened"). Every other field of the rule is a key of this section (tested).
+BENCHMARK_ONLY = frozenset({"every_band"})
 
 
 class MaskConfig(ConfigSection):
@@ -133,10 +138,12 @@ class MaskConfig(ConfigSection):
         return self.offset if self.keep_clear and self.offset > 0 else None
 
     def rule(self) -> Any:
-        """As a :class:`cloudcore.MaskRule` (its fields, read by name from this section)."""
+        """As a :class:`cloudcore.MaskRule` (its fields, read by name from this section; those
+        of :data:`BENCHMARK_ONLY` at the rule's own default, off)."""
         from cloudcore.masks import MaskRule
 
-        return MaskRule(**{f.name: getattr(self, f.name) for f in dataclasses.fields(MaskRule)})
+        fields = [f.name for f in dataclasses.fields(MaskRule) if f.name not in BENCHMARK_ONLY]
+        return MaskRule(**{name: getattr(self, name) for name in fields})
 
     def options_off(self) -> set[str]:
         """The fields of the settings that came after the first cubes and are off here

@@ -68,6 +68,21 @@ def test_the_default_shadow_near_does_not_stop_a_lower_shadow_threshold() -> Non
     assert (cfg.mask.shadow, cfg.mask.shadow_near) == (1.0, 1.5)
 
 
+def test_every_rule_field_is_a_key_or_benchmark_only() -> None:
+    """A field added to cloudcore.MaskRule is a key of the ``mask`` section, or listed as
+    benchmark-only (measured, not offered): never silently at its default in a run."""
+    import dataclasses
+
+    import cloudcore
+    from pipeline.config.mask import BENCHMARK_ONLY
+
+    names = {f.name for f in dataclasses.fields(cloudcore.MaskRule)}
+    assert names - BENCHMARK_ONLY <= set(MaskConfig.model_fields)
+    assert BENCHMARK_ONLY <= names and not BENCHMARK_ONLY & set(MaskConfig.model_fields)
+    with pytest.raises(ConfigError, match="every_band"):
+        parse(_with("mask", {"every_band": 0.2}), Config)
+
+
 @pytest.mark.parametrize(
     ("section", "values", "fragment"),
     [
