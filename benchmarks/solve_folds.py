@@ -21,9 +21,11 @@ and the default's mask with another solve's ground (:data:`GROUND_FROM`); with
 the default and the default less one stage of its post-step (:data:`STAGES`); with
 ``--thresholds`` the default with a mask threshold moved or its ground not capped
 (:data:`THRESHOLDS`); with ``--every-band`` the default with the test that every band
-brightened (:data:`EVERY_BAND`). ``--short-years`` and ``--short-years-ground`` score the
-default and one candidate (:data:`SHADOW_2`, :data:`SHORT_GROUND`) on the transect's years of 7
-to 11 dates (:data:`SHORT_YEARS`), never scored before, as a confirmation, without folds.
+brightened (:data:`EVERY_BAND`); with ``--mean-ground`` the default's mask with the mean of
+its ground and another solve's (:data:`MEAN_GROUND`). ``--short-years`` and
+``--short-years-ground`` score the default and one candidate (:data:`SHADOW_2`,
+:data:`SHORT_GROUND`) on the transect's years of 7 to 11 dates (:data:`SHORT_YEARS`), never
+scored before, as a confirmation, without folds.
 
 Each run also prints the same report on the other years alone, post hoc: the chosen years
 are in sample for the default (its solve and post-step were chosen on them), which favours it
@@ -42,6 +44,8 @@ Usage::
     python benchmarks/solve_folds.py --short-years-ground --out runs/short-years-ground
     python benchmarks/solve_folds.py --thresholds --out runs/solve-folds-thresholds
     python benchmarks/solve_folds.py --every-band --out runs/solve-folds-every-band
+    python benchmarks/solve_folds.py --mean-ground --out runs/solve-folds-mean-ground
+    python benchmarks/solve_folds.py --mean-ground --seed 1 --out runs/solve-folds-mean-ground-1
 """
 
 from __future__ import annotations
@@ -207,6 +211,22 @@ SHADOW_FILL: dict[str, Candidate] = {
     ),
 }
 
+#: The default's mask with the mean of its ground and another solve's (:data:`GROUND_FROM`'s
+#: two: ``aatm-shadow`` κ 1 and RPCA 1/√d, capped), written where it fills.
+MEAN_GROUND: dict[str, Candidate] = {
+    DEFAULT_KEY: DEFAULT,
+    **with_default_step(
+        {
+            f"{DEFAULT_KEY}, mean ground with {name}": dataclasses.replace(
+                DEFAULT_SOLVE, ground_from=other, ground_weight=0.5
+            )
+            for name, other in (
+                ("aatm-shadow k1", _shadow_model()),
+                ("rpca x1", CANDIDATES["rpca x1"]),
+            )
+        }
+    ),
+}
 #: The default and the default with the test that every band brightened
 #: (``MaskRule.every_band``) at three shares of the most any band did.
 EVERY_BAND: dict[str, Candidate] = {
@@ -235,6 +255,7 @@ MODES: dict[str, tuple[dict[str, Candidate], str]] = {
     "stages": (STAGES, "the default less one post-step stage (STAGES)"),
     "thresholds": (THRESHOLDS, "the mask's thresholds, the cap (THRESHOLDS)"),
     "every-band": (EVERY_BAND, "every band brightened, at three shares (EVERY_BAND)"),
+    "mean-ground": (MEAN_GROUND, "the default's mask, the mean of two grounds (MEAN_GROUND)"),
     "short-years": (SHADOW_2, "shadow 2σ on the years of 7-11 dates (SHADOW_2): a confirmation"),
     "short-years-ground": (
         SHORT_GROUND,

@@ -108,6 +108,9 @@ class SolveSpec:
     #: marker after the ground's suffix, which :func:`without_ground_suffix` and the held-out
     #: benchmark's grid do not read.
     ground_from: SolveSpec | None = None
+    #: With :attr:`ground_from`, the other solve's share of the ground written: 1 its ground
+    #: alone, 0.5 the mean of the two solves' (two estimates whose errors differ, averaged).
+    ground_weight: float = 1.0
     #: ``aatm-shadow`` only: the mask's scores read off the ground with the shadow layer put
     #: back (L − S, as aATM's ground holds a shadow), the ground written L: the default's kind of
     #: mask and a shadow-free fill from one solve (benchmark only).
@@ -120,6 +123,10 @@ class SolveSpec:
             self.refine or self.ground_from.refine or self.ground_from.ground_from
         ):
             raise ValueError("the ground is taken from another plain solve into a plain one")
+        if not 0 < self.ground_weight <= 1 or (
+            self.ground_weight != 1 and self.ground_from is None
+        ):
+            raise ValueError("a share in (0, 1] of another solve's ground (ground_from)")
         if self.cap and self.refine:
             raise ValueError(f"a capped solve is unrefined, not {self.refine!r}")
         if self.floor is not None and not self.cap:
@@ -146,13 +153,15 @@ class SolveSpec:
         """``method-lam``, ``x`` and the scale when not 1, ``k`` and κ for the shadow model,
         ``-cap`` with the ground capped, ``-floor`` and its quantile with it floored,
         ``-maskLS`` with :attr:`shadow_out_of_mask`, ``+refine``/``+joint`` when refined, and
-        ``@ground=`` and the other solve's name with :attr:`ground_from`."""
+        ``@ground=`` and the other solve's name with :attr:`ground_from` (then ``x`` and
+        :attr:`ground_weight` when it is not 1)."""
         base = f"{self.method}-{self.lam}" + ("" if self.scale == 1.0 else f"x{self.scale:g}")
         base += "" if self.shadow_weight is None else f"k{self.shadow_weight:g}"
         base += ground_suffix(self.cap, self.floor, self.level)
         base += "-maskLS" if self.shadow_out_of_mask else ""
         if self.ground_from is not None:
-            return f"{base}@ground={self.ground_from.name}"
+            share = "" if self.ground_weight == 1 else f"x{self.ground_weight:g}"
+            return f"{base}@ground={self.ground_from.name}{share}"
         return f"{base}+{self.refine}" if self.refine else base
 
     @property

@@ -168,13 +168,16 @@ class Solved:
         # two or three; each is a division of the shade's sums and a comparison).
         self._dark_everywhere: dict[float, np.ndarray] = {}
 
-    def with_ground(self, other: Solved) -> Solved:
+    def with_ground(self, other: Solved, weight: float = 1.0) -> Solved:
         """This solve's mask with another solve's ground (:attr:`SolveSpec.ground_from`).
 
         Parameters
         ----------
         other
             The solve whose (bounded) ground is written where the mask fills.
+        weight
+            ``other``'s share of the ground (:attr:`SolveSpec.ground_weight`): 1 its ground,
+            else ``weight`` × its + (1 − ``weight``) × this solve's.
 
         Returns
         -------
@@ -185,7 +188,10 @@ class Solved:
             here).
         """
         mixed = copy.copy(self)
-        mixed.ground = other.ground
+        if weight == 1:
+            mixed.ground = other.ground
+        else:
+            mixed.ground = weight * other.ground + (1 - weight) * self.ground
         return mixed
 
     def codes(self, rule: MaskRule, seen: np.ndarray, date: int | None = None) -> np.ndarray:
@@ -279,7 +285,7 @@ def solve_specs(
     the pipeline's default; the growth of μ is a study's (:func:`cloudcore._growth.study_growth`)
     or the pipeline's. A spec with :attr:`~cloudlab.candidates.SolveSpec.ground_from` is its
     plain solve's scores with the other solve's ground (:meth:`Solved.with_ground`)."""
-    plain_specs = [dataclasses.replace(s, ground_from=None) for s in specs]
+    plain_specs = [dataclasses.replace(s, ground_from=None, ground_weight=1.0) for s in specs]
     grounds = [s.ground_from for s in specs if s.ground_from is not None]
     every = list(dict.fromkeys(plain_specs + grounds))
     solved = _plain_solves(D, observed, every, frame, tol, short_band, scale_statistic, beta)
@@ -290,7 +296,8 @@ def solve_specs(
     out = {name: result for name, result in solved.items() if name in wanted}
     for spec, plain in zip(specs, plain_specs, strict=True):
         if spec.ground_from is not None:
-            out[spec.name] = solved[plain.name].with_ground(solved[spec.ground_from.name])
+            other = solved[spec.ground_from.name]
+            out[spec.name] = solved[plain.name].with_ground(other, spec.ground_weight)
     return out
 
 

@@ -454,6 +454,15 @@ def test_a_ground_from_another_solve_keeps_this_solves_mask() -> None:
     assert not np.array_equal(
         alone[other.name].codes(rule, seen), alone[plain.name].codes(rule, seen)
     )
+    # A share of the other's ground: the mean of the two grounds, the same mask.
+    half = dataclasses.replace(mixed, ground_weight=0.5)
+    assert half.name == "aatm-starx1.4-cap@ground=rpca-auto-capx0.5"
+    with pytest.raises(ValueError, match="share"):
+        dataclasses.replace(plain, ground_weight=0.5)
+    halved = solve_specs(D, observed, [half], site.series.frame)[half.name]
+    mean = 0.5 * alone[other.name].ground + 0.5 * alone[plain.name].ground
+    assert np.array_equal(halved.ground, mean)
+    assert np.array_equal(halved.codes(rule, seen), alone[plain.name].codes(rule, seen))
 
 
 def test_the_shadow_put_back_for_the_mask_only() -> None:
