@@ -6,7 +6,9 @@ its geometry the output grid's outline in lon/lat, its assets the acquisition's 
 of every band and its mask COG (role ``data``, each with its ``bands`` entry of the raster and,
 for GF-4 bands, EO extensions), its quicklook (``overview``) and the run's cube; its
 ``cloudremoval:*`` properties the software version, the acquisition's id and the solver and mask
-settings. Links and hrefs are relative, so the output folder can be moved or served as it is.
+settings; from its mask COG, the percent of its observed pixels called cloud (``eo:cloud_cover``,
+the field catalogs are searched by) and in each class (``cloudremoval:cover``). Links and
+hrefs are relative, so the output folder can be moved or served as it is.
 The catalog is written to a temporary folder and published whole, before ``COMPLETE.json``
 (:func:`pipeline.control.publish.publish`), and it depends only on the run's outputs and
 settings: a rerun writes the same bytes.
@@ -96,6 +98,15 @@ def acquisition_items(plan: RunPlan) -> list[pystac.Item]:
                 item.add_link(pystac.Link("derived_from", href, pystac.MediaType.JSON))
         for cog in cogs:
             item.add_asset(cog.stem, stac.cog_asset(cog, bands))
+        cover = (
+            stac.mask_cover(mask)
+            if (mask := layout.cog_dir / f"{label}_mask.tif").exists()
+            else None
+        )
+        if cover is not None:
+            # The standard field a catalog is searched by, and every class beside it.
+            item.properties["eo:cloud_cover"] = cover["cloud"]
+            item.properties["cloudremoval:cover"] = cover
         look = layout.quicklook_dir / f"{label}.png"
         if look.exists():
             title = f"observed | mask | cloud-free {label}"
@@ -104,7 +115,7 @@ def acquisition_items(plan: RunPlan) -> list[pystac.Item]:
             )
         cube = "clear, cloud, haze, provenance (time, band, y, x); mask (time, y, x)"
         item.add_asset("cube", stac.make_asset(layout.cube, stac.ZARR_MEDIA_TYPE, "data", cube))
-        if any(band in stac.GF4_BANDS for band in bands):
+        if cover is not None or any(band in stac.GF4_BANDS for band in bands):
             item.stac_extensions.append(stac.EO_SCHEMA)
         item.stac_extensions.append(stac.RASTER_SCHEMA)
         items.append(item)

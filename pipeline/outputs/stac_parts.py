@@ -1,6 +1,7 @@
 """The STAC pieces shared by a run's catalog (:mod:`pipeline.outputs.items`) and a batch's
 (:mod:`pipeline.batch.stac`): the outline of a COG in lon/lat, its projection fields, the
-``bands`` entry of a COG asset and how the solver's settings read as Item properties."""
+``bands`` entry of a COG asset, the cover of a mask COG's classes and how the solver's settings
+read as Item properties."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pystac
 import rasterio
 from pystac.extensions.projection import ProjectionExtension
 from rasterio.warp import transform as transform_points
 
+from cloudcore.masks import CLEAR, CLOUD, HAZE, NODATA, SHADOW
 from pipeline.config.run import SCOPE_TRAITS, SolverConfig
 from pipeline.geom import densify
 from pipeline.store.durable import publish_dir
@@ -33,6 +36,7 @@ __all__ = [
     "floored",
     "lam_rule",
     "make_asset",
+    "mask_cover",
     "outline_lonlat",
     "publish_catalog_dir",
     "refined",
@@ -168,6 +172,27 @@ def cog_asset(cog: Path, bands: Mapping[str, Mapping[str, Any]]) -> pystac.Asset
     each = make_asset(cog, pystac.MediaType.COG, "data", f"{what} {cog.stem}")
     each.extra_fields["bands"] = [dict(bands[band_of(cog)])]
     return each
+
+
+#: The classes of a mask COG whose cover an Item gives, by the mask's codes (README).
+COVER_CLASSES = {"clear": CLEAR, "haze": HAZE, "cloud": CLOUD, "shadow": SHADOW}
+
+
+def mask_cover(mask_cog: Path) -> dict[str, float] | None:
+    """The percent of an acquisition's observed pixels (mask code other than no data) in each
+    class of :data:`COVER_CLASSES`, rounded to 0.01, read from its mask COG at full resolution
+    block by block (not from its overviews, which hold each area's most common class); None
+    where the acquisition observed no pixel of the grid."""
+    counts = np.zeros(256, np.int64)
+    with rasterio.open(mask_cog) as src:
+        for _, window in src.block_windows(1):
+            counts += np.bincount(src.read(1, window=window).ravel(), minlength=256)
+    observed = int(counts.sum() - counts[NODATA])
+    if observed == 0:
+        return None
+    return {
+        name: round(100.0 * int(counts[code]) / observed, 2) for name, code in COVER_CLASSES.items()
+    }
 
 
 def _number(value: float) -> float | int:

@@ -342,3 +342,12 @@ def test_the_run_writes_one_valid_stac_item_per_acquisition(
         # The whiteness test's band, resolved: the run's bluest (B2), not the first (B1).
         assert item.properties["cloudremoval:mask"]["white_band"] == "B2"
         assert item.properties["cloudremoval:code_version"].startswith("cloudremoval-")
+        # The cover of each class, of the observed pixels, as the cube's mask of that date gives
+        # it (the EO extension's cloud cover is the cloud class's, in percent).
+        codes = cube["mask"].sel(time=time).values
+        seen = codes[codes != 255]
+        cover = item.properties["cloudremoval:cover"]
+        for code, name in enumerate(("clear", "haze", "cloud", "shadow")):
+            assert cover[name] == round(100.0 * np.count_nonzero(seen == code) / seen.size, 2)
+        assert item.properties["eo:cloud_cover"] == cover["cloud"]
+        assert abs(sum(cover.values()) - 100.0) <= 0.02
