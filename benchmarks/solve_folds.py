@@ -22,7 +22,9 @@ the default and the default less one stage of its post-step (:data:`STAGES`); wi
 ``--thresholds`` the default with a mask threshold moved or its ground not capped
 (:data:`THRESHOLDS`); with ``--every-band`` the default with the test that every band
 brightened (:data:`EVERY_BAND`); with ``--mean-ground`` the default's mask with the mean of
-its ground and another solve's (:data:`MEAN_GROUND`). ``--short-years`` and
+its ground and another solve's (:data:`MEAN_GROUND`); with ``--envelope`` the default with
+every value it writes held within the pixel's kept observations (:data:`ENVELOPE`).
+``--short-years`` and
 ``--short-years-ground`` score the default and one candidate (:data:`SHADOW_2`,
 :data:`SHORT_GROUND`) on the transect's years of 7 to 11 dates (:data:`SHORT_YEARS`), never
 scored before, as a confirmation, without folds.
@@ -46,6 +48,7 @@ Usage::
     python benchmarks/solve_folds.py --every-band --out runs/solve-folds-every-band
     python benchmarks/solve_folds.py --mean-ground --out runs/solve-folds-mean-ground
     python benchmarks/solve_folds.py --mean-ground --seed 1 --out runs/solve-folds-mean-ground-1
+    python benchmarks/solve_folds.py --envelope --out runs/solve-folds-envelope
 """
 
 from __future__ import annotations
@@ -241,6 +244,21 @@ EVERY_BAND: dict[str, Candidate] = {
     },
 }
 
+#: The default with every value it writes held within the pixel's kept observations
+#: (:attr:`cloudlab.candidates.PostStep.envelope`): their range, and their 10th to 90th
+#: percentiles.
+ENVELOPE: dict[str, Candidate] = {
+    DEFAULT_KEY: DEFAULT,
+    **{
+        "envelope {:g}-{:g}".format(*edges): (
+            DEFAULT_KEY,
+            DEFAULT_SOLVE,
+            dataclasses.replace(DEFAULT_STEP, envelope=edges),
+        )
+        for edges in ((0.0, 1.0), (0.1, 0.9))
+    },
+}
+
 
 #: The modes (each a flag): the candidates instead of :data:`SOLVES`, and what they are.
 MODES: dict[str, tuple[dict[str, Candidate], str]] = {
@@ -256,6 +274,7 @@ MODES: dict[str, tuple[dict[str, Candidate], str]] = {
     "thresholds": (THRESHOLDS, "the mask's thresholds, the cap (THRESHOLDS)"),
     "every-band": (EVERY_BAND, "every band brightened, at three shares (EVERY_BAND)"),
     "mean-ground": (MEAN_GROUND, "the default's mask, the mean of two grounds (MEAN_GROUND)"),
+    "envelope": (ENVELOPE, "the default, its writes within the kept observations (ENVELOPE)"),
     "short-years": (SHADOW_2, "shadow 2σ on the years of 7-11 dates (SHADOW_2): a confirmation"),
     "short-years-ground": (
         SHORT_GROUND,

@@ -303,6 +303,11 @@ class PostStep:
     #: REAL-CLOUDS.md, "The ground under a flagged shadow floored"): aATM's cloud layer is
     #: non-negative, so a shadow's darkening goes into its date's ground.
     shadow_floor: float | None = None
+    #: None, or the quantiles of each pixel's kept observations (per band) between which every
+    #: value the step writes is held (:mod:`cloudcore.envelope`; the benchmark only, docs/
+    #: REAL-CLOUDS.md, "A written value held within its pixel's kept dates"): ``(0, 1)`` their
+    #: range.
+    envelope: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, mask: Any) -> PostStep:
@@ -365,12 +370,14 @@ class PostStep:
     def name(self) -> str:
         """Compact label: ``c4 h3 s3 r1 g1 keep:invert``; ``ground`` with keep_clear off (the
         output is then the ground whatever the rule); ``+between`` with :attr:`between`,
-        ``+sfloor0.25`` with :attr:`shadow_floor`."""
+        ``+sfloor0.25`` with :attr:`shadow_floor`, ``+env0-1`` with :attr:`envelope`."""
         if not self.keep_clear:
             return "ground"
         spread = "" if self.offset is None else f"+offset{self.offset:g}"
         between = "+between" if self.between else ""
         floor = "" if self.shadow_floor is None else f"+sfloor{self.shadow_floor:g}"
+        if self.envelope is not None:
+            floor += "+env{:g}-{:g}".format(*self.envelope)
         return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}{floor}"
 
 

@@ -36,6 +36,7 @@ from cloudcore.cap import cap_ground
 from cloudcore.catalog import MASK_FLAT_RATIO
 from cloudcore.compose import compose
 from cloudcore.departure import raised_ground
+from cloudcore.envelope import kept_envelope, within_envelope
 from cloudcore.kept import kept_codes
 from cloudcore.mask_scores import Shade
 from cloudcore.masks import CLEAR as MASK_CLEAR
@@ -619,10 +620,19 @@ def written_target(
     """The target's output ``(bands, pixels)`` as the post-step ``step`` writes it from
     ``codes`` ``(1, rows, cols)``: :func:`compose_target` of its observation in ``D``
     ``(bands, pixels, dates)`` and of the ground :func:`written_ground` gives (raised by the
-    pixels' own departure with :attr:`PostStep.between`). Where a caller composes one ground
-    with several masks it calls the two itself."""
+    pixels' own departure with :attr:`PostStep.between`), then with :attr:`PostStep.envelope`
+    every value written held within the pixel's kept observations
+    (:func:`cloudcore.envelope.within_envelope`). Where a caller composes one ground with
+    several masks it calls the two itself."""
     ground = written_ground(D, days, target, solved, step)
-    return compose_target(D[:, :, target], ground, codes, step, frame)
+    out = compose_target(D[:, :, target], ground, codes, step, frame)
+    if step.envelope is None:
+        return out
+    every = solved.codes(step.rule, solved.seen)
+    kept = kept_codes(every, keep_haze=step.haze_fill == "observed").reshape(every.shape[0], -1)
+    low, high = kept_envelope(np.moveaxis(D, 2, 1), kept, step.envelope)  # dates second
+    written = ~(kept[target] & np.isfinite(D[:, :, target]))
+    return within_envelope(out, low, high, written)
 
 
 def written_ground(

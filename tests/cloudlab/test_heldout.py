@@ -891,3 +891,42 @@ def test_a_growth_that_does_not_grow_is_refused_before_anything_runs(rho, tmp_pa
         with pytest.raises(ValueError, match="rho must be > 1"):
             run_heldout(tmp_path / "api", rho=float(rho))
     assert not (tmp_path / "out").exists() and not (tmp_path / "api").exists()
+
+
+def test_the_envelope_holds_written_values_within_the_kept_observations() -> None:
+    """``PostStep.envelope``: what the step writes lies within each pixel's kept observations
+    (where it has three or more), what it keeps is the observation, and outside the envelope's
+    reach the output is the default step's."""
+    import dataclasses
+
+    from cloudcore.kept import kept_codes
+    from cloudlab.scene_choice import DEFAULT_SOLVE, DEFAULT_STEP
+    from cloudlab.sites import load_site
+    from cloudlab.sitescore import site_arrays, solve_specs, written_target
+
+    site = load_site("s2_nrt_subset")
+    D, _, days = site_arrays(site)
+    observed = np.isfinite(D).all(axis=0)
+    solved = solve_specs(D, observed, [DEFAULT_SOLVE], site.series.frame)[DEFAULT_SOLVE.name]
+    step = dataclasses.replace(DEFAULT_STEP, envelope=(0.0, 1.0))
+    assert step.name == DEFAULT_STEP.name + "+env0-1"
+    every = solved.codes(step.rule, solved.seen)
+    kept = kept_codes(every).reshape(every.shape[0], -1)
+    values = np.where(kept.T[None], D, np.nan)  # (bands, pixels, dates), kept only
+    enough = np.isfinite(values).sum(axis=2) >= 3
+    with np.errstate(invalid="ignore"):
+        low, high = np.nanmin(values, axis=2), np.nanmax(values, axis=2)
+    moved = 0
+    for target in range(D.shape[2]):
+        codes = solved.codes(step.rule, solved.seen[target : target + 1], target)
+        args = (D, days, target, solved, codes)
+        plain = written_target(*args, DEFAULT_STEP, site.series.frame)
+        held = written_target(*args, step, site.series.frame)
+        here = kept[target] & np.isfinite(D[:, :, target])
+        np.testing.assert_array_equal(held[here], D[:, :, target][here])
+        inside = ~here & enough
+        assert np.all(held[inside] >= low[inside]) and np.all(held[inside] <= high[inside])
+        unreached = ~inside
+        np.testing.assert_array_equal(held[unreached], plain[unreached])
+        moved += int((held != plain).sum())
+    assert moved > 0  # the default writes outside the envelope somewhere on this site
