@@ -304,7 +304,7 @@ class PostStep:
     #: non-negative, so a shadow's darkening goes into its date's ground.
     shadow_floor: float | None = None
     #: None, or the quantiles of each pixel's kept observations (per band) between which every
-    #: value the step writes is held (:mod:`cloudcore.envelope`; the benchmark only, docs/
+    #: value the step writes is held (:mod:`cloudlab.envelope`; the benchmark only, docs/
     #: REAL-CLOUDS.md, "A written value held within its pixel's kept dates"): ``(0, 1)`` their
     #: range.
     envelope: tuple[float, float] | None = None

@@ -36,7 +36,6 @@ from cloudcore.cap import cap_ground
 from cloudcore.catalog import MASK_FLAT_RATIO
 from cloudcore.compose import compose
 from cloudcore.departure import raised_ground
-from cloudcore.envelope import kept_envelope, within_envelope
 from cloudcore.kept import kept_codes
 from cloudcore.mask_scores import Shade
 from cloudcore.masks import CLEAR as MASK_CLEAR
@@ -55,6 +54,7 @@ from cloudcore.masks import (
 )
 from cloudlab.baselines import MULTIBAND_BASELINES
 from cloudlab.candidates import JOINT_RULE, PostStep, SolveSpec
+from cloudlab.envelope import kept_envelope, within_envelope
 from cloudlab.realdata import CLEAR, CLOUD, NODATA, SHADOW, SNOW
 from cloudlab.realpaste import choose_pairs, paste_clouds
 from cloudlab.sites import Site, load_site
@@ -622,7 +622,7 @@ def written_target(
     ``(bands, pixels, dates)`` and of the ground :func:`written_ground` gives (raised by the
     pixels' own departure with :attr:`PostStep.between`), then with :attr:`PostStep.envelope`
     every value written held within the pixel's kept observations
-    (:func:`cloudcore.envelope.within_envelope`). Where a caller composes one ground with
+    (:func:`cloudlab.envelope.within_envelope`). Where a caller composes one ground with
     several masks it calls the two itself."""
     ground = written_ground(D, days, target, solved, step)
     out = compose_target(D[:, :, target], ground, codes, step, frame)

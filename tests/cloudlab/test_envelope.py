@@ -1,11 +1,11 @@
-"""cloudcore.envelope: a written value held within its pixel's kept observations."""
+"""cloudlab.envelope: a written value held within its pixel's kept observations."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cloudcore.envelope import MIN_KEPT_DATES, kept_envelope, within_envelope
+from cloudlab.envelope import MIN_KEPT_DATES, kept_envelope, within_envelope
 
 
 def test_the_envelope_is_the_range_of_the_kept_observations_in_each_band():

@@ -8,6 +8,10 @@ can lie outside anything the pixel was ever observed to be on a clear date. The 
 pixel in a band is the range of its observations on the dates the mask keeps (or two quantiles
 of them); a written value outside it is moved to its nearer edge. Kept observations are never
 touched, so a clear pixel still comes out as observed.
+
+Benchmark only (``PostStep.envelope``, ``benchmarks/solve_folds.py --envelope``): held out it
+was not adopted (docs/REAL-CLOUDS.md, "A written value held within its pixel's kept dates"), so
+the pipeline does not offer it.
 """
 
 from __future__ import annotations
