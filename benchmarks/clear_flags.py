@@ -14,10 +14,16 @@ dark in every band, without both.
 The look behind docs/REAL-CLOUDS.md, "Every band brightened" (in sample: these site-years are
 among the units its folds score).
 
+With ``--dates``, each site-year's whole series is solved instead (no clouds pasted) and every
+date gets one row: the reference's cloud, clear and snow shares of its observed pixels, the
+share the default's mask calls cloud or haze, the reference-clear and snow pixels it calls
+so, and the median D − L of each band.
+
 Usage::
 
     python benchmarks/clear_flags.py p035r032-landsat:2008 p035r032-landsat:2010 \\
         s2_nrt_romania_10m:2016 s2_nrt_romania_10m:2018      # about 1 min
+    python benchmarks/clear_flags.py --dates p035r032-landsat:2008    # seconds
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ import dataclasses
 import numpy as np
 
 from cloudcore.anomaly import anomaly_scale
-from cloudcore.masks import CLEAR, CLOUD, SHADOW, MaskRule
+from cloudcore.masks import CLEAR, CLOUD, HAZE, SHADOW, MaskRule
+from cloudlab import realdata
 from cloudlab.scene_choice import DEFAULT_SOLVE, DEFAULT_STEP
 from cloudlab.sites import load_site, year_of
-from cloudlab.sitescore import dropped_pairs, written_target
+from cloudlab.sitescore import dropped_pairs, site_arrays, solve_specs, written_target
 
 #: The mask rules whose shadows are counted: the default's without each shadow rule, and both.
 SHADOW_RULES: dict[str, MaskRule] = {
@@ -47,10 +54,49 @@ def _median(x: np.ndarray) -> str:
     return f"{np.median(x):.2f}" if x.size else "–"
 
 
+def per_date(item: str) -> None:
+    """One row per date of the site-year ``item`` (``NAME:YEAR``), its whole series solved with
+    the default: what the reference and the default's mask call each date (module docstring)."""
+    name, year = item.rsplit(":", 1)
+    site = year_of(load_site(name, window=False), int(year))
+    D, reference, _ = site_arrays(site)
+    observed = np.isfinite(D).all(axis=0)
+    result = solve_specs(D, observed, [DEFAULT_SOLVE], site.series.frame)[DEFAULT_SOLVE.name]
+    codes = result.codes(DEFAULT_STEP.rule, result.seen).reshape(D.shape[2], -1)
+    bands = ", ".join(site.series.bands)
+    print(f"\n{item} ({bands})\n")
+    print(
+        "| date | reference cloud | clear | snow | mask cloud+haze | clear called cloud+haze "
+        f"| snow called cloud+haze | median D − L ({bands}) |"
+    )
+    print("|---" * 8 + "|")
+    for t, date in enumerate(site.series.dates):
+        ref, seen = reference[:, t], observed[:, t]
+        count = max(int(seen.sum()), 1)
+        said = np.isin(codes[t], (CLOUD, HAZE)) & seen
+        shares = [
+            ((ref == code) & seen).sum() / count
+            for code in (realdata.CLOUD, realdata.CLEAR, realdata.SNOW)
+        ]
+        medians = np.nanmedian(np.where(seen, D[:, :, t] - result.ground[:, :, t], np.nan), axis=1)
+        cells = [f"{x:.2f}" for x in (*shares, said.sum() / count)]
+        called = (said & (ref == code) for code in (realdata.CLEAR, realdata.SNOW))
+        cells += [str(int(c.sum())) for c in called]
+        cells.append(", ".join(f"{m:+.3f}" for m in medians))
+        print(f"| {date} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("years", nargs="+", help="NAME:YEAR")
+    parser.add_argument(
+        "--dates", action="store_true", help="the whole year solved, one row per date"
+    )
     args = parser.parse_args()
+    if args.dates:
+        for item in args.years:
+            per_date(item)
+        return
     print(
         "| site-year | target | clear px | called cloud | called shadow | fidelity r "
         "| lowest/highest band, clear called cloud | the same, pasted called cloud "
