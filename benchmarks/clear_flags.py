@@ -38,7 +38,7 @@ from cloudcore.masks import CLEAR, CLOUD, HAZE, SHADOW, MaskRule
 from cloudlab import realdata
 from cloudlab.scene_choice import DEFAULT_SOLVE, DEFAULT_STEP
 from cloudlab.sites import load_site, year_of
-from cloudlab.sitescore import dropped_pairs, site_arrays, solve_specs, written_target
+from cloudlab.sitescore import dropped_pairs, series_of, solve_specs, written_target
 
 #: The mask rules whose shadows are counted: the default's without each shadow rule, and both.
 SHADOW_RULES: dict[str, MaskRule] = {
@@ -59,10 +59,10 @@ def per_date(item: str) -> None:
     the default: what the reference and the default's mask call each date (module docstring)."""
     name, year = item.rsplit(":", 1)
     site = year_of(load_site(name, window=False), int(year))
-    D, reference, _ = site_arrays(site)
-    observed = np.isfinite(D).all(axis=0)
-    result = solve_specs(D, observed, [DEFAULT_SOLVE], site.series.frame)[DEFAULT_SOLVE.name]
-    codes = result.codes(DEFAULT_STEP.rule, result.seen).reshape(D.shape[2], -1)
+    series = series_of(site)
+    D, reference, observed = series.D, series.reference, series.observed
+    result = solve_specs(D, observed, [DEFAULT_SOLVE], series.frame)[DEFAULT_SOLVE.name]
+    codes = series.codes(result, DEFAULT_STEP.rule)  # (pixels, dates), as the reference
     bands = ", ".join(site.series.bands)
     print(f"\n{item} ({bands})\n")
     print(
@@ -73,7 +73,7 @@ def per_date(item: str) -> None:
     for t, date in enumerate(site.series.dates):
         ref, seen = reference[:, t], observed[:, t]
         count = max(int(seen.sum()), 1)
-        said = np.isin(codes[t], (CLOUD, HAZE)) & seen
+        said = np.isin(codes[:, t], (CLOUD, HAZE)) & seen
         shares = [
             ((ref == code) & seen).sum() / count
             for code in (realdata.CLOUD, realdata.CLEAR, realdata.SNOW)

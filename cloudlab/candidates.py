@@ -376,9 +376,8 @@ class PostStep:
         spread = "" if self.offset is None else f"+offset{self.offset:g}"
         between = "+between" if self.between else ""
         floor = "" if self.shadow_floor is None else f"+sfloor{self.shadow_floor:g}"
-        if self.envelope is not None:
-            floor += "+env{:g}-{:g}".format(*self.envelope)
-        return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}{floor}"
+        held = "" if self.envelope is None else "+env{:g}-{:g}".format(*self.envelope)
+        return f"{self.rule_name} keep:{self.haze_fill}{spread}{between}{floor}{held}"
 
 
 #: The grid's mask thresholds (:func:`post_steps`): cloud, haze and shadow (σ; None: no haze or

@@ -452,7 +452,12 @@ class WholeSeries(NamedTuple):
 
 def whole_series(name: str) -> WholeSeries:
     """The whole series of the site ``name``, as the in-sample benchmarks solve it."""
-    site = load_site(name)
+    return series_of(load_site(name))
+
+
+def series_of(site: Site) -> WholeSeries:
+    """A site's series (one year of it, :func:`cloudlab.sites.year_of`, or its window) as a
+    :class:`WholeSeries`, nothing pasted."""
     D, reference, _ = site_arrays(site)
     return WholeSeries(site.series.frame, D, reference, np.isfinite(D).all(axis=0))
 
@@ -624,19 +629,32 @@ def written_target(
     every value written held within the pixel's kept observations
     (:func:`cloudlab.envelope.within_envelope`). Where a caller composes one ground with
     several masks it calls the two itself."""
-    ground = written_ground(D, days, target, solved, step)
-    out = compose_target(D[:, :, target], ground, codes, step, frame)
     if step.envelope is None:
-        return out
-    every = solved.codes(step.rule, solved.seen)
-    kept = kept_codes(every, keep_haze=step.haze_fill == "observed").reshape(every.shape[0], -1)
+        ground = written_ground(D, days, target, solved, step)
+        return compose_target(D[:, :, target], ground, codes, step, frame)
+    every = solved.codes(step.rule, solved.seen)  # once, for the ground and the envelope
+    ground = written_ground(D, days, target, solved, step, every)
+    out = compose_target(D[:, :, target], ground, codes, step, frame)
+    kept = _kept_entries(every, step)
     low, high = kept_envelope(np.moveaxis(D, 2, 1), kept, step.envelope)  # dates second
     written = ~(kept[target] & np.isfinite(D[:, :, target]))
     return within_envelope(out, low, high, written)
 
 
+def _kept_entries(every: np.ndarray, step: PostStep) -> np.ndarray:
+    """``(dates, pixels)``: the entries ``step`` keeps as observed, from its mask ``every``
+    ``(dates, rows, cols)`` on every date."""
+    kept = kept_codes(every, keep_haze=step.haze_fill == "observed")
+    return kept.reshape(every.shape[0], -1)
+
+
 def written_ground(
-    D: np.ndarray, days: np.ndarray, target: int, solved: Solved, step: PostStep
+    D: np.ndarray,
+    days: np.ndarray,
+    target: int,
+    solved: Solved,
+    step: PostStep,
+    every: np.ndarray | None = None,
 ) -> np.ndarray:
     """The ground ``(bands, pixels)`` the post-step ``step`` writes on the target where the
     mask does not keep the observation (before the date's offset, which
@@ -645,15 +663,15 @@ def written_ground(
     (:func:`cloudcore.departure.raised_ground`, ``mask.interpolate``), clipped to [0, 1]; with
     :attr:`PostStep.shadow_floor` raised where the mask calls the target shadow by what its
     ground lacks of the pixel's quantile over the dates.
-    ``D`` is the series solved ``(bands, pixels, dates)``, ``days`` its dates' day numbers."""
+    ``D`` is the series solved ``(bands, pixels, dates)``, ``days`` its dates' day numbers;
+    ``every`` the step's mask on every date where the caller has it (None: computed here)."""
     written = solved.ground[:, :, target]
     if not step.between and step.shadow_floor is None:
         return written
-    codes = solved.codes(step.rule, solved.seen)
+    codes = solved.codes(step.rule, solved.seen) if every is None else every
     if step.between:
-        kept = kept_codes(codes, keep_haze=step.haze_fill == "observed")
         observation, ground = (np.moveaxis(x, 2, 1) for x in (D, solved.ground))  # dates second
-        raised = raised_ground(observation, ground, kept.reshape(codes.shape[0], -1), days)
+        raised = raised_ground(observation, ground, _kept_entries(codes, step), days)
         written = np.clip(raised[:, target], 0.0, 1.0)
     if step.shadow_floor is not None:
         shadow = codes[target].reshape(-1) == MASK_SHADOW
