@@ -103,8 +103,10 @@ class SolveSpec:
     level: bool = False
     #: Another solve whose ground is written where the mask fills, the mask (and the kept
     #: observations) still read off this one: aATM's cloud layer is non-negative, so a shadow
-    #: goes into its ground, where a solve with a signed layer keeps it out. Benchmark only
-    #: (``benchmarks/solve_folds.py``), like :attr:`shadow_out_of_mask`: their names carry a
+    #: goes into its ground, where a solve with a signed layer keeps it out. The pipeline offers
+    #: the default's with ``aatm-shadow`` κ 1's ground as ``solver.shadow_free_fill``; the
+    #: others are the benchmark's (``benchmarks/solve_folds.py``), like
+    #: :attr:`shadow_out_of_mask`. Their names carry a
     #: marker after the ground's suffix, which :func:`without_ground_suffix` and the held-out
     #: benchmark's grid do not read.
     ground_from: SolveSpec | None = None

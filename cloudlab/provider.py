@@ -6,9 +6,10 @@ as a static STAC catalog of COGs (:func:`cloudlab.stac_site.write_stac_series`) 
 reference mask as the quality asset: the provider's mask (Fmask, SCL, CMASK) as the provider
 shipped it, mapped to the benchmark's codes, and on the target the source's flags where its
 clouds were pasted, as the provider would have flagged them. Then ``python -m pipeline run``'s
-code (:func:`pipeline.run.run`) runs three times on it, with the defaults: blind, and with
+code (:func:`pipeline.run.run`) runs four times on it, with the defaults: blind, and with
 ``inputs.quality`` (cloud, shadow and no data left out of the solve and filled), its
-``combine`` ``provider`` (their mask is the mask) and ``union`` (ours fills too). Scores, pooled
+``combine`` ``provider`` (their mask is the mask) and ``union`` (ours fills too); and blind
+with ``solver.shadow_free_fill``. Scores, pooled
 over bands, as the held-out benchmark's: prediction r on the pasted pixels that were clear,
 fidelity r on the target's other reference-clear pixels (a NaN output counts as 0, an error),
 each pooled over the site's pairs, the share of pasted pixels the output fills, and the
@@ -50,8 +51,9 @@ log = logging.getLogger(__name__)
 
 #: DN of reflectance 1 in the catalogs written, and their no-data DN.
 DN_SCALE, DN_NODATA = 10000, 65535
-#: The runs: blind (no quality band), and ``inputs.quality.combine`` provider and union.
-RUNS = ("blind", "provider", "union")
+#: The runs: blind (no quality band), ``inputs.quality.combine`` provider and union, and blind
+#: with ``solver.shadow_free_fill`` (the default's mask, a shadow model's ground where it fills).
+RUNS = ("blind", "provider", "union", "shadow-free")
 
 
 def _sums(tag: str, est: np.ndarray, pair: PastedPair) -> dict[str, float]:
@@ -94,7 +96,7 @@ def _config(catalog: Path, bands: list[str], out: Path, address: str, combine: s
         "bands": bands,
         "max_dn": DN_SCALE,
     }
-    if combine != "blind":
+    if combine not in ("blind", "shadow-free"):
         inputs["quality"] = {
             "asset": "reference",
             "rule": "classes",
@@ -107,6 +109,7 @@ def _config(catalog: Path, bands: list[str], out: Path, address: str, combine: s
         {
             "inputs": inputs,
             "output": {"path": str(out), "quicklooks": False},
+            "solver": {"shadow_free_fill": combine == "shadow-free"},
             "cluster": {"kind": "address", "address": address},
         }
     )
@@ -122,7 +125,7 @@ def _clear_cube(out: Path, target: int) -> np.ndarray:
 
 
 def score_site(name: str, work: Path, address: str, pairs: int = 4, seed: int = 0) -> list[dict]:
-    """Both runs (blind, with the provider's mask) on every pair of one site."""
+    """Every run of :data:`RUNS` on every pair of one site."""
     from pipeline.run import run
 
     site = load_site(name)

@@ -24,7 +24,7 @@ import numpy as np
 
 from cloudcore._growth import PAPER_RHO
 from pipeline.config import Config, SolverConfig
-from pipeline.config.run import SCOPE_TRAITS
+from pipeline.config.solver import SCOPE_TRAITS
 from pipeline.errors import ConfigError, InputError
 from pipeline.grid.tiling import TileGrid
 from pipeline.ids import as_utc, code_version, digest, file_signature, tile_id, time_label

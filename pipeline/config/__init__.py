@@ -16,11 +16,11 @@ from pipeline.config.run import (
     OutputConfig,
     QualityConfig,
     SimulatedInputs,
-    SolverConfig,
     StacInputs,
     StacSearch,
     TilingConfig,
 )
+from pipeline.config.solver import SolverConfig
 
 __all__ = [
     "ClusterSpec",

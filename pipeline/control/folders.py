@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cloudcore.catalog import layers, writes_haze
+from cloudcore.catalog import writes_haze
 from pipeline.store.durable import OutputError, storage_error
 from pipeline.store.layout import Layout
 
@@ -104,7 +104,7 @@ def expected_bytes(plan: RunPlan) -> int:
     values = dates * bands * pixels  # one (time, band, y, x) layer
     method, refines = config.solver.method, config.solver.refines
     # A method without haze writes its haze layer as zeros, which compress to nothing.
-    solved = len(layers(method, refines)) - (0 if writes_haze(method, refines) else 1)
+    solved = len(config.solver.layers) - (0 if writes_haze(method, refines) else 1)
     cog = np.dtype(config.output.cog_dtype).itemsize
     raw = {
         "input": values * (4 + 1),  # observations float32, where observed uint8

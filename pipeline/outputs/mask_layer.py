@@ -144,6 +144,10 @@ class MaskJob:
     neighbours: tuple[tuple[int, int], ...] | None = None
     # Each date's time (s, UTC) with mask.interpolate (RunPlan.date_times); None: off.
     times: tuple[float, ...] | None = None
+    # Whether the scores read the shadow layer, where there is one. Not with
+    # solver.shadow_free_fill: its shadow is the fill's ground less the mask's solve's, which
+    # the fill's residual D − L takes out and the scores leave alone (the first solve's mask).
+    shadow_scored: bool = True
 
     @property
     def reach(self) -> int:

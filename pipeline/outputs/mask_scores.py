@@ -137,7 +137,10 @@ def scores_over(
     # Shadow darkens: below the ground by S where the solve has a shadow layer, and by
     # L − D = −(C + N) where it has none (every method's residual holds the shadows then).
     dark = BandMean(shape)
+    # The shadow layer is read for the offset's residual wherever there is one, and scored
+    # only where it is the mask's solve's own (MaskJob.shadow_scored).
     has_shadow = "shadow" in job.layers
+    scores_shadow = has_shadow and job.shadow_scored
     observed = np.zeros(shape, dtype=bool)  # in some band
     rule = job.rule
     whiteness = Whiteness(shape, lowest=rule.every_band > 0) if rule.reads_whiteness else None
@@ -154,19 +157,20 @@ def scores_over(
         anomaly, shadow = layer_parts(arrays, b, window, haze=job.haze, shadow=has_shadow)
         if edges is not None:
             edges.add(anomaly, shadow)
+        own = shadow if scores_shadow else None  # the mask solve's shadow layer, if it has one
         if shade is not None:
             observation = np.asarray(observations[:, b, rows, cols], dtype=np.float32)
             # NaN there already as staged (not observed, or the provider's flags): kept
             # explicit, so the shade counts only what `seen` says the band observed.
             observation[unseen] = np.nan
-            shade.add(observation, anomaly if shadow is None else anomaly - shadow, sigma)
+            shade.add(observation, anomaly if own is None else anomaly - own, sigma)
         anomaly[unseen] = np.nan
         bright.add(anomaly, sigma)
         if whiteness is not None:
             whiteness.add(anomaly, short=b == job.short_band)
-        if shadow is not None:
-            shadow[unseen] = np.nan
-            dark.add(shadow, sigma)
+        if own is not None:
+            own[unseen] = np.nan
+            dark.add(own, sigma)
         else:
             dark.add(np.negative(anomaly, out=anomaly), sigma)
     white, flat = (None, None)

@@ -45,12 +45,12 @@ __all__ = [
 
 def write_diagnostics(records: Sequence[Mapping[str, Any]], csv_path: Path, cube: Path) -> None:
     """Write the per-tile diagnostics as CSV (atomically) and as the ``diagnostics`` group of the
-    cube; pass the cube's and the CSV's temporary names, both are published later.
-
-    ``dates_left_out`` holds the dates (their time labels, ``;``-separated) left out of a tile's
-    matrix because they observe too little of it (:data:`pipeline.solve.tile.MIN_DATE_FRACTION`):
-    their output there is NaN."""
+    cube (pass both temporary names: they are published later). ``dates_left_out`` holds the
+    dates (time labels, ``;``-separated) left out of a tile's matrix because they observe too
+    little of it (:data:`pipeline.solve.tile.MIN_DATE_FRACTION`): their output there is NaN;
+    ``fill_iterations``, with ``solver.shadow_free_fill``, the second solve's iterations."""
     columns = ["tile_id", "band", "row", "col", "iterations", "converged", "residual", "lam"]
+    columns += ["fill_iterations"] if any("fill_iterations" in r for r in records) else []
     columns += ["seconds", "d", "n", "method", "dates_left_out"]
     table = pd.DataFrame(list(records), columns=columns).fillna({"dates_left_out": ""})
     table = table.sort_values(["band", "row", "col"]).reset_index(drop=True)

@@ -20,7 +20,7 @@ from pystac.extensions.projection import ProjectionExtension
 from rasterio.warp import transform as transform_points
 
 from cloudcore.masks import CLEAR, CLOUD, HAZE, NODATA, SHADOW
-from pipeline.config.run import SCOPE_TRAITS, SolverConfig
+from pipeline.config.solver import SCOPE_TRAITS, SolverConfig
 from pipeline.geom import densify
 from pipeline.store.durable import publish_dir
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cloudcore.catalog import layers, writes_haze
+from cloudcore.catalog import writes_haze
 from pipeline.cluster import Task
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.outputs.mask_layer import MaskJob, mask_row, tile_records
@@ -149,7 +149,8 @@ class ProductTasks:
                 width=plan.grid.width,
                 input_store=str(plan.layout.input_store),
                 cube=str(cube),
-                layers=layers(method, refines),
+                layers=config.solver.layers,
+                shadow_scored=not config.solver.shadow_free_fill,
                 bands=tuple(plan.bands),
                 records=self.records,
                 rule=config.mask.rule(),

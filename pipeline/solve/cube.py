@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cloudcore.catalog import layers
 from pipeline.ids import ALL_BANDS
 from pipeline.inputs.radiometry import value_meaning
 from pipeline.plan import RunPlan
@@ -62,7 +61,7 @@ def open_cube(plan: RunPlan) -> Path:
         plan.grid,
         times=[a.time for a in acqs],
         bands=plan.bands,
-        variables=layers(config.solver.method, config.solver.refines),
+        variables=config.solver.layers,
         codes=(PROVENANCE,),
         date_codes=(MASK,),
         tile_size=tiles.tile_size,

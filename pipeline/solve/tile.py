@@ -37,11 +37,13 @@ if TYPE_CHECKING:
     from cloudcore import Decomposition
 
 __all__ = [
+    "FILL_SOLVE",
     "MIN_DATE_FRACTION",
     "SolveJob",
     "bound_ground",
     "dates_kept",
     "resolve_lambda",
+    "shadow_free_fill",
     "solve_matrix",
     "solve_tile",
     "solver_lambda",
@@ -215,6 +217,44 @@ def tile_layers(
     return layers
 
 
+#: The second solve of ``solver.shadow_free_fill``: aatm-shadow with the shadow layer's ℓ1
+#: weight κ equal to the cloud's, at λ̂* (``lam: star``, ``lam_scale: 1``), capped: the solve
+#: whose ground the real-cloud benchmark measured under the default's mask
+#: (``benchmarks/solve_folds.py --ground-from``, docs/REAL-CLOUDS.md).
+FILL_SOLVE = {"method": "aatm-shadow", "shadow_weight": 1.0, "lam": "star", "lam_scale": 1.0}
+
+
+def shadow_free_fill(
+    D: np.ndarray, mask: np.ndarray, solved: list[np.ndarray], solver: SolverConfig, threads: int
+) -> int:
+    """``solver.shadow_free_fill`` on a tile's layers ``solved`` (clear, cloud, haze of the
+    first solve, bounded, ``(pixels, dates)``), in place: the clear layer becomes the capped
+    ground of the second solve (:data:`FILL_SOLVE`) and a shadow layer is appended, that ground
+    less the one the first solve's layers imply (D − C − N where observed, its ground
+    elsewhere), so that D = clear + cloud + haze − shadow where observed. The mask pass scores
+    the first solve's cloud and haze as ever and fills from D − (C + N − S): the second solve's
+    ground, the pixel's departure from it and the date's offset. Returns the second solve's
+    iterations.
+    """
+    fill_solver = solver.model_copy(update={**FILL_SOLVE, "shadow_free_fill": False})
+    n = D.shape[1]
+    lam = solver_lambda(fill_solver, D.shape[0], max(n, 2))
+    # Not refined (checked by the configuration), so the halo's shape is not needed.
+    fill = solve_matrix(D, mask, fill_solver, (0, 0), lam, threads)
+    ground = tile_layers(fill, mask, fill_solver, threads)[0]
+    iterations = int(fill.iterations)
+    del fill  # its cloud, haze and shadow
+    first, cloud, haze = solved[:3]
+    lift = np.empty_like(cloud)  # the layers' own layout: (pixels, dates) views of dates-first
+    np.subtract(D, cloud, out=lift)
+    lift -= haze
+    np.copyto(lift, first, where=~mask)
+    np.subtract(ground, lift, out=lift)
+    solved[0] = ground
+    solved.append(lift)
+    return iterations
+
+
 def bound_ground(
     layers: list[np.ndarray], observed: np.ndarray | None, solver: SolverConfig, threads: int
 ) -> None:
@@ -277,13 +317,15 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         "col": job.tile.col,
         "d": d,
         "n": n,
-        "method": job.solver.method + ("+refine" if job.solver.refines else ""),
+        "method": job.solver.method
+        + ("+refine" if job.solver.refines else "")
+        + ("+shadow-free-fill" if job.solver.shadow_free_fill else ""),
         "lam": lam,
         "dates_left_out": left_out,
     }
     started, usage = time.perf_counter(), CpuUsage.of_thread()
     frames = (n, halo.height, halo.width)
-    count = len(catalog.layers(job.solver.method, job.solver.refines))
+    count = len(job.solver.layers)
     if kept.size == 0:  # fewer than 2 dates pinned: nothing to solve, nothing to write
         layers = [np.full(frames, np.nan, np.float32) for _ in range(count)]
         record.update(iterations=0, converged=True, residual=0.0, anomaly_scale=0.0)
@@ -296,10 +338,16 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # σ is the scatter of the clear entries about the low-rank fit: read before the cap, which
     # moves a ground above its median date into C (it would count as brightening otherwise).
     scale = result_scale(result, mask)
+    iterations, converged = int(result.iterations), bool(result.converged)
+    residual = float(result.residual)
     # The (d, n) results are transposed views of cloudcore's dates × pixels arrays, so
     # .T.reshape is free and nothing is copied (blending works on them in place). A tile outside
     # every footprint is all NaN.
     solved = tile_layers(result, mask, job.solver, job.threads)
+    if job.solver.shadow_free_fill:
+        del result  # its layers live on in `solved`; the second solve's are about as large
+        fill = shadow_free_fill(D, mask, solved, job.solver, job.threads)
+        record["fill_iterations"] = fill
     if kept.size == n:  # a copy only if not float32/writable
         layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN
@@ -311,9 +359,9 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     if job.solver.refines:
         record["refine_lam"] = float(result.lam)
     record.update(
-        iterations=int(result.iterations),
-        converged=bool(result.converged),
-        residual=float(result.residual),
+        iterations=iterations,
+        converged=converged,
+        residual=residual,
         anomaly_scale=scale,
         read_seconds=round(read_seconds, 4),
         seconds=round(time.perf_counter() - started, 4),
@@ -324,6 +372,6 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     )
     if not mask.any():
         record["empty"] = True  # reported once for all such tiles by the run
-    elif not result.converged:
-        log.warning("tile %s: no convergence after %d iterations", job.tile_id, result.iterations)
+    elif not converged:
+        log.warning("tile %s: no convergence after %d iterations", job.tile_id, iterations)
     return layers, record

@@ -27,6 +27,8 @@ PUBLISHED = ("cube.zarr", "cog", "quicklooks", "diagnostics.csv", "COMPLETE.json
 
 ROW_MARKER = re.compile(r"B\d-r\d\d-[0-9a-f]{16}\.json")  # one per (band, tile row)
 SEAM_MARKER = re.compile(r"B\d-s\d\d-[0-9a-f]{16}\.json")  # one per border of tile rows
+# The shadowed series (shadowed_series): the date with a shadow, what is left of its reflectance.
+SHADOWED, DARK = 3, 0.4
 
 
 def config_dict(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
@@ -38,6 +40,27 @@ def config_dict(out: Path, paths: list[Path], **cluster: Any) -> dict[str, Any]:
         "solver": {"max_iter": 200},
         "cluster": {"dashboard": False, "n_workers": 2, "threads_per_worker": 1, **cluster},
     }
+
+
+def shadowed_series(folder: Path, region: Callable[[np.ndarray], np.ndarray]) -> tuple[Any, Any]:
+    """6 dates of 96² px (about 29 % of each date under simulated cloud) with date
+    :data:`SHADOWED`'s clear pixels within ``region`` (a function of the (rows, cols) clear
+    booleans) in shadow: every band at :data:`DARK` of its reflectance. Returns the
+    :class:`~pipeline.inputs.synthetic.SimulatedProducts` and the shadow's (rows, cols)
+    booleans."""
+    from pipeline.inputs.synthetic import make_geotiff_series
+
+    products = make_geotiff_series(folder, n_dates=6, size=96, seed=6, max_crop_px=0)
+    with rasterio.open(products.truth_path) as src:
+        truth = src.read()
+    with rasterio.open(products.paths[SHADOWED], "r+") as dst:
+        dn = dst.read()
+        # A shadow is seen where the date is clear (a cloud above it hides it).
+        clear = (np.abs(dn / 65535 - truth) < 0.02).all(axis=0)
+        shadow = clear & region(clear)
+        dn[:, shadow] = np.round(dn[:, shadow] * DARK).astype(dn.dtype)
+        dst.write(dn)
+    return products, shadow
 
 
 def address_config(out: Path, paths: list[Path], scheduler: str, **solver: Any) -> Any:

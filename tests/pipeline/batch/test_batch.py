@@ -304,17 +304,21 @@ def test_example_config_parses(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_config_hash_names_the_floor_only_where_it_takes_effect(tmp_path: Path) -> None:
-    """A batch from before ``solver.floor_ground`` existed keeps its hash (its series are not
-    re-run for nothing), and one with a floor gets another."""
+    """A batch from before ``solver.floor_ground`` and ``solver.shadow_free_fill`` existed
+    keeps its hash (its series are not re-run for nothing), and one with a floor or the
+    shadow-free fill gets another."""
     from pipeline.ids import json_digest
 
     base = {"archive": {"roots": [str(tmp_path)]}, "output": {"path": "x"}}
     plain = parse(base, ArchiveConfig)
     before = plain.run.model_dump(mode="json")
-    del before["solver"]["floor_ground"]  # the template as it was dumped before the key
+    del before["solver"]["floor_ground"]  # the template as it was dumped before the keys
+    del before["solver"]["shadow_free_fill"]
     assert plain.config_hash() == json_digest(before, 16)
     assert parse({**base, "run": {"solver": {"floor_ground": 0}}}, ArchiveConfig).config_hash() == (
         plain.config_hash()
     )
     floored = parse({**base, "run": {"solver": {"floor_ground": 0.25}}}, ArchiveConfig)
     assert floored.config_hash() != plain.config_hash()
+    filled = parse({**base, "run": {"solver": {"shadow_free_fill": True}}}, ArchiveConfig)
+    assert filled.config_hash() != plain.config_hash()

@@ -18,32 +18,20 @@ import xarray as xr
 from cloudcore.masks import SHADOW
 from pipeline.config import Config, SolverConfig, parse
 from pipeline.errors import ConfigError
-from pipeline.inputs.synthetic import SimulatedProducts, make_geotiff_series
+from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.plan import make_plan
 from pipeline.run import run
-from tests.pipeline.runs import address_config
-
-SHADOWED, DARK = 3, 0.4  # the shadowed date, and what is left of its reflectance
+from tests.pipeline.runs import SHADOWED, address_config
+from tests.pipeline.runs import shadowed_series as make_shadowed
 
 
 @pytest.fixture(scope="module")
 def shadowed_series(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimulatedProducts, Any]:
-    """6 dates of 96² px (about 29 % of each date under simulated cloud); date 3's clear pixels
-    in its left half in shadow (every band at 40 %). Returns the series and the shadow's
-    (rows, cols) booleans."""
-    products = make_geotiff_series(
-        tmp_path_factory.mktemp("shadowed"), n_dates=6, size=96, seed=6, max_crop_px=0
+    """The shadowed series (:func:`tests.pipeline.runs.shadowed_series`) with the shadow over
+    date 3's left half, as p035r032's reference shadows are 30–40 % of the clear level."""
+    return make_shadowed(
+        tmp_path_factory.mktemp("shadowed"), lambda clear: np.arange(clear.shape[1]) < 48
     )
-    with rasterio.open(products.truth_path) as src:
-        truth = src.read()
-    with rasterio.open(products.paths[SHADOWED], "r+") as dst:
-        dn = dst.read()
-        # A shadow is seen where the date is clear (a cloud above it hides it).
-        clear = (np.abs(dn / 65535 - truth) < 0.02).all(axis=0)
-        shadow = clear & (np.arange(dn.shape[2]) < dn.shape[2] // 2)
-        dn[:, shadow] = np.round(dn[:, shadow] * DARK).astype(dn.dtype)
-        dst.write(dn)
-    return products, shadow
 
 
 def test_a_shadow_is_found_and_filled_with_the_floor(

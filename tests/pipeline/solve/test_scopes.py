@@ -14,7 +14,7 @@ import xarray as xr
 
 from cloudcore.masks import CLEAR, HAZE, NODATA
 from pipeline.config import Config, parse
-from pipeline.config.run import SCOPE_TRAITS
+from pipeline.config.solver import SCOPE_TRAITS
 from pipeline.errors import ConfigError
 from pipeline.inputs.synthetic import SimulatedProducts
 from pipeline.outputs.kept import FILLED, OBSERVED
