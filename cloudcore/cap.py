@@ -7,12 +7,16 @@ is then the cloud, its residual D − L is near 0, and a mask read off the resid
 on the real-cloud benchmark's sites the reference's overcast dates (≥ 90 % cloud) were called
 cloud on 0–57 % of their pixels (docs/REAL-CLOUDS.md, "Overcast dates").
 
-:func:`cap_ground` caps each pixel's ground at its median over the dates and moves the excess
-into the cloud layer where the pixel was observed, so that D = L + C + N (− S) still holds
+:func:`cap_ground` caps each pixel's ground at its median over the dates where the pixel was
+observed and moves the excess into the cloud layer, so that D = L + C + N (− S) still holds
 there. A ground brighter than the pixel's median is what a cloud absorbed into the fit looks
 like; a ground that truly brightened (a dry season, bare soil) is capped too, and its
 departure is then in the residual, where the mask's whiteness test tells it from a cloud and
-the date's offset (:mod:`cloudcore.offset`) carries it into the entries that are filled.
+the date's offset (:mod:`cloudcore.offset`) carries it into the entries that are filled. An
+entry that was not observed is left as the solve completed it: it took no cloud in, and it has
+no residual for the offset to read, so a cap there would write a dry season's ground at the
+median (a provider's flagged clouds, filled so, came out 3.7 times worse on the CBERS site:
+docs/REAL-CLOUDS.md, "What a provider's mask buys").
 
 With ``floor`` q it also raises each pixel's ground to its q-quantile over the dates and takes
 the deficit out of the residual (the layer ``below``) where observed: a shadow darkens the
@@ -55,7 +59,11 @@ def cap_ground(
         The cloud layer of the same shape: C + (L − median)⁺ where observed, unchanged
         elsewhere (the solvers' C is 0 where not observed).
     observed
-        Boolean of the same shape, True where observed; None: every entry.
+        Boolean of the same shape, True where observed; None: every entry. Only observed
+        entries are capped (and floored): where nothing was observed (a provider's flag, a
+        date's footprint) the solve's ground is a completion from the other dates, which took
+        no cloud or shadow in, and no offset read off the residual would give a capped one
+        its departure back.
     threads
         numba threads for this call (None: numba's current setting), as
         :func:`cloudcore.decompose`'s.
@@ -150,16 +158,16 @@ def _cap(L, C, below, obs, masked, q):  # pragma: no cover - compiled
 def _bound_row(ground, cloud, below, medians, floors, observed, masked):  # pragma: no cover
     """One date's pixels of a block in one pass: the ground capped at the medians, the excess
     added to ``cloud``, or raised to the floors (NaN: none), the deficit taken from ``below``,
-    each where observed (everywhere if not ``masked``). A pixel is over its median or under
-    its floor, never both (floor ≤ median), so ``below`` may be ``cloud`` itself. Selects, not
-    branches: it vectorises."""
+    each where observed (everywhere if not ``masked``); an entry not observed keeps its ground.
+    A pixel is over its median or under its floor, never both (floor ≤ median), so ``below``
+    may be ``cloud`` itself. Selects, not branches: it vectorises."""
     for i in range(ground.size):
         value, median, floor = ground[i], medians[i], floors[i]
-        over = value > median  # False where either is NaN
-        under = value < floor
+        seen = observed[i] if masked else True
+        over = (value > median) & seen  # False where either is NaN
+        under = (value < floor) & seen
         ground[i] = median if over else floor if under else value
         excess = value - median if over else 0.0  # float64: the sum rounds as the dtype's
         deficit = floor - value if under else 0.0
-        weight = observed[i] if masked else 1
-        cloud[i] += excess * weight
-        below[i] -= deficit * weight
+        cloud[i] += excess
+        below[i] -= deficit
