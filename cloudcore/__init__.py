@@ -57,7 +57,10 @@ if TYPE_CHECKING:  # resolved lazily at run time, see __getattr__
     )
     from cloudcore.solvers import decompose
 
-__version__ = "0.1.0"
+#: Part of every tile's id (``pipeline.ids.code_version``): raised when a solve's output changes
+#: for the same settings, so that a rerun does not keep tiles solved the old way. 0.1.1: the
+#: ground's cap only where observed (an entry a provider's mask flags keeps its completion).
+__version__ = "0.1.1"
 
 __all__ = [
     "METHODS",
