@@ -604,9 +604,9 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     # Today's default without the ground's cap (solver.cap_ground): what the cap costs.
     "no-cap": {"solver": {"cap_ground": False}, "mask": {}},
     # Today's default with the ground floored (solver.floor_ground, an option): what it costs.
+    "floor": {"solver": {"floor_ground": 0.25}, "mask": {}},
     # Today's default with the shadow-free fill (solver.shadow_free_fill, an option).
     "shadow-free-fill": {"solver": {"shadow_free_fill": True}, "mask": {}},
-    "floor": {"solver": {"floor_ground": 0.25}, "mask": {}},
     # Today's default with the paper's growth of μ (the default before 2026-11-30).
     "rho1.5": {"solver": {"rho": 1.5}, "mask": {}},
     # Today's default stopped at a looser tolerance (solver.tol; #45, item 1).

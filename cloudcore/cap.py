@@ -7,19 +7,19 @@ is then the cloud, its residual D − L is near 0, and a mask read off the resid
 on the real-cloud benchmark's sites the reference's overcast dates (≥ 90 % cloud) were called
 cloud on 0–57 % of their pixels (docs/REAL-CLOUDS.md, "Overcast dates").
 
-:func:`cap_ground` caps each pixel's ground at its median over the dates where the pixel was
-observed and moves the excess into the cloud layer, so that D = L + C + N (− S) still holds
-there. A ground brighter than the pixel's median is what a cloud absorbed into the fit looks
-like; a ground that truly brightened (a dry season, bare soil) is capped too, and its
-departure is then in the residual, where the mask's whiteness test tells it from a cloud and
-the date's offset (:mod:`cloudcore.offset`) carries it into the entries that are filled. An
-entry that was not observed is left as the solve completed it: it took no cloud in, and it has
-no residual for the offset to read, so a cap there would write a dry season's ground at the
-median (a provider's flagged clouds, filled so, came out 3.7 times worse on the CBERS site:
-docs/REAL-CLOUDS.md, "What a provider's mask buys").
+:func:`cap_ground` caps each pixel's ground, on the dates it was observed, at the median of its
+ground over every date that has one, and moves the excess into the cloud layer, so that D = L +
+C + N (− S) still holds there. A ground brighter than the pixel's median is what a cloud
+absorbed into the fit looks like; a ground that truly brightened (a dry season, bare soil) is
+capped too, and its departure is then in the residual, where the mask's whiteness test tells it
+from a cloud and the date's offset (:mod:`cloudcore.offset`) carries it into the entries that
+are filled. An entry that was not observed is left as the solve completed it: it took no cloud
+in, and it has no residual for the offset to read, so a cap there would write a dry season's
+ground at the median (a provider's flagged clouds, filled so, came out 3.7 times worse on the
+CBERS site: docs/REAL-CLOUDS.md, "What a provider's mask buys").
 
-With ``floor`` q it also raises each pixel's ground to its q-quantile over the dates and takes
-the deficit out of the residual (the layer ``below``) where observed: a shadow darkens the
+With ``floor`` q it also raises each pixel's ground, where observed, to its q-quantile over the
+dates and takes the deficit out of the residual (the layer ``below``): a shadow darkens the
 observation, aATM's cloud layer is non-negative, so a cloud shadow has nowhere to go but the
 ground, and a mask that reads the residual does not find it (docs/REAL-CLOUDS.md, "Shadows: the
 ground floored"). A ground below the pixel's lower dates is what an absorbed shadow looks like.
@@ -47,8 +47,8 @@ def cap_ground(
     floor: float | None = None,
     below: np.ndarray | None = None,
 ) -> None:
-    """Cap the ground at each pixel's median over the dates, the excess moved into the cloud
-    layer where observed; with ``floor``, also raise it to a lower quantile; in place.
+    """Cap the ground at each pixel's median over the dates, where observed, the excess moved
+    into the cloud layer; with ``floor``, also raise it there to a lower quantile; in place.
 
     Parameters
     ----------

@@ -115,7 +115,8 @@ def remove_clouds(
         CRS, written with rioxarray): ``clear`` (the cloud-free series), ``cloud``, ``haze``
         and ``shadow`` (float32, (time, band, y, x); ``shadow`` is 0, NaN where ``cloud`` is,
         when the solver has no shadow layer: unless ``solver.method`` is ``aatm-shadow`` or
-        ``solver.refine``),
+        ``solver.refine``; with ``solver.shadow_free_fill`` it is signed, the fill's ground
+        less the mask solve's),
         ``mask`` ((time, y, x) uint8: 0 clear, 1 haze, 2 cloud, 3 shadow, 255 no data) and
         ``provenance`` ((time, band, y, x) uint8: 1 observed, 0 modelled, 255 no data). Its
         attributes are the cube's (the run's settings) and ``workdir``.

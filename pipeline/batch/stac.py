@@ -66,7 +66,9 @@ def item_properties(manifest: Mapping[str, Any]) -> dict[str, Any]:
         The properties of the series' STAC Item.
     """
     solver = manifest["run"]["solver"]
-    return {
+    # Only when on (a manifest from before the key, or with it off, says nothing).
+    filled = {"cloudremoval:shadow_free_fill": True} if solver.get("shadow_free_fill") else {}
+    return filled | {
         "start_datetime": manifest["start"],
         "end_datetime": manifest["end"],
         "platform": "gf-4",

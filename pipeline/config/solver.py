@@ -25,7 +25,19 @@ from cloudcore.catalog import (
 )
 from pipeline.config.base import ConfigSection
 
-__all__ = ["SCOPE_TRAITS", "ScopeTraits", "SolverConfig"]
+__all__ = ["FILL_SOLVE", "SCOPE_TRAITS", "ScopeTraits", "SolverConfig"]
+
+#: The second solve of ``solver.shadow_free_fill``: aatm-shadow with the shadow layer's ℓ1
+#: weight κ equal to the cloud's, at λ̂* (``lam: star``, ``lam_scale: 1``), capped: the solve
+#: whose ground the real-cloud benchmark measured under the default's mask
+#: (``benchmarks/solve_folds.py --ground-from``, docs/REAL-CLOUDS.md). Spelt in the tile ids
+#: (:meth:`SolverConfig.spell_floor`), so that changing it solves the tiles again.
+FILL_SOLVE: dict[str, Any] = {
+    "method": "aatm-shadow",
+    "shadow_weight": 1.0,
+    "lam": "star",
+    "lam_scale": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -110,11 +122,11 @@ class SolverConfig(ConfigSection):
     # (pipeline.solve.scopes); docs/SCOPES.md says when to choose which.
     scope: Literal["tile", "scene"] = "tile"
     # The ground written under what the mask fills from a second solve per tile, aatm-shadow
-    # (κ 1, λ̂*, capped), whose shadow layer keeps a shadow out of its ground; the mask, its
-    # scores and σ stay the first (aATM) solve's, so it calls the same pixels clear. An option,
-    # off: held out on 28 real site-years it filled better on three sites of five on three draws
-    # of the pairs (most on the one with large dark shadows) for a second solve per tile, and
-    # leave-one-site-out did not choose it (docs/REAL-CLOUDS.md, "The shadow-free fill").
+    # (FILL_SOLVE), whose shadow layer keeps a shadow out of its ground; the mask, its scores
+    # and σ stay the first (aATM) solve's, so it calls the same pixels clear. An option, off:
+    # over 28 real site-years it filled better on four sites of five on three draws of the
+    # pairs (most on the one with large dark shadows), but leave-one-site-out did not choose it,
+    # and it costs a second solve per tile (docs/REAL-CLOUDS.md, "The shadow-free fill").
     shadow_free_fill: bool = False
 
     @model_validator(mode="after")
@@ -164,17 +176,17 @@ class SolverConfig(ConfigSection):
         with."""
         why = None
         if self.method != "aatm":
-            why = f"solver.method 'aatm' (the mask's solve; got {self.method!r})"
+            why = f"solver.method 'aatm' (the mask's solve), not {self.method!r}"
         elif self.refine:
-            why = "solver.refine false (or left out)"
+            why = "solver.refine false (or leave it out)"
         elif self.scope != "tile":
             why = "solver.scope 'tile' (a second solve per tile)"
         elif not self.caps_ground:
-            why = "solver.cap_ground true (or left out)"
+            why = "solver.cap_ground true (or leave it out)"
         elif self.ground_floor is not None:
-            why = "solver.floor_ground 0 (or left out): the second solve lifts the ground"
+            why = "solver.floor_ground 0 (or leave it out): the second solve lifts the ground"
         if why is not None:
-            raise ValueError(f"solver.shadow_free_fill needs {why}, or set it false")
+            raise ValueError(f"solver.shadow_free_fill: set it false, or set {why}")
 
     @property
     def layers(self) -> tuple[str, ...]:
@@ -211,13 +223,15 @@ class SolverConfig(ConfigSection):
     def spell_floor(self, dump: dict[str, Any]) -> dict[str, Any]:
         """``dump``, this solver's ``model_dump``, with ``floor_ground`` as it takes effect
         (:attr:`ground_floor`) and left out where there is no floor, and ``shadow_free_fill``
-        left out where it is off: spelt as before the keys existed, so the tile ids and the
-        batch hash of earlier runs stay the same."""
+        left out where it is off (spelt as before the keys existed, so the tile ids and the batch
+        hash of earlier runs stay the same) and spelt as the second solve's settings
+        (:data:`FILL_SOLVE`) where it is on."""
         dump.pop("floor_ground", None)
         if self.ground_floor is not None:
             dump["floor_ground"] = self.ground_floor
-        if not dump.get("shadow_free_fill", False):
-            dump.pop("shadow_free_fill", None)
+        dump.pop("shadow_free_fill", None)
+        if self.shadow_free_fill:
+            dump["shadow_free_fill"] = dict(FILL_SOLVE)
         return dump
 
     @field_validator("lam", mode="before")

@@ -44,6 +44,8 @@ def _properties(plan: RunPlan, acquisition_id: str) -> dict[str, Any]:
         # With the whiteness test, the band it read as the shortest, resolved.
         "cloudremoval:mask": mask.model_dump(mode="json") | {"white_band": plan.white_band},
     }
+    if solver.shadow_free_fill:  # only when on: the Items of other runs stay as they were
+        properties["cloudremoval:shadow_free_fill"] = True
     quality = plan.config.quality
     if quality is not None:  # the provider's mask used (inputs.quality)
         properties["cloudremoval:quality"] = quality.model_dump(mode="json")

@@ -29,6 +29,7 @@ import numpy as np
 from cloudcore import catalog
 from pipeline.cluster.usage import CpuUsage
 from pipeline.config import SolverConfig
+from pipeline.config.solver import FILL_SOLVE
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile
 from pipeline.store.layout import Layout
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from cloudcore import Decomposition
 
 __all__ = [
-    "FILL_SOLVE",
     "MIN_DATE_FRACTION",
     "SolveJob",
     "bound_ground",
@@ -217,16 +217,9 @@ def tile_layers(
     return layers
 
 
-#: The second solve of ``solver.shadow_free_fill``: aatm-shadow with the shadow layer's ℓ1
-#: weight κ equal to the cloud's, at λ̂* (``lam: star``, ``lam_scale: 1``), capped: the solve
-#: whose ground the real-cloud benchmark measured under the default's mask
-#: (``benchmarks/solve_folds.py --ground-from``, docs/REAL-CLOUDS.md).
-FILL_SOLVE = {"method": "aatm-shadow", "shadow_weight": 1.0, "lam": "star", "lam_scale": 1.0}
-
-
 def shadow_free_fill(
     D: np.ndarray, mask: np.ndarray, solved: list[np.ndarray], solver: SolverConfig, threads: int
-) -> int:
+) -> Decomposition:
     """``solver.shadow_free_fill`` on a tile's layers ``solved`` (clear, cloud, haze of the
     first solve, bounded, ``(pixels, dates)``), in place: the clear layer becomes the capped
     ground of the second solve (:data:`FILL_SOLVE`) and a shadow layer is appended, that ground
@@ -234,25 +227,22 @@ def shadow_free_fill(
     elsewhere), so that D = clear + cloud + haze − shadow where observed. The mask pass scores
     the first solve's cloud and haze as ever and fills from D − (C + N − S): the second solve's
     ground, the pixel's departure from it and the date's offset. Returns the second solve's
-    iterations.
+    result, its layers emptied (its iterations and convergence for the tile's record).
     """
+    # The first ground becomes the ground its layers imply where observed, in its own memory
+    # (no third ground held through the second solve); elsewhere it stays the first ground.
+    implied, cloud, haze = solved[:3]
+    np.subtract(D, cloud, out=implied, where=mask)
+    np.subtract(implied, haze, out=implied, where=mask)
     fill_solver = solver.model_copy(update={**FILL_SOLVE, "shadow_free_fill": False})
-    n = D.shape[1]
-    lam = solver_lambda(fill_solver, D.shape[0], max(n, 2))
+    lam = solver_lambda(fill_solver, D.shape[0], max(D.shape[1], 2))
     # Not refined (checked by the configuration), so the halo's shape is not needed.
     fill = solve_matrix(D, mask, fill_solver, (0, 0), lam, threads)
     ground = tile_layers(fill, mask, fill_solver, threads)[0]
-    iterations = int(fill.iterations)
-    del fill  # its cloud, haze and shadow
-    first, cloud, haze = solved[:3]
-    lift = np.empty_like(cloud)  # the layers' own layout: (pixels, dates) views of dates-first
-    np.subtract(D, cloud, out=lift)
-    lift -= haze
-    np.copyto(lift, first, where=~mask)
-    np.subtract(ground, lift, out=lift)
+    np.subtract(ground, implied, out=implied)
     solved[0] = ground
-    solved.append(lift)
-    return iterations
+    solved.append(implied)
+    return _ground_only(fill)  # its cloud, haze and shadow go
 
 
 def bound_ground(
@@ -344,10 +334,16 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     # .T.reshape is free and nothing is copied (blending works on them in place). A tile outside
     # every footprint is all NaN.
     solved = tile_layers(result, mask, job.solver, job.threads)
+    if job.solver.refines:
+        record["refine_lam"] = float(result.lam)
     if job.solver.shadow_free_fill:
         del result  # its layers live on in `solved`; the second solve's are about as large
-        fill = shadow_free_fill(D, mask, solved, job.solver, job.threads)
-        record["fill_iterations"] = fill
+        try:
+            fill = shadow_free_fill(D, mask, solved, job.solver, job.threads)
+        except ValueError as exc:
+            raise TileError(job.tile_id, f"solver rejected the tile's second solve: {exc}") from exc
+        record.update(fill_iterations=int(fill.iterations), fill_converged=bool(fill.converged))
+        converged = converged and bool(fill.converged)
     if kept.size == n:  # a copy only if not float32/writable
         layers = [np.require(x.T.reshape(frames), np.float32, ["W"]) for x in solved]
     else:  # dates left out are NaN
@@ -356,8 +352,6 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
             full = np.full(frames, np.nan, np.float32)
             full[kept] = x.T.reshape((kept.size, halo.height, halo.width))
             layers.append(full)
-    if job.solver.refines:
-        record["refine_lam"] = float(result.lam)
     record.update(
         iterations=iterations,
         converged=converged,
@@ -373,5 +367,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     if not mask.any():
         record["empty"] = True  # reported once for all such tiles by the run
     elif not converged:
-        log.warning("tile %s: no convergence after %d iterations", job.tile_id, iterations)
+        second = record.get("fill_iterations")
+        also = "" if second is None else f" (the shadow-free fill's solve: {second})"
+        log.warning("tile %s: no convergence after %d iterations%s", job.tile_id, iterations, also)
     return layers, record
