@@ -2,7 +2,7 @@
 
 Each (band, tile) halo of the run's staged ``OUT/work/input.zarr`` is solved as the run solves
 it (:func:`pipeline_run.bare_tile`: :func:`pipeline.solve.tile.solve_matrix`, then
-:func:`~pipeline.solve.tile.tile_layers`), one at a time on one thread, for each ``--settings``
+:func:`~pipeline.solve.tile.written_layers`), one at a time on one thread, for each ``--settings``
 (a key of ``pipeline_run.SETTINGS``: ``default`` is today's
 :class:`~pipeline.config.SolverConfig`), alternated ``--repeat`` times. It prints the summed
 thread CPU seconds, split between halos with unobserved entries (a date's footprint misses part

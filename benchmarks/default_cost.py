@@ -4,7 +4,7 @@ capped at each pixel's median date), today's without the cap and with the floor,
 capped (what a scene chooses on two real-cloud sites, ``benchmarks/scene_solve.py``) and
 ``aatm-shadow`` κ 1 at λ̂* capped (a second ground for the default's mask), on one
 tile halo as the pipeline solves it (:func:`pipeline.solve.tile.solve_matrix`, then
-:func:`~pipeline.solve.tile.tile_layers`: the ground clipped and, with ``solver.cap_ground``,
+:func:`~pipeline.solve.tile.written_layers`: the ground clipped and, with ``solver.cap_ground``,
 capped; float32, one thread), alternated, best of the runs.
 
 The matrix is a tile of the paper's simulation of the demo image (7 dates), so the numbers are
@@ -27,7 +27,7 @@ from pipeline_run import SETTINGS as BASELINE_SETTINGS  # this folder's benchmar
 from cloudcore.simulate import paper_case
 from pipeline.config import SolverConfig
 from pipeline.inputs.synthetic import load_demo_truth
-from pipeline.solve.tile import solve_matrix, solver_lambda, tile_layers
+from pipeline.solve.tile import solve_matrix, solver_lambda, written_layers
 
 SETTINGS = {
     "264e0ee (rpca auto, refined)": BASELINE_SETTINGS["264e0ee"]["solver"],
@@ -70,7 +70,7 @@ def main() -> None:
             lam = solver_lambda(solver, *D.shape)
             started = time.perf_counter()
             result = solve_matrix(D, mask, solver, (args.size, args.size), lam, threads=1)
-            tile_layers(result, mask, solver, threads=1)
+            written_layers(result, D, mask, solver, threads=1)
             seconds[label].append(time.perf_counter() - started)
             iterations[label] = result.iterations
     print(f"tile {args.size}² × {args.dates} dates, float32, 1 thread, {args.runs} runs each")

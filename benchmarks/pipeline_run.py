@@ -232,8 +232,8 @@ def bare_tile(store: str, case: TileCase, solver: SolverConfig) -> tuple[float, 
     """Seconds, the solving thread's usage (CPU seconds, kernel seconds, page faults,
     preemptions) and iterations of the run's solve (:func:`pipeline.solve.tile.solve_matrix`:
     decompose, then refine when the solver refines; then
-    :func:`~pipeline.solve.tile.tile_layers`: the ground clipped and, with the cap, capped; with
-    ``solver.shadow_free_fill`` its second solve) of the tile's halo matrix, on one thread,
+    :func:`~pipeline.solve.tile.written_layers`: the ground clipped and, with the cap, capped;
+    with ``solver.shadow_free_fill`` its second solve) of the tile's halo matrix, on one thread,
     without reading or writing."""
     return solve_bare(halo_matrix(store, case, solver.dtype), case, solver)
 
@@ -242,16 +242,14 @@ def solve_bare(
     matrix: tuple[np.ndarray, np.ndarray, int], case: TileCase, solver: SolverConfig
 ) -> tuple[float, CpuUsage, int]:
     """:func:`bare_tile` of a halo matrix already read (:func:`halo_matrix`)."""
-    from pipeline.solve.tile import shadow_free_fill, solve_matrix, solver_lambda, tile_layers
+    from pipeline.solve.tile import solve_matrix, solver_lambda, written_layers
 
     D, mask, n = matrix
     lam = solver_lambda(solver, case.d, n)
     shape = (case.rows[1] - case.rows[0], case.cols[1] - case.cols[0])
     started, usage = time.perf_counter(), CpuUsage.of_thread()
     result = solve_matrix(D, mask, solver, shape, lam, threads=1)
-    layers = tile_layers(result, mask, solver, threads=1)
-    if solver.shadow_free_fill:  # the second solve, as a tile's (its iterations not counted)
-        shadow_free_fill(D, mask, layers, solver, threads=1)
+    written_layers(result, D, mask, solver, threads=1)  # a second solve's iterations not counted
     return time.perf_counter() - started, CpuUsage.of_thread() - usage, int(result.iterations)
 
 

@@ -87,7 +87,8 @@ def _catalog(
     )
 
 
-def _config(catalog: Path, bands: list[str], out: Path, address: str, combine: str) -> Any:
+def _config(catalog: Path, bands: list[str], out: Path, address: str, tag: str) -> Any:
+    """The pipeline's configuration of the run ``tag`` of :data:`RUNS` on the site's ``catalog``."""
     from pipeline.config import Config
 
     inputs: dict[str, Any] = {
@@ -96,11 +97,11 @@ def _config(catalog: Path, bands: list[str], out: Path, address: str, combine: s
         "bands": bands,
         "max_dn": DN_SCALE,
     }
-    if combine not in ("blind", "shadow-free"):
+    if tag not in ("blind", "shadow-free"):
         inputs["quality"] = {
             "asset": "reference",
             "rule": "classes",
-            "combine": combine,
+            "combine": tag,
             "cloud": [CLOUD],
             "shadow": [SHADOW],
             "nodata": [NODATA],
@@ -109,7 +110,7 @@ def _config(catalog: Path, bands: list[str], out: Path, address: str, combine: s
         {
             "inputs": inputs,
             "output": {"path": str(out), "quicklooks": False},
-            "solver": {"shadow_free_fill": combine == "shadow-free"},
+            "solver": {"shadow_free_fill": tag == "shadow-free"},
             "cluster": {"kind": "address", "address": address},
         }
     )

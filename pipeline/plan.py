@@ -329,7 +329,7 @@ def solver_key(config: SolverConfig) -> dict[str, Any]:
     solver["cap_ground"] = config.caps_ground
     if not solver["cap_ground"]:
         del solver["cap_ground"]
-    config.spell_floor(solver)  # the same for the floor
+    config.spell_options(solver)  # the same for the floor and the shadow-free fill
     if solver["rho"] == PAPER_RHO:  # the paper's growth of μ, every solve's before solver.rho
         del solver["rho"]
     return solver

@@ -112,9 +112,9 @@ class ArchiveConfig(ConfigSection):
     def config_hash(self) -> str:
         """Hash of everything that changes a series' results (the ``run`` template)."""
         run = self.run.model_dump(mode="json")
-        # The floor spelt as before it existed where there is none: the series of a batch from
-        # before solver.floor_ground are not re-run.
-        self.run.solver.spell_floor(run["solver"])
+        # The floor and the shadow-free fill spelt as before they existed where they are off:
+        # the series of a batch from before those keys are not re-run.
+        self.run.solver.spell_options(run["solver"])
         return json_digest(run, 16)
 
     @property

@@ -31,7 +31,7 @@ __all__ = ["FILL_SOLVE", "SCOPE_TRAITS", "ScopeTraits", "SolverConfig"]
 #: weight κ equal to the cloud's, at λ̂* (``lam: star``, ``lam_scale: 1``), capped: the solve
 #: whose ground the real-cloud benchmark measured under the default's mask
 #: (``benchmarks/solve_folds.py --ground-from``, docs/REAL-CLOUDS.md). Spelt in the tile ids
-#: (:meth:`SolverConfig.spell_floor`), so that changing it solves the tiles again.
+#: (:meth:`SolverConfig.spell_options`), so that changing it solves the tiles again.
 FILL_SOLVE: dict[str, Any] = {
     "method": "aatm-shadow",
     "shadow_weight": 1.0,
@@ -220,7 +220,7 @@ class SolverConfig(ConfigSection):
             return GROUND_FLOOR if self.caps_ground and not shadow_layer else None
         return self.floor_ground or None
 
-    def spell_floor(self, dump: dict[str, Any]) -> dict[str, Any]:
+    def spell_options(self, dump: dict[str, Any]) -> dict[str, Any]:
         """``dump``, this solver's ``model_dump``, with ``floor_ground`` as it takes effect
         (:attr:`ground_floor`) and left out where there is no floor, and ``shadow_free_fill``
         left out where it is off (spelt as before the keys existed, so the tile ids and the batch

@@ -49,6 +49,7 @@ __all__ = [
     "solver_lambda",
     "tile_layers",
     "tile_matrix",
+    "written_layers",
 ]
 
 log = logging.getLogger(__name__)
@@ -206,8 +207,7 @@ def tile_layers(
     place.
 
     Read the anomaly scale (:func:`cloudcore.anomaly.result_scale`) before: the cap moves a
-    ground above its median date into C. Used by :func:`solve_tile`, the workers' warm-up and
-    the benchmarks' bare solves, so that all of them do what a tile does.
+    ground above its median date into C.
     """
     layers = [result.ground_in_place(), result.C, result.N]
     if result.S is not None:
@@ -215,6 +215,20 @@ def tile_layers(
     # (d, n) views of the dates × pixels arrays: bounded where they are.
     bound_ground(layers, mask, solver, threads)
     return layers
+
+
+def written_layers(
+    result: Decomposition, D: np.ndarray, mask: np.ndarray, solver: SolverConfig, threads: int
+) -> tuple[list[np.ndarray], Decomposition | None]:
+    """What a tile writes from its decomposition ``result`` of ``D``: :func:`tile_layers`, and
+    with ``solver.shadow_free_fill`` the second solve's ground and shadow layer
+    (:func:`shadow_free_fill`). Returns the layers and the second solve (its layers emptied;
+    None without one). Used by :func:`solve_tile`, the workers' warm-up and the benchmarks'
+    bare solves, so that all of them do what a tile does; read the anomaly scale before.
+    """
+    layers = tile_layers(result, mask, solver, threads)
+    fill = shadow_free_fill(D, mask, layers, solver, threads) if solver.shadow_free_fill else None
+    return layers, fill
 
 
 def shadow_free_fill(
@@ -323,25 +337,19 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
         return layers, record
     try:
         result = solve_matrix(D, mask, job.solver, (halo.height, halo.width), lam, job.threads)
+        # σ is the scatter of the clear entries about the low-rank fit: read before the cap,
+        # which moves a ground above its median date into C (it would count as brightening).
+        scale = result_scale(result, mask)
+        # The (d, n) results are transposed views of cloudcore's dates × pixels arrays, so
+        # .T.reshape is free and nothing is copied (blending works on them in place). A tile
+        # outside every footprint is all NaN.
+        solved, fill = written_layers(result, D, mask, job.solver, job.threads)
     except ValueError as exc:
         raise TileError(job.tile_id, f"solver rejected the tile: {exc}") from exc
-    # σ is the scatter of the clear entries about the low-rank fit: read before the cap, which
-    # moves a ground above its median date into C (it would count as brightening otherwise).
-    scale = result_scale(result, mask)
     iterations, converged = int(result.iterations), bool(result.converged)
-    residual = float(result.residual)
-    # The (d, n) results are transposed views of cloudcore's dates × pixels arrays, so
-    # .T.reshape is free and nothing is copied (blending works on them in place). A tile outside
-    # every footprint is all NaN.
-    solved = tile_layers(result, mask, job.solver, job.threads)
     if job.solver.refines:
         record["refine_lam"] = float(result.lam)
-    if job.solver.shadow_free_fill:
-        del result  # its layers live on in `solved`; the second solve's are about as large
-        try:
-            fill = shadow_free_fill(D, mask, solved, job.solver, job.threads)
-        except ValueError as exc:
-            raise TileError(job.tile_id, f"solver rejected the tile's second solve: {exc}") from exc
+    if fill is not None:
         record.update(fill_iterations=int(fill.iterations), fill_converged=bool(fill.converged))
         converged = converged and bool(fill.converged)
     if kept.size == n:  # a copy only if not float32/writable
@@ -355,7 +363,7 @@ def solve_tile(job: SolveJob) -> tuple[list[np.ndarray], dict[str, Any]]:
     record.update(
         iterations=iterations,
         converged=converged,
-        residual=residual,
+        residual=float(result.residual),
         anomaly_scale=scale,
         read_seconds=round(read_seconds, 4),
         seconds=round(time.perf_counter() - started, 4),

@@ -80,18 +80,17 @@ def warm_kernels(solver: SolverConfig) -> float:
     kernel (:mod:`pipeline.solve._feather`) is loaded too, the mask pass's
     (:func:`warm_mask_kernel`), and with the ground capped (``solver.cap_ground``) the cap's
     (:func:`cloudcore.cap_ground`), and with ``solver.shadow_free_fill`` its second solve's
-    (:func:`pipeline.solve.tile.shadow_free_fill`).
+    (:func:`pipeline.solve.tile.written_layers`).
     """
-    from pipeline.solve.tile import resolve_lambda, shadow_free_fill, solve_matrix, tile_layers
+    from pipeline.solve.tile import resolve_lambda, solve_matrix, written_layers
 
     started = time.perf_counter()
     D, mask = warmup_matrix(solver.dtype)
     brief = brief_solver(solver)
     with machine_lock(LOCK_PATH):
         result = solve_matrix(D, mask, brief, (64, 64), resolve_lambda("auto", *D.shape), threads=1)
-        layers = tile_layers(result, mask, brief, threads=1)  # the cap's kernel, if it caps
-        if solver.shadow_free_fill:  # the second solve's kernels (aatm-shadow)
-            shadow_free_fill(D, mask, layers, brief, threads=1)
+        # The cap's kernel, if the solver caps; the second solve's (aatm-shadow), if it has one.
+        written_layers(result, D, mask, brief, threads=1)
         import pipeline.solve._feather  # noqa: F401  (the blend's kernel, compiled on import)
 
         warm_mask_kernel()
