@@ -35,12 +35,29 @@ from cloudcore.catalog import (
 )
 from pipeline.config.base import ConfigSection
 
-__all__ = ["BENCHMARK_ONLY", "MaskConfig"]
+__all__ = ["BENCHMARK_ONLY", "MaskConfig", "needs_rows_ground"]
 
 #: Fields of :class:`cloudcore.MaskRule` that are not configuration keys: measured held out,
 #: they made the output worse, and a run keeps their off value (docs/REAL-CLOUDS.md, "Every
 #: band brightened"). Every other field of the rule is a key of this section (tested).
 BENCHMARK_ONLY = frozenset({"every_band"})
+
+
+def needs_rows_ground(keep_clear: bool, shifted: bool, flagged: bool) -> bool:
+    """Whether a run needs the ground the tile rows blend written into ``clear``.
+
+    Without ``keep_clear`` it is the output. With it the mask pass writes every entry of
+    ``clear`` over again: the observation where kept, no data where not observed, and a filled
+    entry from the ground itself only without an offset or the interpolation (``shifted``) or
+    where a provider's mask flags it (``flagged``, ``inputs.quality``). Otherwise a filled
+    entry is D − R plus the shift, with R = C + N − S from the cloud, haze and shadow layers,
+    and where R is NaN no data: R is NaN only where every solved layer is, the ground too (a
+    date the tile left out, a tile no date observed; the layers are blended alike,
+    ``tests/pipeline/test_footprints.py``). So the rows do not write the ground and the mask
+    pass does not read it: at full size a third of what the pass read from a cube that has
+    left the page cache, and as much written by the rows.
+    """
+    return not keep_clear or not shifted or flagged
 
 
 class MaskConfig(ConfigSection):

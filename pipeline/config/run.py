@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from cloudcore.catalog import ADDITIVE_METHODS
 from pipeline.config.base import ConfigSection
 from pipeline.config.cluster import ClusterSpec
-from pipeline.config.mask import MaskConfig
+from pipeline.config.mask import MaskConfig, needs_rows_ground
 from pipeline.config.solver import SolverConfig
 
 log = logging.getLogger(__name__)
@@ -251,6 +251,14 @@ class Config(ConfigSection):
         up to the residual, as :attr:`applied_offset`."""
         mask = self.mask
         return mask.interpolate and mask.keep_clear and self.solver.method in ADDITIVE_METHODS
+
+    @property
+    def rows_write_ground(self) -> bool:
+        """Whether the tile rows write the ground they blend into ``clear``
+        (:func:`~pipeline.config.mask.needs_rows_ground`): not with ``keep_clear`` and the
+        offset or the interpolation, and no provider's mask."""
+        shifted = self.applied_offset is not None or self.applied_interpolate
+        return needs_rows_ground(self.mask.keep_clear, shifted, self.quality is not None)
 
     @model_validator(mode="after")
     def _interpolate_needs_the_cap(self) -> Config:

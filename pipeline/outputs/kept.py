@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from cloudcore.masks import NODATA
+from pipeline.config.mask import needs_rows_ground
 from pipeline.grid.tiling import Window
 
 __all__ = [
@@ -192,13 +193,18 @@ def keep_observed(
     the output is filled, not no data. With ``offset`` (the core's residual D − L and the date's
     departure, :mod:`cloudcore.offset`) an observed entry that is filled is written as the
     ground plus the departure, D − (D − L) + offset, clipped to [0, 1]: from the input and the
-    solved layers, never from ``clear`` itself, so that a rerun writes the same.
+    solved layers, never from ``clear`` itself, so that a rerun writes the same; where D − L is
+    NaN, no data. The band's stored ``clear`` (the rows' ground) is read only where it is
+    needed, and written (:func:`pipeline.config.mask.needs_rows_ground`).
     """
     rows, cols = core.slices
-    clear = np.asarray(arrays["clear"][:, band, rows, cols])
     # Read again rather than kept from the scores: keeping every band's observations would undo
     # the one-band-at-a-time memory bound.
     observation = np.asarray(source[:, band, rows, cols])
+    if needs_rows_ground(True, offset is not None, flagged is not None):
+        clear = np.asarray(arrays["clear"][:, band, rows, cols])
+    else:
+        clear = np.full(observation.shape, np.nan, np.float32)
     provenance = np.empty(clear.shape, np.uint8)
     keep = np.broadcast_to(np.asarray(keep, dtype=bool), clear.shape)
     # Without an offset or a provider's flags the kernel does not read those arguments, but

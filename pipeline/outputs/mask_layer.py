@@ -15,7 +15,10 @@ COGs are written; each reads the tiles' records from the row markers when it sta
   (:func:`provenance_codes`). Only with ``mask.keep_clear`` does the mask pass write it: the
   ``clear`` layer then takes the observation wherever the mask says clear (or haze, with
   ``mask.keep_haze``) and the band observed the pixel (provenance 1), is no data where the
-  band did not observe the pixel, and stays the modelled ground elsewhere. Otherwise
+  band did not observe the pixel, and stays the modelled ground elsewhere (with the offset
+  below, the pass writes every entry from the input and the other solved layers: the rows
+  then leave ``clear`` unwritten and the pass reads none of it,
+  :func:`pipeline.config.mask.needs_rows_ground`). Otherwise
   ``clear`` is final when the band is blended, and each band's COG task, which reads it
   anyway, writes the band's provenance (:func:`pipeline.outputs.products.write_cogs`): the mask pass
   then reads no ``clear`` (a third of the bytes it read at full size, from a cube that has
@@ -71,6 +74,7 @@ from cloudcore.masks import (
     classify_scores,
     neighbour_scores,
 )
+from pipeline.config.mask import needs_rows_ground
 from pipeline.errors import TileError
 from pipeline.grid.tiling import Tile, Window
 from pipeline.outputs.kept import (
@@ -148,6 +152,14 @@ class MaskJob:
     # solver.shadow_free_fill: its shadow is the fill's ground less the mask's solve's, which
     # the fill's residual D − L takes out and the scores leave alone (the first solve's mask).
     shadow_scored: bool = True
+
+    @property
+    def reads_clear(self) -> bool:
+        """Whether the pass reads the band's ``clear`` as the rows wrote it: with ``keep_clear``
+        where :func:`~pipeline.config.mask.needs_rows_ground` says it is needed (no offset or
+        interpolation, or a provider's flags)."""
+        shifted = self.offset is not None or self.times is not None
+        return self.keep_clear and needs_rows_ground(True, shifted, self.provider is not None)
 
     @property
     def reach(self) -> int:
@@ -382,7 +394,7 @@ def _prefetch(
 ) -> None:
     """Start reading the chunk files ``tile``'s core will read: every band's scored layers
     (:func:`_scored`) and ``seen`` over rows ``[r0, r1)``, and with ``keep_clear`` the core's
-    clear values and observations."""
+    clear values (:attr:`MaskJob.reads_clear`) and observations."""
     core, cube, source = tile.core, Path(job.cube), Path(job.input_store)
     chunk_rows, chunk_cols = (arrays["cloud"].shards or arrays["cloud"].chunks)[-2:]  # a file each
     cols = chunk_range(core.col_off, core.col_end, chunk_cols)
@@ -392,7 +404,7 @@ def _prefetch(
     tile_size = seen.chunks[-1]
     tile_cols = chunk_range(core.col_off, core.col_end, tile_size)
     files += chunk_files(source, [INPUT_SEEN], chunk_range(r0, r1, tile_size), tile_cols)
-    if job.keep_clear:  # the core's clear values and observations, no rows beyond it
+    if job.reads_clear:  # the core's clear values, no rows beyond it
         core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
         files += chunk_files(cube, ["clear"], core_chunk_rows, cols)
     if reads_shade(job):  # the observations over the scores' rows

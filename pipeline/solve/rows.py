@@ -61,6 +61,7 @@ __all__ = [
     "blend_seam",
     "solve_row",
     "strip_ids",
+    "strip_layers",
     "write_row",
 ]
 
@@ -88,6 +89,9 @@ class RowJob:
     cube: str
     solver: SolverConfig
     threads: int
+    # Whether the blended ground is written into ``clear``: not where the mask pass writes
+    # every entry of it without reading it (:attr:`pipeline.config.Config.rows_write_ground`).
+    ground: bool = True
 
 
 def solve_row(job: RowJob) -> dict[str, Any]:
@@ -134,6 +138,7 @@ def solve_row(job: RowJob) -> dict[str, Any]:
         top=top if shared and job.row > 0 else None,
         bottom=bottom if shared and job.row < job.grid.n_rows - 1 else None,
         what=job.row_id,
+        ground=job.ground,
     )
     seconds = round(time.perf_counter() - started, 4)  # reading, solving, blending, writing
     record = {"band": job.band, "row": job.row, "tiles": records, "seconds": seconds}
@@ -141,20 +146,31 @@ def solve_row(job: RowJob) -> dict[str, Any]:
     return record
 
 
-def _open_strip(path: Path, grid: TileGrid, window: Window, n_dates: int, count: int) -> Any:
-    """An empty (component, time, strip rows, scene width) float32 store of ``count`` solved
-    layers, a chunk per component and core (each written whole, once)."""
+def _open_strip(
+    path: Path, grid: TileGrid, window: Window, n_dates: int, names: Sequence[str]
+) -> Any:
+    """An empty (component, time, strip rows, scene width) float32 store of the solved layers
+    ``names`` (its ``layers`` attribute), a chunk per component and core (each written whole,
+    once)."""
     import zarr
 
     strip = zarr.create_array(
         store=str(path),
-        shape=(count, n_dates, window.height, grid.width),
+        shape=(len(names), n_dates, window.height, grid.width),
         chunks=(1, n_dates, window.height, grid.tile_size),
         dtype="float32",
         fill_value=np.nan,
         compressors=compressors(),
+        attributes={"layers": list(names)},
     )
     return written_whole(strip)
+
+
+def strip_layers(strip: Any) -> tuple[str, ...]:
+    """The solved layers a strip store holds, in order (a strip of an earlier version, which
+    has no ``layers`` attribute, holds the first of them, the ground first)."""
+    names = strip.attrs.get("layers")
+    return tuple(names) if names is not None else solved_layers(strip.shape[0])
 
 
 def write_row(
@@ -166,16 +182,19 @@ def write_row(
     top: Path | None,
     bottom: Path | None,
     what: str,
+    ground: bool = True,
 ) -> None:
     """Write the blocks of one tile row: interiors into the cube, strips into their stores.
 
     Returns once the cube chunks written and both strips are durable (strips are renamed into
     place only then, :func:`pipeline.store.durable.durable_store`). ``what`` names the row in
-    errors.
+    errors; without ``ground`` the blended ground (``clear``) is neither written nor kept in
+    the strips (:attr:`RowJob.ground`).
     """
     try:
         with contextlib.ExitStack() as stack:
             names: tuple[str, ...] = ()
+            written: list[int] = []  # the indices of the block's layers written
             targets: list[Any] = []
             strips: dict[str, Any] = {}
             tmp = {
@@ -187,8 +206,10 @@ def write_row(
             for block in blocks:
                 if not targets:  # the solved layers: 3, or 4 with the shadow model
                     names = solved_layers(len(block.layers))
+                    written = [k for k, name in enumerate(names) if ground or name != "clear"]
+                    names = tuple(names[k] for k in written)
                     targets = arrays_for_writing(cube, names)
-                _write_block(block, grid, band_index, targets, tmp, strips)
+                _write_block(block, written, names, grid, band_index, targets, tmp, strips)
                 if block.interior is not None:
                     interior = block.interior
                 # The block's layers are views of its whole tile solution: still named here
@@ -216,27 +237,32 @@ def write_row(
 
 def _write_block(
     block: RowBlock,
+    written: Sequence[int],
+    names: Sequence[str],
     grid: TileGrid,
     band_index: int,
     targets: Sequence[Any],
     tmp: dict[str, Path],
     strips: dict[str, Any],
 ) -> None:
-    """Write one block: its strips into the strip stores (``tmp``, by side; opened into
-    ``strips`` on first use) and its interior rows into the cube arrays ``targets``."""
+    """Write one block's layers ``written`` (indices into its layers; ``names`` theirs): its
+    strips into the strip stores (``tmp``, by side; opened into ``strips`` on first use) and
+    its interior rows into the cube arrays ``targets``."""
     for side, window in (("top", block.top), ("bottom", block.bottom)):
         if window is None or side not in tmp:
             continue
         if side not in strips:
             n_dates = block.layers[0].shape[0]
-            strips[side] = _open_strip(tmp[side], grid, window, n_dates, len(targets))
+            strips[side] = _open_strip(tmp[side], grid, window, n_dates, names)
         cols = slice(window.col_off, window.col_end)
-        for k, values in enumerate(block.layers_over(window)):
-            strips[side][k, :, :, cols] = values
+        layers = block.layers_over(window)
+        for k, index in enumerate(written):
+            strips[side][k, :, :, cols] = layers[index]
     if block.interior is not None:
         rows, cols = block.interior.slices
-        for target, values in zip(targets, block.layers_over(block.interior), strict=True):
-            target[:, band_index, rows, cols] = values
+        layers = block.layers_over(block.interior)
+        for target, index in zip(targets, written, strict=True):
+            target[:, band_index, rows, cols] = layers[index]
 
 
 @dataclass(frozen=True)
@@ -274,7 +300,7 @@ def blend_seam(job: SeamJob) -> str:
             job.seam_id, f"its strips are missing ({type(exc).__name__}); rerun to redo its rows"
         ) from exc
     cube = Path(job.cube)
-    names = solved_layers(upper.shape[0])
+    names = strip_layers(upper)
     try:
         targets = arrays_for_writing(cube, names)
         rows = boundary_window(job.grid, job.row, 0)  # the same rows for every core column

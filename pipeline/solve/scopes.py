@@ -180,6 +180,8 @@ def _band_tasks(
     jobs: list[Task] = []
     skipped, complete = 0, True
     runnable: set[int] = set()  # rows done or run by this batch
+    # The rows write the ground unless the mask pass writes all of it (Config.rows_write_ground).
+    solver, ground = plan.config.solver, plan.config.rows_write_ground
     for r, row_id in rows.items():
         if row_id in names and all(p.exists() for p in needed_strips(r)):
             skipped += tiles.n_cols
@@ -189,7 +191,7 @@ def _band_tasks(
             complete = False
             continue
         tile_ids = tuple(plan.solve_ids[band][r, c] for c in range(tiles.n_cols))
-        job = RowJob(tiles, r, b, band, row_id, tile_ids, layout, cube, plan.config.solver, threads)
+        job = RowJob(tiles, r, b, band, row_id, tile_ids, layout, cube, solver, threads, ground)
         jobs.append(Task(row_id, solve_row, (job,), weight=tiles.n_cols, priority=ROW_PRIORITY))
         runnable.add(r)
     for r in sorted(undone_seams):

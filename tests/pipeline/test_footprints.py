@@ -96,13 +96,16 @@ def test_series_on_one_lattice_is_copied_pixel_for_pixel(tmp_path: Path, schedul
         assert cog.transform == LATTICE and cog.shape == (61, 61)
 
 
-def _short_footprint_run(tmp_path: Path, **mask: object) -> tuple[Any, ...]:
-    """Date 4's file ends a third of the way in; ``python -m pipeline run`` in tile scope."""
+def _short_footprint_run(
+    tmp_path: Path, window: tuple[int, int, int, int] | None = None, **mask: object
+) -> tuple[Any, ...]:
+    """Date 4's file ends a third of the way in (or covers ``window``); ``python -m pipeline
+    run`` in tile scope."""
     size, short = 256, 3
     truth, observed = _truth_and_series(size, seed=0)
     cols = size // 3
     windows = [(0, 0, size, size)] * 7
-    windows[short] = (0, 0, size, cols)
+    windows[short] = window or (0, 0, size, cols)
     paths = _write_series(tmp_path / "in", observed, windows)
     out = tmp_path / "out"
     import yaml
@@ -159,3 +162,56 @@ def test_short_footprint_is_nan_or_unbiased_never_dark(tmp_path: Path) -> None:
     listed = table[table["dates_left_out"].fillna("").str.contains(day)]
     assert set(listed["col"]) == {1}  # the right tile column saw none of date 4
     assert table.loc[table["col"] == 0, "dates_left_out"].isna().all()
+
+
+def test_every_solved_layer_is_nan_where_the_ground_is(tmp_path: Path) -> None:
+    """What lets the mask pass leave the rows' ground unread (``keep_clear`` with the offset,
+    :func:`pipeline.outputs.kept.reads_stored_clear`): in a run's cube the solved layers of an
+    observed entry are NaN together. Date 4 sees a 20 px strip inside the right tile column
+    only, too little of either tile to be solved there (``mask.keep_clear: false`` leaves the
+    rows' ground in the cube)."""
+    cube, _, short, _, out, _ = _short_footprint_run(tmp_path, (0, 200, 256, 20), keep_clear=False)
+    table = pd.read_csv(out / "diagnostics.csv", dtype={"dates_left_out": str})
+    day = f"{date(2021, 6, 1) + timedelta(days=8 * short):%Y%m%d}"
+    assert table["dates_left_out"].fillna("").str.contains(day).all()  # by every tile
+    observed = np.ones(cube.clear.shape, bool)
+    observed[short] = False
+    observed[short, :, :, 200:220] = True
+    nan = {name: np.isnan(cube[name].values[observed]) for name in ("clear", "cloud", "haze")}
+    assert nan["clear"].any()  # the case occurs: the strip's entries
+    assert np.array_equal(nan["cloud"], nan["clear"])
+    assert np.array_equal(nan["haze"], nan["clear"])
+
+
+def test_a_run_whose_rows_leave_the_ground_unwritten_writes_the_same(
+    tmp_path: Path, scheduler: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The defaults (``keep_clear`` with the offset and the interpolation) leave the rows'
+    ground unwritten (:attr:`pipeline.config.Config.rows_write_ground`): the mask pass writes
+    every entry of ``clear`` without reading it. The same series run with the rows writing it
+    gives the same products, byte for byte, a date left out of the tiles that see it included
+    (date 4 sees a 20 px strip of the right tile column only)."""
+    from tests.pipeline.runs import assert_identical, outputs
+
+    _, observed = _truth_and_series(256, seed=0)
+    windows = [(0, 0, 256, 256)] * 7
+    windows[3] = (0, 200, 256, 20)
+    paths = _write_series(tmp_path / "in", observed, windows)
+    found = {}
+    for ground in (False, True):
+        cfg = _config(tmp_path / f"out-{ground}", paths, 128, 32)
+        cfg["cluster"] = {"kind": "address", "address": scheduler, "dashboard": False}
+        del cfg["output"]["cog_dtype"]  # the default's: a nodata that compares equal
+        config = parse(cfg, Config)
+        assert config.rows_write_ground is False  # the defaults
+        if ground:
+            monkeypatch.setattr(Config, "rows_write_ground", property(lambda self: True))
+        assert run(config).ok
+        out = tmp_path / f"out-{ground}"
+        found[ground] = outputs(out)
+        for name in ("mask", "provenance"):
+            array = xr.open_zarr(out / "cube.zarr", consolidated=False)[name].values
+            found[ground][f"cube/{name}"] = array
+    assert_identical(found[False], found[True])
+    # The case is there: the strip's entries are observed, their solved layers NaN.
+    assert np.isnan(found[False]["cube/cloud"][3, 0][:, 200:220]).all()

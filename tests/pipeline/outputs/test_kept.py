@@ -58,6 +58,7 @@ def _scene(seed: int) -> dict[str, np.ndarray]:
     observation[0, 0, 1], residual[0, 0, 1], shift[0, 0, 1], keep[0, 0, 1] = -0.0, 0, -0.0, False
     clear = rng.uniform(0, 1, SHAPE).astype(np.float32)
     clear[rng.random(SHAPE) < 0.1] = np.nan
+    clear[np.isnan(residual)] = np.nan  # a run's solved layers are NaN together
     return {
         "observation": observation,
         "residual": residual,
@@ -128,3 +129,32 @@ def test_the_compiled_pass_writes_the_composition_s_bits(
         assert (clear[filled] == 0).any() and (clear[filled] == 1).any()
     # −0 where filled with the offset; without one the ground stays.
     assert np.signbit(written[0, 0, 1]) == with_offset
+
+
+class _Unread(_Stored):
+    """A layer that must not be read: only written."""
+
+    def __getitem__(self, key: tuple) -> np.ndarray:
+        raise AssertionError("the stored clear was read")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_with_an_offset_and_no_flags_the_stored_ground_is_not_read(seed: int) -> None:
+    """With the offset and no provider's flags every entry is written from the observation,
+    from D − R + offset, or is no data where R is NaN (where a run's cube holds NaN in every
+    solved layer, its ground too): the rows' ``clear`` is not read, and the result is the
+    composition of a ground that is NaN."""
+    s = _scene(seed)
+    layers = np.full((SHAPE[0], 1, *SHAPE[1:]), 7.0, np.float32)
+    source = s["observation"][:, None].copy()
+    core = Window(0, 0, *SHAPE[1:])
+    offset = (s["residual"], s["shift"])
+    provenance = keep_observed({"clear": _Unread(layers)}, source, core, 0, s["keep"], None, offset)
+
+    unknown = np.full(SHAPE, np.nan, np.float32)
+    clear, expected = _expected(unknown, s["observation"], s["keep"], None, offset)
+    assert layers[:, 0].tobytes() == clear.tobytes()
+    assert np.array_equal(provenance, expected)
+    # Where R is NaN an observed entry that is not kept is no data (the stored ground's NaN).
+    lost = np.isnan(s["residual"]) & np.isfinite(s["observation"]) & ~s["keep"]
+    assert lost.any() and np.isnan(layers[:, 0][lost]).all()

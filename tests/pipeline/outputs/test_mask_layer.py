@@ -326,11 +326,11 @@ def test_offset_equals_the_whole_scene_s_and_a_rerun_writes_the_same(
     # and under the clouds: what the offset is for.
     ramp = np.linspace(-0.05, 0.05, width, dtype=np.float32)
     scene["cloud"] += np.where(np.isfinite(scene["observed"]), np.abs(ramp), 0.0).astype(np.float32)
-    # A band's layers NaN where the date did observe (a date a tile left out, blended over the
-    # neighbour's), under a cloud the other band sees: neither evidence nor written from, the
-    # solve's value stays there.
+    # A band's layers NaN where the date did observe (a date the tiles there left out), under a
+    # cloud the other band sees: neither evidence nor written from, no data there. Every solved
+    # layer is NaN there in a run's cube, the ground too (tests/pipeline/test_footprints.py).
     scene["cloud"][1, 0, 30:50, 40:90] += 0.5
-    for layer in ("cloud", "haze", "shadow"):
+    for layer in ("clear", "cloud", "haze", "shadow"):
         scene[layer][1, 1, 30:50, 40:90] = np.nan
     source, cube = _stores(tmp_path, scene, grid)
     marker = tmp_path / "r00.json"
@@ -362,7 +362,7 @@ def test_offset_equals_the_whole_scene_s_and_a_rerun_writes_the_same(
     expected[moved] = np.clip(shifted[moved], 0.0, 1.0)
     expected[~seen] = np.nan
     assert np.isfinite(shift).all()  # the left-out date's NaN residual is no evidence
-    assert (filled & ~moved).sum() > 100  # where the solve's value stays
+    assert (filled & ~moved).sum() > 100  # where the solve's layers are NaN
     assert moved.sum() > 100
     # The offset is not idle (with the interpolation the ramp, the same on every date, is in
     # the pixel's own departure: what is left for the offset is small).

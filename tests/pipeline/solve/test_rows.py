@@ -42,7 +42,7 @@ def _cube(layout: Layout, tiles: TileGrid) -> Path:
     return layout.cube
 
 
-def _write_row(layout: Layout, tiles: TileGrid, r: int, solve) -> None:
+def _write_row(layout: Layout, tiles: TileGrid, r: int, solve, ground: bool = True) -> None:
     top, bottom = (layout.strip(s) for s in strip_ids(f"B1-r{r:02d}"))
     write_row(
         row_blocks(tiles, r, solve),
@@ -52,12 +52,13 @@ def _write_row(layout: Layout, tiles: TileGrid, r: int, solve) -> None:
         top=top if r > 0 else None,
         bottom=bottom if r < tiles.n_rows - 1 else None,
         what=f"B1-r{r:02d}",
+        ground=ground,
     )
 
 
-def _write_rows(layout: Layout, tiles: TileGrid, solutions: dict) -> None:
+def _write_rows(layout: Layout, tiles: TileGrid, solutions: dict, ground: bool = True) -> None:
     for r in range(tiles.n_rows):
-        _write_row(layout, tiles, r, lambda t: solutions[t.row, t.col])
+        _write_row(layout, tiles, r, lambda t: solutions[t.row, t.col], ground)
 
 
 def _seam(layout: Layout, tiles: TileGrid, r: int) -> SeamJob:
@@ -80,20 +81,33 @@ def field() -> np.ndarray:
     return rng.random((len(LAYERS), N_DATES, 90, 70)).astype(np.float32)
 
 
-def test_rows_and_seams_write_agreeing_tiles_exactly(tmp_path: Path, field: np.ndarray) -> None:
+@pytest.mark.parametrize("ground", [True, False])
+def test_rows_and_seams_write_agreeing_tiles_exactly(
+    tmp_path: Path, field: np.ndarray, ground: bool
+) -> None:
+    """Without ``ground`` (Config.rows_write_ground) the rows and seams write every solved
+    layer but the ground, which stays unwritten (no chunk, no data) and is not in the strips."""
     layout, tiles = Layout(tmp_path), TileGrid(90, 70, 32, 8)
     _cube(layout, tiles)
-    _write_rows(layout, tiles, _halos(tiles, field))
+    _write_rows(layout, tiles, _halos(tiles, field), ground)
     # Strips are complete stores under their final names, nothing temporary is left.
-    assert len(list(layout.strips.glob("*.zarr"))) == 2 * (tiles.n_rows - 1)
+    strips = sorted(layout.strips.glob("*.zarr"))
+    assert len(strips) == 2 * (tiles.n_rows - 1)
     assert not list(layout.strips.glob(".*"))
+    held = [name for name in LAYERS if ground or name != "clear"]
+    assert zarr.open_array(store=str(strips[0]), mode="r").attrs["layers"] == held
     for r in range(1, tiles.n_rows):
         assert blend_seam(_seam(layout, tiles, r)) == f"B1-s{r:02d}"
         assert layout.marker(f"B1-s{r:02d}").exists()
     assert not list(layout.strips.iterdir())  # every strip deleted once its seam is written
     cube = xr.open_zarr(layout.cube, consolidated=False)
     for k, name in enumerate(LAYERS):
-        np.testing.assert_allclose(cube[name].values[:, 0], field[k], atol=1e-6)
+        if name in held:
+            np.testing.assert_allclose(cube[name].values[:, 0], field[k], atol=1e-6)
+            assert (layout.cube / name / "c").is_dir()
+        else:
+            assert np.isnan(cube[name].values).all()
+            assert not (layout.cube / name / "c").exists()  # zarr v3: no chunk written
     assert cube.rio.crs == "EPSG:32650" and cube.rio.transform() == TARGET.transform
 
 
