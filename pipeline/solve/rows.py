@@ -300,14 +300,25 @@ def blend_seam(job: SeamJob) -> str:
             job.seam_id, f"its strips are missing ({type(exc).__name__}); rerun to redo its rows"
         ) from exc
     cube = Path(job.cube)
-    names = strip_layers(upper)
+    # The layers both strips hold, each strip's own indices of them: two strips of one seam
+    # hold different layers only when a run was resumed across versions, one of which left the
+    # ground to the mask pass (which then writes it).
+    held = strip_layers(upper), strip_layers(lower)
+    names = tuple(name for name in held[0] if name in held[1])
+    picks: list[Any] = [
+        slice(None) if layers == names else [layers.index(name) for name in names]
+        for layers in held
+    ]
     try:
         targets = arrays_for_writing(cube, names)
         rows = boundary_window(job.grid, job.row, 0)  # the same rows for every core column
         for col in range(job.grid.n_cols):
             window = boundary_window(job.grid, job.row, col)
             cols = slice(window.col_off, window.col_end)
-            above, below = (np.asarray(s[:, :, :, cols]) for s in (upper, lower))
+            above, below = (
+                np.asarray(s[:, :, :, cols])[pick]
+                for s, pick in zip((upper, lower), picks, strict=True)
+            )
             mixed = mix_boundary(job.grid, job.row, col, above, below)
             for k, target in enumerate(targets):
                 target[:, job.band_index, window.slices[0], cols] = mixed[k]

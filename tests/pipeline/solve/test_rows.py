@@ -4,6 +4,7 @@ ramp where they do not, strips durable and deleted once used, errors that name t
 from __future__ import annotations
 
 import gc
+import json
 import weakref
 from datetime import datetime
 from pathlib import Path
@@ -167,3 +168,28 @@ def test_a_seam_without_its_strips_names_itself(tmp_path: Path) -> None:
     with pytest.raises(TileError, match="B1-s01: its strips are missing"):
         blend_seam(_seam(layout, tiles, 1))
     assert not layout.marker("B1-s01").exists()
+
+
+def test_a_seam_of_strips_from_two_versions_blends_the_layers_both_hold(
+    tmp_path: Path, field: np.ndarray
+) -> None:
+    """A run resumed across versions: the upper strip written with the ground by an earlier
+    version (no ``layers`` attribute), the lower without it (the rows leave it to the mask
+    pass). The seam blends the layers both hold, each by its name."""
+    layout, tiles = Layout(tmp_path), TileGrid(90, 70, 32, 8)
+    _cube(layout, tiles)
+    halos = _halos(tiles, field)
+    _write_row(layout, tiles, 0, lambda t: halos[t.row, t.col], ground=True)
+    upper = layout.strip(strip_ids("B1-r00")[1])
+    meta = upper / "zarr.json"  # as an earlier version wrote it: no attribute
+    written = json.loads(meta.read_text())
+    written["attributes"] = {}
+    meta.write_text(json.dumps(written))
+    for r in range(1, tiles.n_rows):
+        _write_row(layout, tiles, r, lambda t: halos[t.row, t.col], ground=False)
+    for r in range(1, tiles.n_rows):
+        blend_seam(_seam(layout, tiles, r))
+    cube = xr.open_zarr(layout.cube, consolidated=False)
+    for k, name in enumerate(LAYERS):
+        if name != "clear":
+            np.testing.assert_allclose(cube[name].values[:, 0], field[k], atol=1e-6)
