@@ -66,9 +66,13 @@ __all__ = [
 ]
 
 
-def strip_ids(row_id: str) -> tuple[str, str]:
-    """Ids of the top and bottom strip stores of the row task ``row_id``."""
-    return f"{row_id}-top", f"{row_id}-bottom"
+def strip_ids(row_id: str, ground: bool = True) -> tuple[str, str]:
+    """Ids of the top and bottom strip stores of the row task ``row_id``; without the ``ground``
+    (:attr:`RowJob.ground`) named apart, so that a version which reads every strip as holding
+    it (those before the rows left it to the mask pass) finds none of these and redoes the row
+    rather than reading one layer for another."""
+    suffix = "" if ground else "-noground"
+    return f"{row_id}-top{suffix}", f"{row_id}-bottom{suffix}"
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,9 @@ def solve_row(job: RowJob) -> dict[str, Any]:
         records.append(record)
         return layers
 
-    top, bottom = (job.layout.strip(s) for s in strip_ids(job.row_id))
+    top, bottom = (job.layout.strip(s) for s in strip_ids(job.row_id, job.ground))
+    for stale in strip_ids(job.row_id, not job.ground):  # of a version that named them apart
+        remove_store(job.layout.strip(stale))
     shared = job.grid.overlap > 0  # without overlap no rows are shared: no strips, no seams
     write_row(
         row_blocks(job.grid, job.row, solve),

@@ -172,16 +172,16 @@ def _band_tasks(
     layout, tiles = plan.layout, plan.tiles
     rows, seams = plan.row_ids[band], plan.seam_ids[band]
     undone_seams = {r for r, sid in seams.items() if sid not in names}
+    # The rows write the ground unless the mask pass writes all of it (Config.rows_write_ground).
+    solver, ground = plan.config.solver, plan.config.rows_write_ground
 
     def needed_strips(r: int) -> list[Path]:
-        top, bottom = (layout.strip(s) for s in strip_ids(rows[r]))
+        top, bottom = (layout.strip(s) for s in strip_ids(rows[r], ground))
         return [top] * (r in undone_seams) + [bottom] * (r + 1 in undone_seams)
 
     jobs: list[Task] = []
     skipped, complete = 0, True
     runnable: set[int] = set()  # rows done or run by this batch
-    # The rows write the ground unless the mask pass writes all of it (Config.rows_write_ground).
-    solver, ground = plan.config.solver, plan.config.rows_write_ground
     for r, row_id in rows.items():
         if row_id in names and all(p.exists() for p in needed_strips(r)):
             skipped += tiles.n_cols
@@ -197,7 +197,7 @@ def _band_tasks(
     for r in sorted(undone_seams):
         if not {r - 1, r} <= runnable:
             continue
-        upper, lower = strip_ids(rows[r - 1])[1], strip_ids(rows[r])[0]
+        upper, lower = strip_ids(rows[r - 1], ground)[1], strip_ids(rows[r], ground)[0]
         seam = SeamJob(
             tiles, r, b, seams[r], layout.strip(upper), layout.strip(lower), layout, cube
         )

@@ -105,15 +105,13 @@ def test_rerun_and_changed_setting_redo_exactly_the_affected_tiles(
     assert "complete: yes" in status
 
 
-def test_crash_windows_of_row_and_seam_tasks_are_redone(
-    geotiff_series: SimulatedProducts, scheduler: str, tmp_path: Path
-) -> None:
-    out = tmp_path / "out"
-    cfg = parse(_cfg(out, geotiff_series.paths, scheduler), Config)
+def _stopped_before_b2_seam(cfg: Config, ground: bool) -> tuple[Any, dict[str, Any]]:
+    """Run ``cfg`` whole, then leave its output as a run stopped after band B2's two row tasks,
+    before its seam: the rows' data and markers on disk (the rows written again, with
+    ``ground`` as :attr:`RowJob.ground`), the seam's and the band's markers not (strips go
+    only after the seam). Returns the plan and the whole run's :func:`outputs`."""
     assert run(cfg).ok
-    before = outputs(out)
-    # A run stopped after band B2's two row tasks, before its seam: the rows' data and markers
-    # are on disk, the seam's and the band's markers are not (strips go only after the seam).
+    before = outputs(cfg.output.path)
     plan = make_plan(cfg)
     layout, tiles = plan.layout, plan.tiles
     layout.marker(plan.blended_id("B2")).unlink()
@@ -121,16 +119,27 @@ def test_crash_windows_of_row_and_seam_tasks_are_redone(
     b = plan.bands.index("B2")
     for r, row_id in plan.row_ids["B2"].items():
         ids = tuple(plan.solve_ids["B2"][r, c] for c in range(tiles.n_cols))
-        job = RowJob(tiles, r, b, "B2", row_id, ids, layout, str(layout.cube), cfg.solver, 1)
-        solve_row(job)
+        cube = str(layout.cube)
+        solve_row(RowJob(tiles, r, b, "B2", row_id, ids, layout, cube, cfg.solver, 1, ground))
+    return plan, before
+
+
+def test_crash_windows_of_row_and_seam_tasks_are_redone(
+    geotiff_series: SimulatedProducts, scheduler: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    cfg = parse(_cfg(out, geotiff_series.paths, scheduler), Config)
+    plan, before = _stopped_before_b2_seam(cfg, cfg.rows_write_ground)
+    layout = plan.layout
     # The crash windows of a row: its data written but no marker yet (row 1); a strip lost
     # although the marker exists (row 0's bottom strip); and a temporary strip left by a write
     # that was interrupted.
     layout.marker(plan.row_ids["B2"][1]).unlink()
-    bottom = layout.strip(strip_ids(plan.row_ids["B2"][0])[1])
+    ground = plan.config.rows_write_ground
+    bottom = layout.strip(strip_ids(plan.row_ids["B2"][0], ground)[1])
     shutil.rmtree(bottom)
     with pytest.raises(RuntimeError), durable_store(bottom) as tmp:
-        shutil.copytree(layout.strip(strip_ids(plan.row_ids["B2"][1])[0]), tmp)
+        shutil.copytree(layout.strip(strip_ids(plan.row_ids["B2"][1], ground)[0]), tmp)
         orphan = tmp.with_name(tmp.name.replace(".tmp", "-orphan.tmp"))
         shutil.copytree(tmp, orphan)  # a kill -9 would leave this one behind
         raise RuntimeError("killed")
@@ -140,6 +149,25 @@ def test_crash_windows_of_row_and_seam_tasks_are_redone(
     assert summary.ok and (summary.solved, summary.blended) == (4, 1), summary.describe()
     assert summary.solve_skipped == TOTAL - 4
     assert not list(layout.strips.iterdir())  # the strips and the orphan are gone
+    assert_identical(outputs(out), before)
+
+
+def test_strips_that_hold_the_ground_are_not_read_where_the_rows_leave_it(
+    geotiff_series: SimulatedProducts, scheduler: str, tmp_path: Path
+) -> None:
+    """A run stopped after band B2's rows, before its seam, by a version whose rows wrote the
+    ground (strips of three layers, named without a suffix; ``RowJob.ground``). This version's
+    rows leave the ground to the mask pass and name their strips apart: it reads none of
+    those, redoes B2's rows, and publishes what a whole run does."""
+    out = tmp_path / "out"
+    cfg = parse(_cfg(out, geotiff_series.paths, scheduler), Config)
+    assert not cfg.rows_write_ground
+    plan, before = _stopped_before_b2_seam(cfg, ground=True)
+    layout = plan.layout
+    assert layout.strip(strip_ids(plan.row_ids["B2"][0], True)[1]).exists()
+    summary = run(cfg)
+    assert summary.ok and (summary.solved, summary.blended) == (4, 1), summary.describe()
+    assert not list(layout.strips.iterdir())
     assert_identical(outputs(out), before)
 
 
