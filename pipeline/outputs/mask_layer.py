@@ -154,12 +154,17 @@ class MaskJob:
     shadow_scored: bool = True
 
     @property
+    def shifts(self) -> bool:
+        """Whether a filled entry is shifted off the ground (``mask.offset`` or
+        ``mask.interpolate``: :func:`_offset` gives :func:`keep_observed` its shift)."""
+        return self.offset is not None or self.times is not None
+
+    @property
     def reads_clear(self) -> bool:
         """Whether the pass reads the band's ``clear`` as the rows wrote it: with ``keep_clear``
-        where :func:`~pipeline.config.mask.needs_rows_ground` says it is needed (no offset or
-        interpolation, or a provider's flags)."""
-        shifted = self.offset is not None or self.times is not None
-        return self.keep_clear and needs_rows_ground(True, shifted, self.provider is not None)
+        where :func:`~pipeline.config.mask.needs_rows_ground` says it is needed (no shift, or a
+        provider's flags)."""
+        return self.keep_clear and needs_rows_ground(True, self.shifts, self.provider is not None)
 
     @property
     def reach(self) -> int:
@@ -428,7 +433,7 @@ def _offset(
     """:func:`~pipeline.outputs.kept.filled_shift` over ``core`` (``kept`` over ``context``),
     or None without ``mask.offset`` and ``mask.interpolate``. With the scores ``held``
     around the core, the context's columns beyond the core come from their edges."""
-    if job.offset is None and job.times is None:
+    if not job.shifts:
         return None
     shadow = "shadow" in job.layers
     if held is None:

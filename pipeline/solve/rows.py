@@ -306,9 +306,9 @@ def blend_seam(job: SeamJob) -> str:
             job.seam_id, f"its strips are missing ({type(exc).__name__}); rerun to redo its rows"
         ) from exc
     cube = Path(job.cube)
-    # The layers both strips hold, each strip's own indices of them: two strips of one seam
-    # hold different layers only when a run was resumed across versions, one of which left the
-    # ground to the mask pass (which then writes it).
+    # The layers both strips hold, each strip's own indices of them. The planner pairs only
+    # strips of one kind (strip_ids names those without the ground apart), so they differ only
+    # in stores it did not write; blending by name keeps a layer from being read as another.
     held = strip_layers(upper), strip_layers(lower)
     names = tuple(name for name in held[0] if name in held[1])
     picks: list[Any] = [
