@@ -53,9 +53,9 @@ def needs_rows_ground(keep_clear: bool, shifted: bool, flagged: bool) -> bool:
     entry is D − R plus the shift, with R = C + N − S from the cloud, haze and shadow layers,
     and where R is NaN no data: R is NaN only where every solved layer is, the ground too (a
     date the tile left out, a tile no date observed; the layers are blended alike,
-    ``tests/pipeline/test_footprints.py``). So the rows do not write the ground and the mask
-    pass does not read it: at full size a third of what the pass read from a cube that has
-    left the page cache, and as much written by the rows.
+    ``tests/pipeline/test_footprints.py``). So the rows (in scene scope the shards) do not
+    write the ground and the mask pass does not read it: at full size a third of what the pass
+    read from a cube that has left the page cache, and as much written by the rows.
     """
     return not keep_clear or not shifted or flagged
 

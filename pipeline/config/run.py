@@ -254,9 +254,9 @@ class Config(ConfigSection):
 
     @property
     def rows_write_ground(self) -> bool:
-        """Whether the tile rows write the ground they blend into ``clear``
-        (:func:`~pipeline.config.mask.needs_rows_ground`): not with ``keep_clear`` and the
-        offset or the interpolation, and no provider's mask."""
+        """Whether the solve writes its ground into ``clear`` (the tile rows the ground they
+        blend, scene scope's shards their cores'; :func:`~pipeline.config.mask.needs_rows_ground`):
+        not with ``keep_clear`` and the offset or the interpolation, and no provider's mask."""
         shifted = self.applied_offset is not None or self.applied_interpolate
         return needs_rows_ground(self.mask.keep_clear, shifted, self.quality is not None)
 

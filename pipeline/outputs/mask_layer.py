@@ -16,8 +16,8 @@ COGs are written; each reads the tiles' records from the row markers when it sta
   ``clear`` layer then takes the observation wherever the mask says clear (or haze, with
   ``mask.keep_haze``) and the band observed the pixel (provenance 1), is no data where the
   band did not observe the pixel, and stays the modelled ground elsewhere (with the offset
-  below, the pass writes every entry from the input and the other solved layers: the rows
-  then leave ``clear`` unwritten and the pass reads none of it,
+  below, the pass writes every entry from the input and the other solved layers: the rows,
+  or scene scope's shards, then leave ``clear`` unwritten and the pass reads none of it,
   :func:`pipeline.config.mask.needs_rows_ground`). Otherwise
   ``clear`` is final when the band is blended, and each band's COG task, which reads it
   anyway, writes the band's provenance (:func:`pipeline.outputs.products.write_cogs`): the mask pass

@@ -84,6 +84,9 @@ class ShardSpec:
     # The values' DN scale where they are DN / max_dn: D is then held as 16-bit DN
     # (cloudcore.scene.Block); None: as floats.
     max_dn: float | None = None
+    # Whether the ground is written into ``clear`` (Config.rows_write_ground): not where the
+    # mask pass writes every entry of it from the other layers without reading it.
+    ground: bool = True
 
 
 class SceneShard(BlockGroup):
@@ -135,13 +138,18 @@ class SceneShard(BlockGroup):
         return {"seconds": self.timing(), "peak_bytes": self.peak_bytes}
 
     def write(self, cube: str, chunk_rows: int) -> list[dict[str, Any]]:
-        """Write every tile's clear, cloud and haze into its core of the cube, durably; then drop
-        the state. Returns one record per tile (index, pixels, whether it was empty)."""
+        """Write every tile's clear (unless :attr:`ShardSpec.ground` is False), cloud and haze
+        into its core of the cube, durably; then drop the state. Returns one record per tile
+        (index, pixels, whether it was empty)."""
         spec = self.spec
         path = Path(cube)
         records = []
         try:
-            names = solved_layers(4 if spec.shadow else 3)
+            solved = solved_layers(4 if spec.shadow else 3)
+            # The ground is computed all the same: the cap reads it and moves its excess into
+            # the cloud (_cap_block).
+            written = [i for i in range(len(solved)) if spec.ground or solved[i] != "clear"]
+            names = [solved[i] for i in written]
             targets = arrays_for_writing(path, names)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices
@@ -150,8 +158,10 @@ class SceneShard(BlockGroup):
                 layers = block.layers(spec.shadow)
                 if not block.empty:
                     _cap_block(layers, block.obs, spec)
-                for target, values in zip(targets, layers, strict=True):
-                    target[:, spec.band_index, rows, cols] = values.astype(np.float32, copy=False)
+                for target, i in zip(targets, written, strict=True):
+                    target[:, spec.band_index, rows, cols] = layers[i].astype(
+                        np.float32, copy=False
+                    )
                 block.release()
                 fsync_paths(
                     chunk_files(
@@ -237,6 +247,7 @@ class BandJob:
     cube: str
     solver: SolverConfig
     max_dn: float | None = None  # the values' DN scale, if they are DN / max_dn (ShardSpec)
+    ground: bool = True  # whether the ground is written (Config.rows_write_ground, ShardSpec)
 
 
 def dn_scale(acquisitions: Sequence[Any]) -> float | None:
@@ -265,6 +276,7 @@ def start_shards(
     shadow: bool = False,
     solver: SolverConfig | None = None,
     max_dn: float | None = None,
+    ground: bool = True,
 ) -> list[Any]:
     """One :class:`SceneShard` actor per worker, each loading its :func:`partition` of
     ``tiles`` (ids by (row, col)) of band ``band_index``; returns their futures
@@ -273,7 +285,8 @@ def start_shards(
     Workers are taken sorted by address: that is the shard order, and so the summation order.
     Each shard runs its kernels with its worker's threads, and bounds its blocks' ground as
     ``solver`` says (:func:`pipeline.solve.tile.bound_ground`; None: not at all); with
-    ``max_dn`` it holds D as 16-bit DN where the values are DN / max_dn (:class:`ShardSpec`).
+    ``max_dn`` it holds D as 16-bit DN where the values are DN / max_dn, and writes the ground
+    only with ``ground`` (:class:`ShardSpec`).
     """
     client.wait_for_workers(1)
     workers = sorted(client.nthreads().items())
@@ -291,6 +304,7 @@ def start_shards(
                 shadow=shadow,
                 solver=solver,
                 max_dn=max_dn,
+                ground=ground,
             ),
             actor=True,
             workers=[address],
@@ -366,6 +380,7 @@ def _solve_band(client: Any, job: BandJob) -> dict[str, Any]:
         shadow=solver.method in cloudcore.SHADOW_METHODS,
         solver=solver,
         max_dn=job.max_dn,
+        ground=job.ground,
     )
     try:
         shards = DaskShards([f.result() for f in futures])

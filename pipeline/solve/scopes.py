@@ -253,6 +253,7 @@ class SceneScope:
                 cube=str(ctx.cube),
                 solver=plan.config.solver,
                 max_dn=dn_scale(plan.acquisitions),
+                ground=plan.config.rows_write_ground,
             )
             try:
                 solve_band(ctx.client, job)

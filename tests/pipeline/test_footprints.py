@@ -183,13 +183,15 @@ def test_every_solved_layer_is_nan_where_the_ground_is(tmp_path: Path) -> None:
     assert np.array_equal(nan["haze"], nan["clear"])
 
 
+@pytest.mark.parametrize("scope", ["tile", "scene"])
 def test_a_run_whose_rows_leave_the_ground_unwritten_writes_the_same(
-    tmp_path: Path, scheduler: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, scheduler: str, monkeypatch: pytest.MonkeyPatch, scope: str
 ) -> None:
-    """The defaults (``keep_clear`` with the offset and the interpolation) leave the rows'
-    ground unwritten (:attr:`pipeline.config.Config.rows_write_ground`): the mask pass writes
-    every entry of ``clear`` without reading it. The same series run with the rows writing it
-    gives the same products, byte for byte, a date left out of the tiles that see it included
+    """The defaults (``keep_clear`` with the offset and the interpolation) leave the solve's
+    ground unwritten, the tile rows' and scene scope's shards'
+    (:attr:`pipeline.config.Config.rows_write_ground`): the mask pass writes every entry of
+    ``clear`` without reading it. The same series run with the ground written gives the same
+    products, byte for byte; in tile scope a date left out of the tiles that see it included
     (date 4 sees a 20 px strip of the right tile column only)."""
     from tests.pipeline.runs import assert_identical, outputs
 
@@ -201,6 +203,7 @@ def test_a_run_whose_rows_leave_the_ground_unwritten_writes_the_same(
     for ground in (False, True):
         cfg = _config(tmp_path / f"out-{ground}", paths, 128, 32)
         cfg["cluster"] = {"kind": "address", "address": scheduler, "dashboard": False}
+        cfg["solver"] = {**cfg.get("solver", {}), "scope": scope}
         del cfg["output"]["cog_dtype"]  # the default's: a nodata that compares equal
         config = parse(cfg, Config)
         assert config.rows_write_ground is False  # the defaults
@@ -216,5 +219,8 @@ def test_a_run_whose_rows_leave_the_ground_unwritten_writes_the_same(
     for key, value in found[True].items():  # the cube's arrays bit for bit, NaN's payload too
         if key.startswith("cube/"):
             assert found[False][key].tobytes() == value.tobytes(), key
-    # The case is there: the strip's entries are observed, their solved layers NaN.
-    assert np.isnan(found[False]["cube/cloud"][3, 0][:, 200:220]).all()
+    if scope == "tile":  # the case is there: the strip's entries are observed, their layers NaN
+        assert np.isnan(found[False]["cube/cloud"][3, 0][:, 200:220]).all()
+    # Where date 4 did not observe, no data either way; where it did, the observation or a fill.
+    clear = found[False]["cube/clear"][3, 0]
+    assert np.isnan(clear[:, :200]).all() and np.isfinite(clear[:, 200:220]).all()

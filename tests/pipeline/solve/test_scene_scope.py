@@ -244,3 +244,75 @@ def test_kill9_mid_band_resumes_at_band_level(
     assert int(counts.group(1)) == N_TILES * (N_BANDS - len(done))
     assert {k: v for k, v in markers(out).items() if k in before} == before
     assert_identical(outputs(out), outputs(local_run))
+
+
+class _InProcess:
+    """:class:`cloudcore.scene.Shards` over shards in this process (no actors)."""
+
+    def __init__(self, shards: list[Any]) -> None:
+        self.shards = shards
+
+    def map(self, method: str, *args: Any) -> list[Any]:
+        return [getattr(s, method)(*args) for s in self.shards]
+
+
+@pytest.mark.parametrize("ground", [True, False])
+def test_shards_write_the_ground_only_when_asked(tmp_path: Path, ground: bool) -> None:
+    """``ShardSpec.ground`` (Config.rows_write_ground): without it a shard writes every solved
+    layer but the ground, which stays unwritten (no chunk, no data); the layers it writes are
+    the same either way (the cap, which moves the ground's excess into the cloud, still runs)."""
+    from datetime import datetime
+
+    from affine import Affine
+
+    from cloudcore.catalog import LAYERS
+    from pipeline.grid.target import TargetGrid
+    from pipeline.solve.scene_scope import SceneShard, ShardSpec, solve_shards
+    from pipeline.store.cube import create_store
+
+    n, h, w, tile = 5, 40, 48, 16
+    grid = TileGrid(h, w, tile, 0)
+    rng = np.random.default_rng(3)
+    values = (0.3 + 0.1 * rng.random((n, 1, h, w))).astype(np.float32)
+    values[1, :, 5:20, 10:30] += 0.5  # a cloud
+    source = zarr.create_array(
+        store=str(tmp_path / "input.zarr"), name="observed", shape=values.shape, dtype="float32"
+    )
+    source[...] = values
+    cubes = {}
+    for written in (True, ground):
+        cube = tmp_path / f"cube-{written}.zarr"
+        create_store(
+            cube,
+            TargetGrid("EPSG:32650", Affine(50, 0, 440_000, 0, -50, 4_420_000), w, h),
+            times=[datetime(2020, 6, d + 1) for d in range(n)],
+            bands=["B1"],
+            variables=LAYERS,
+            tile_size=tile,
+            chunk_rows=grid.cube_chunk_rows,
+            attrs={},
+        )
+        tiles = list(grid)
+        spec = ShardSpec(
+            input_store=str(tmp_path / "input.zarr"),
+            band_index=0,
+            tiles=tuple(tiles),
+            tile_ids=tuple(t.name for t in tiles),
+            dtype="float32",
+            threads=1,
+            solver=SolverConfig(),
+            ground=written,
+        )
+        shards = _InProcess([SceneShard(spec)])
+        solve_shards(shards, h * w, n, SolverConfig())
+        shards.map("write", str(cube), grid.cube_chunk_rows)
+        cubes[written] = {
+            name: np.asarray(zarr.open_array(store=str(cube), path=name)[...])
+            for name in ("clear", "cloud", "haze")
+        }
+        assert (cube / "clear" / "c").is_dir() == written
+    assert np.isfinite(cubes[True]["clear"]).all()
+    if not ground:
+        assert np.isnan(cubes[False]["clear"]).all()
+    for name in ("cloud", "haze"):
+        assert cubes[ground][name].tobytes() == cubes[True][name].tobytes()
