@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from distributed import LocalCluster
 
 from cloudlab.provider import _pooled, score_site
 
 
+# Two whole pipeline runs through STAC: 72 s of the default suite's 880 s on a slow 2-core
+# machine; with the slow tests, which CI runs too (.ci/run).
+@pytest.mark.slow
 def test_the_provider_s_clouds_are_filled_with_the_ground_as_the_solve_completed_it(
     tmp_path: Path,
 ) -> None:
