@@ -53,7 +53,7 @@ from pipeline.store.durable import (
     storage_error,
     write_marker,
 )
-from pipeline.store.layout import Layout, solved_layers
+from pipeline.store.layout import Layout, solved_layers, stored_layers
 
 __all__ = [
     "RowJob",
@@ -200,7 +200,7 @@ def write_row(
     try:
         with contextlib.ExitStack() as stack:
             names: tuple[str, ...] = ()
-            written: list[int] = []  # the indices of the block's layers written
+            written: tuple[int, ...] = ()  # the indices of the block's layers written
             targets: list[Any] = []
             strips: dict[str, Any] = {}
             tmp = {
@@ -211,9 +211,7 @@ def write_row(
             interior: Window | None = None
             for block in blocks:
                 if not targets:  # the solved layers: 3, or 4 with the shadow model
-                    names = solved_layers(len(block.layers))
-                    written = [k for k, name in enumerate(names) if ground or name != "clear"]
-                    names = tuple(names[k] for k in written)
+                    written, names = stored_layers(len(block.layers), ground)
                     targets = arrays_for_writing(cube, names)
                 _write_block(block, written, names, grid, band_index, targets, tmp, strips)
                 if block.interior is not None:

@@ -50,7 +50,7 @@ from pipeline.grid.tiling import Tile, TileGrid
 from pipeline.solve.tile import bound_ground, solver_lambda
 from pipeline.store.cube import arrays_for_writing, chunk_files, chunk_range
 from pipeline.store.durable import OutputError, fsync_paths, storage_error, write_marker
-from pipeline.store.layout import Layout, solved_layers
+from pipeline.store.layout import Layout, stored_layers
 
 __all__ = [
     "BandJob",
@@ -145,11 +145,9 @@ class SceneShard(BlockGroup):
         path = Path(cube)
         records = []
         try:
-            solved = solved_layers(4 if spec.shadow else 3)
             # The ground is computed all the same: the cap reads it and moves its excess into
             # the cloud (_cap_block).
-            written = [i for i in range(len(solved)) if spec.ground or solved[i] != "clear"]
-            names = [solved[i] for i in written]
+            written, names = stored_layers(4 if spec.shadow else 3, spec.ground)
             targets = arrays_for_writing(path, names)
             for tile, tile_id, block in zip(spec.tiles, spec.tile_ids, self.blocks, strict=True):
                 rows, cols = tile.core.slices

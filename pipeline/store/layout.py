@@ -34,6 +34,7 @@ __all__ = [
     "STAGED",
     "Layout",
     "solved_layers",
+    "stored_layers",
 ]
 
 #: Solver outputs in the order they are stacked in solved blocks and strips: clipped ground,
@@ -60,6 +61,16 @@ STAGED = (INPUT_OBSERVED, INPUT_SEEN)
 def solved_layers(count: int) -> tuple[str, ...]:
     """The names of the first ``count`` solved layers (a block or strip of ``count`` layers)."""
     return _ALL_SOLVED[:count]
+
+
+def stored_layers(count: int, ground: bool) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Which of a block's ``count`` solved layers the solve writes into the cube: their indices
+    in the block and their names; all of them, or without ``ground`` all but the ground
+    (``clear``), which the mask pass then writes
+    (:attr:`pipeline.config.Config.rows_write_ground`)."""
+    names = solved_layers(count)
+    kept = tuple(k for k, name in enumerate(names) if ground or name != "clear")
+    return kept, tuple(names[k] for k in kept)
 
 
 @dataclass(frozen=True)

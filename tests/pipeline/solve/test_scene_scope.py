@@ -246,16 +246,6 @@ def test_kill9_mid_band_resumes_at_band_level(
     assert_identical(outputs(out), outputs(local_run))
 
 
-class _InProcess:
-    """:class:`cloudcore.scene.Shards` over shards in this process (no actors)."""
-
-    def __init__(self, shards: list[Any]) -> None:
-        self.shards = shards
-
-    def map(self, method: str, *args: Any) -> list[Any]:
-        return [getattr(s, method)(*args) for s in self.shards]
-
-
 @pytest.mark.parametrize("ground", [True, False])
 def test_shards_write_the_ground_only_when_asked(tmp_path: Path, ground: bool) -> None:
     """``ShardSpec.ground`` (Config.rows_write_ground): without it a shard writes every solved
@@ -266,6 +256,7 @@ def test_shards_write_the_ground_only_when_asked(tmp_path: Path, ground: bool) -
     from affine import Affine
 
     from cloudcore.catalog import LAYERS
+    from cloudcore.scene import LocalShards
     from pipeline.grid.target import TargetGrid
     from pipeline.solve.scene_scope import SceneShard, ShardSpec, solve_shards
     from pipeline.store.cube import create_store
@@ -303,7 +294,7 @@ def test_shards_write_the_ground_only_when_asked(tmp_path: Path, ground: bool) -
             solver=SolverConfig(),
             ground=written,
         )
-        shards = _InProcess([SceneShard(spec)])
+        shards = LocalShards([SceneShard(spec)])
         solve_shards(shards, h * w, n, SolverConfig())
         shards.map("write", str(cube), grid.cube_chunk_rows)
         cubes[written] = {
