@@ -1,11 +1,12 @@
-"""Recovery metric of the paper (eq. goodnessofrecovery, CONVENTIONS §4)."""
+"""Recovery metric of the paper (eq. goodnessofrecovery, CONVENTIONS §4), and the spectral angle
+that scores a pixel's colour apart from its brightness."""
 
 from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["recovery_error"]
+__all__ = ["recovery_error", "spectral_angle"]
 
 
 def recovery_error(recovered: ArrayLike, truth: ArrayLike) -> float:
@@ -49,3 +50,32 @@ def recovery_error(recovered: ArrayLike, truth: ArrayLike) -> float:
     if denom == 0.0:
         raise ValueError("recovery_error: the truth is all zero, r is undefined")
     return float(np.linalg.norm(diff) / denom)
+
+
+def spectral_angle(output: ArrayLike, truth: ArrayLike) -> np.ndarray:
+    """The angle, in degrees, between each pixel's band vector in ``output`` and in ``truth``.
+
+    0 where the output is the truth times any positive factor: the angle scores a pixel's
+    colour (the bands' proportions) apart from its brightness, which r mixes in.
+
+    Parameters
+    ----------
+    output, truth
+        ``(bands, pixels)`` (or ``(bands, ...)``) of the same shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 of shape ``output.shape[1:]``: the angle in [0, 180]; NaN where a band of either
+        is not finite or either vector is zero (no colour).
+    """
+    out = np.asarray(output, dtype=np.float64)
+    ref = np.asarray(truth, dtype=np.float64)
+    if out.shape != ref.shape:
+        raise ValueError(
+            f"spectral_angle: output of shape {out.shape} and truth of shape {ref.shape} differ"
+        )
+    norms = np.linalg.norm(out, axis=0) * np.linalg.norm(ref, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cosine = np.sum(out * ref, axis=0) / np.where(norms > 0, norms, np.nan)
+    return np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0)))

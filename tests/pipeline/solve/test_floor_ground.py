@@ -34,6 +34,9 @@ def shadowed_series(tmp_path_factory: pytest.TempPathFactory) -> tuple[Simulated
     )
 
 
+# A whole run (16 s) of an option that is off by default: a slow test (CI runs them), which
+# keeps the default suite under its 15 minutes on a slow 2-core machine.
+@pytest.mark.slow
 def test_a_shadow_is_found_and_filled_with_the_floor(
     shadowed_series: tuple[SimulatedProducts, Any], scheduler: str, tmp_path: Path
 ) -> None:

@@ -54,6 +54,9 @@ def shadowed_series(tmp_path_factory: pytest.TempPathFactory) -> tuple[Simulated
     return make_shadowed(tmp_path_factory.mktemp("shadowed"), square)
 
 
+# A whole run (18 s) of an option that is off by default: a slow test (CI runs them), which
+# keeps the default suite under its 15 minutes on a slow 2-core machine.
+@pytest.mark.slow
 def test_the_mask_is_the_default_s_and_the_shadow_is_filled_with_the_shadow_free_ground(
     shadowed_series: tuple[SimulatedProducts, Any],
     scheduler: str,

@@ -1,0 +1,174 @@
+"""Do the filled pixels keep their colour? The default against the baselines on real clouds.
+
+#44 saw the demo's cloud-free images shift colour (a white road come out cyan, forest under a
+cloud blue-tinted) when each band's solve decided on its own how much of a pixel was cloud. The
+mask now decides per pixel and date from all bands together, and a pixel it keeps is kept in
+every band; a pixel it fills is filled band by band from each band's ground. This measures what
+colour the filled pixels come out in, on the held-out benchmark's sites (``cloudlab.sites``),
+over their (clear target, cloudy source) pairs with the source dropped (the primary protocol,
+``cloudlab.sitescore``):
+
+- the **spectral angle** between a pixel's output and its truth (the target before pasting),
+  as band vectors, in degrees: 0 where the output is the truth times any brightness, so it
+  measures colour apart from brightness; the mean and the 95th percentile over the pasted
+  pixels (``prediction``), and the mean over the target's other reference-clear pixels
+  (``fidelity``: there the truth is the observation);
+- each band's **bias**, Σ(out − truth) / Σ truth, on the pasted pixels and on those the
+  default's mask fills (the same pixels for every estimator): a tint is one band's bias apart
+  from the others'; a second table gives the truth's mean there, what the biases are shares of.
+
+Estimators: the default, or with ``--heldout DIR`` (a ``python -m cloudlab heldout`` run's
+folder) each site's candidate chosen on the other sites (its capped fold choice, as the
+held-out tables score it), and the baselines of the benchmark: the temporal median and the
+geometric median (band vectors, Weiszfeld), and the nearest clear date (an oracle: it reads
+the reference mask). Nothing is chosen on these figures; with the default alone they are
+in-sample (it was chosen on these sites' prediction r).
+
+Usage::
+
+    python benchmarks/colour_shift.py                          # the default, in-sample (45 s)
+    python benchmarks/colour_shift.py --heldout runs/heldout   # each site's held-out choice
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cloudcore.masks import CLEAR
+from cloudcore.metrics import spectral_angle
+from cloudlab.baselines import MULTIBAND_BASELINES
+from cloudlab.candidates import (
+    FLOORED_SOLVES,
+    SHADOW_SOLVES,
+    SOLVES,
+    PostStep,
+    SolveSpec,
+    step_named,
+)
+from cloudlab.heldout import read_picks
+from cloudlab.sites import load_site, site_names
+from cloudlab.sitescore import dropped_pairs, written_target
+from pipeline.config import MaskConfig, SolverConfig
+
+#: The baselines scored beside the default (``nearest-clear`` reads the reference mask).
+BASELINES = ("temporal-median", "geometric-median", "nearest-clear")
+
+
+@dataclass
+class ColourSums:
+    """One estimator's colour figures on one site, pooled over its pairs."""
+
+    bands: int
+    angles: list[np.ndarray] = field(default_factory=list)
+    clear_angles: list[np.ndarray] = field(default_factory=list)
+    difference: np.ndarray = field(init=False)
+    truth: np.ndarray = field(init=False)
+    filled_pixels: int = 0
+
+    def __post_init__(self) -> None:
+        # Per band: Σ(out − truth) and Σ truth on the pasted pixels, then on those filled.
+        self.difference = np.zeros((2, self.bands))
+        self.truth = np.zeros((2, self.bands))
+
+    def add(
+        self,
+        out: np.ndarray,
+        truth: np.ndarray,
+        scored: np.ndarray,
+        clear: np.ndarray,
+        filled: np.ndarray,
+    ) -> None:
+        """Add one pair: ``out`` and ``truth`` ``(bands, pixels)``, its pasted pixels ``scored``,
+        its other clear pixels ``clear`` and the pasted pixels the default's mask fills
+        ``filled`` (the same pixels for every estimator). A band's bias counts the pixels
+        finite in every band of the output and the truth (a NaN output has no colour)."""
+        self.angles.append(spectral_angle(out[:, scored], truth[:, scored]))
+        self.clear_angles.append(spectral_angle(out[:, clear], truth[:, clear]))
+        finite = np.isfinite(out).all(axis=0) & np.isfinite(truth).all(axis=0)
+        for k, where in enumerate((scored & finite, filled & finite)):
+            self.difference[k] += np.sum(out[:, where] - truth[:, where], axis=1, dtype=np.float64)
+            self.truth[k] += np.sum(truth[:, where], axis=1, dtype=np.float64)
+        self.filled_pixels += int((filled & finite).sum())
+
+    def row(self) -> list[str]:
+        """Mean and 95th percentile angle on the pasted pixels, mean on the clear ones, and each
+        band's bias (percent) on the pasted pixels and on those the default's mask fills."""
+        angles = np.concatenate(self.angles)
+        clear = np.concatenate(self.clear_angles)
+        bias = 100.0 * self.difference / self.truth
+        return [
+            f"{np.nanmean(angles):.2f}",
+            f"{np.nanpercentile(angles, 95):.2f}",
+            f"{np.nanmean(clear):.2f}",
+            *(" ".join(f"{b:+.1f}" for b in row) for row in bias),
+        ]
+
+    def truth_means(self) -> str:
+        """Each band's mean truth (reflectance × 1000) on the pasted pixels the default fills:
+        what the biases are shares of."""
+        return " ".join(f"{m:.0f}" for m in 1000.0 * self.truth[1] / self.filled_pixels)
+
+
+def _spec(name: str) -> SolveSpec:
+    every = {s.name: s for s in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES}
+    if name not in every:
+        raise SystemExit(f"solve {name!r} of the held-out run is not one the lab scores")
+    return every[name]
+
+
+def score_site(name: str, spec: SolveSpec, step: PostStep) -> dict[str, ColourSums]:
+    """The colour figures of ``spec`` with ``step`` and of the baselines on site ``name``."""
+    site = load_site(name)
+    frame = site.series.frame
+    bands = len(site.series.bands)
+    sums = {label: ColourSums(bands) for label in ("chosen", *BASELINES)}
+    for pair, kept, solved in dropped_pairs(site, [spec]):
+        t = kept.target
+        codes = solved[spec.name].codes(step.rule, kept.observed[:, t].reshape(1, *frame), t)
+        out = written_target(kept.D, kept.days, t, solved[spec.name], codes, step, frame)
+        filled = pair.scored & (codes.reshape(-1) != CLEAR)
+        sums["chosen"].add(out, pair.truth, pair.scored, pair.clear, filled)
+        for label in BASELINES:
+            baseline = MULTIBAND_BASELINES[label](kept.D, kept.reference, kept.days)
+            sums[label].add(baseline[:, :, t], pair.truth, pair.scored, pair.clear, filled)
+    return sums
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heldout", type=Path, default=None, help="a held-out run's folder")
+    args = parser.parse_args()
+    default = f"{SolveSpec.of(SolverConfig()).name} | {PostStep.of(MaskConfig()).name}"
+    if args.heldout is None:
+        picks = dict.fromkeys(site_names(), default)
+        print(f"the default, in-sample: {default}\n")
+    else:
+        picks, _ = read_picks(args.heldout)
+        print(f"each site's candidate chosen on the other sites ({args.heldout})\n")
+    print(
+        "| site | bands | estimator | angle, pasted (mean, °) | 95th percentile (°) "
+        "| angle, clear (mean, °) | bias by band, pasted (%) | bias by band, filled (%) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    levels = {}
+    for name, candidate in picks.items():
+        solve, step = candidate.split(" | ")
+        scored = score_site(name, _spec(solve), step_named(step))
+        bands = ", ".join(load_site(name).series.bands)
+        levels[name] = (bands, scored["chosen"].truth_means())
+        for label, sums in scored.items():
+            shown = "held-out choice" if args.heldout and label == "chosen" else label
+            shown = "the default" if shown == "chosen" else shown
+            print(f"| {name} | {bands} | {shown} | " + " | ".join(sums.row()) + " |")
+    print("\nThe truth's mean on the pasted pixels filled (reflectance × 1000), by band:\n")
+    print("| site | bands | mean |\n|---|---|---|")
+    for name, (bands, means) in levels.items():
+        print(f"| {name} | {bands} | {means} |")
+
+
+if __name__ == "__main__":
+    main()
