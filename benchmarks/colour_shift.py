@@ -47,25 +47,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from cloudcore.masks import CLEAR
 from cloudcore.metrics import spectral_angle
 from cloudlab.baselines import MULTIBAND_BASELINES
-from cloudlab.candidates import (
-    FLOORED_SOLVES,
-    SHADOW_SOLVES,
-    SOLVES,
-    PostStep,
-    SolveSpec,
-    step_named,
-)
+from cloudlab.candidates import PostStep, SolveSpec, solve_named, step_named
 from cloudlab.heldout import read_picks
-from cloudlab.sites import load_site, site_names
+from cloudlab.sites import Site, load_site, site_names
 from cloudlab.sitescore import (
+    KeptSeries,
+    PastedPair,
+    Solved,
     compose_target,
     dropped_pairs,
     error_sums,
@@ -136,33 +134,51 @@ class ColourSums:
         return " ".join(f"{m:.0f}" for m in 1000.0 * self.truth[1] / self.filled_pixels)
 
 
-def _spec(name: str) -> SolveSpec:
-    every = {s.name: s for s in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES}
-    if name not in every:
-        raise SystemExit(f"solve {name!r} of the held-out run is not one the lab scores")
-    return every[name]
+class MaskedPair(NamedTuple):
+    """One of a site's pasted pairs, source dropped (:func:`cloudlab.sitescore.dropped_pairs`),
+    with the target's mask and what the estimators' outputs are scored on."""
+
+    pair: PastedPair
+    kept: KeptSeries
+    solved: Solved
+    codes: np.ndarray  # (1, rows, cols): the target's mask under the post-step
+    filled: np.ndarray  # (pixels,): the pasted pixels the mask fills
+
+    def written(self, step: PostStep, frame: tuple[int, int]) -> np.ndarray:
+        """The target's output ``(bands, pixels)`` as ``step`` writes it with this mask."""
+        k = self.kept
+        return written_target(k.D, k.days, k.target, self.solved, self.codes, step, frame)
+
+    def baseline(self, label: str) -> np.ndarray:
+        """The target's output ``(bands, pixels)`` of the baseline ``label``."""
+        k = self.kept
+        return MULTIBAND_BASELINES[label](k.D, k.reference, k.days)[:, :, k.target]
 
 
-def score_site(name: str, spec: SolveSpec, step: PostStep) -> dict[str, ColourSums]:
-    """The colour figures of ``spec`` with ``step`` and of the baselines on site ``name``."""
-    site = load_site(name)
+def masked_pairs(site: Site, spec: SolveSpec, step: PostStep) -> Iterator[MaskedPair]:
+    """The site's pairs, source dropped, solved with ``spec`` and masked by ``step``'s rule."""
     frame = site.series.frame
-    bands = len(site.series.bands)
-    sums = {label: ColourSums(bands) for label in ("chosen", *BASELINES)}
     for pair, kept, solved in dropped_pairs(site, [spec]):
         t = kept.target
         codes = solved[spec.name].codes(step.rule, kept.observed[:, t].reshape(1, *frame), t)
-        out = written_target(kept.D, kept.days, t, solved[spec.name], codes, step, frame)
         filled = pair.scored & (codes.reshape(-1) != CLEAR)
-        sums["chosen"].add(out, pair.truth, pair.scored, pair.clear, filled)
+        yield MaskedPair(pair, kept, solved[spec.name], codes, filled)
+
+
+def score_site(site: Site, spec: SolveSpec, step: PostStep) -> dict[str, ColourSums]:
+    """The colour figures of ``spec`` with ``step`` and of the baselines on ``site``."""
+    bands = len(site.series.bands)
+    sums = {label: ColourSums(bands) for label in ("chosen", *BASELINES)}
+    for m in masked_pairs(site, spec, step):
+        p = m.pair
+        sums["chosen"].add(m.written(step, site.series.frame), p.truth, p.scored, p.clear, m.filled)
         for label in BASELINES:
-            baseline = MULTIBAND_BASELINES[label](kept.D, kept.reference, kept.days)
-            sums[label].add(baseline[:, :, t], pair.truth, pair.scored, pair.clear, filled)
+            sums[label].add(m.baseline(label), p.truth, p.scored, p.clear, m.filled)
     return sums
 
 
-def fill_parts(name: str, spec: SolveSpec, step: PostStep) -> dict[str, np.ndarray]:
-    """Each band's bias (percent) on the pasted pixels ``step``'s mask fills on site ``name``,
+def fill_parts(site: Site, spec: SolveSpec, step: PostStep) -> dict[str, np.ndarray]:
+    """Each band's bias (percent) on the pasted pixels ``step``'s mask fills on ``site``,
     with the fill written by parts: the ground alone, with the pixel's own departure, with the
     date's offset, with both (``step`` itself, which must have both)."""
     parts = {
@@ -171,64 +187,56 @@ def fill_parts(name: str, spec: SolveSpec, step: PostStep) -> dict[str, np.ndarr
         "and the date's offset": dataclasses.replace(step, between=False),
         "both (the default)": step,
     }
-    site = load_site(name)
-    frame = site.series.frame
     bands = len(site.series.bands)
     difference = {label: np.zeros(bands) for label in parts}
     truth = np.zeros(bands)
-    for pair, kept, solved in dropped_pairs(site, [spec]):
-        t = kept.target
-        codes = solved[spec.name].codes(step.rule, kept.observed[:, t].reshape(1, *frame), t)
-        filled = pair.scored & (codes.reshape(-1) != CLEAR)
+    for m in masked_pairs(site, spec, step):
         # Every part writes the same pixels (the ground, not NaN, wherever the mask fills).
-        finite = filled & np.isfinite(pair.truth).all(axis=0)
+        finite = m.filled & np.isfinite(m.pair.truth).all(axis=0)
         for label, part in parts.items():
-            out = written_target(kept.D, kept.days, t, solved[spec.name], codes, part, frame)
-            difference[label] += np.nansum(out[:, finite] - pair.truth[:, finite], axis=1)
-        truth += np.sum(pair.truth[:, finite], axis=1, dtype=np.float64)
+            out = m.written(part, site.series.frame)
+            difference[label] += np.nansum(out[:, finite] - m.pair.truth[:, finite], axis=1)
+        truth += np.sum(m.pair.truth[:, finite], axis=1, dtype=np.float64)
     return {label: 100.0 * d / truth for label, d in difference.items()}
 
 
-def print_parts(spec: SolveSpec, step: PostStep) -> None:
+def print_parts(sites: dict[str, Site], spec: SolveSpec, step: PostStep) -> None:
     """The table of :func:`fill_parts` for every site."""
     if step.offset is None or not step.between:
         raise SystemExit("--parts splits a fill with the offset and the interpolation both on")
     print("| site | bands | fill | bias by band, filled (%) |\n|---|---|---|---|")
-    for name in site_names():
-        bands = ", ".join(load_site(name).series.bands)
-        for label, bias in fill_parts(name, spec, step).items():
+    for name, site in sites.items():
+        bands = ", ".join(site.series.bands)
+        for label, bias in fill_parts(site, spec, step).items():
             print(f"| {name} | {bands} | {label} | " + " ".join(f"{b:+.1f}" for b in bias) + " |")
 
 
-def regional_look(name: str, spec: SolveSpec, step: PostStep) -> list[str]:
-    """Rows of the ``--regional`` table for site ``name``: the default's fill and the same with
-    the date-wide term (the module's docstring)."""
-    site = load_site(name)
+def regional_look(name: str, site: Site, spec: SolveSpec, step: PostStep) -> list[str]:
+    """Rows of the ``--regional`` table for ``site`` (``name``): the default's fill and the
+    same with the date-wide term (the module's docstring)."""
     frame = site.series.frame
     bands = len(site.series.bands)
     sums = {label: np.zeros(4) for label in ("the default", "with the date-wide term")}
     bias = {label: np.zeros(bands) for label in sums}
     truth = np.zeros(bands)
     median = np.zeros(2)
-    for pair, kept, solved in dropped_pairs(site, [spec]):
-        t = kept.target
-        codes = solved[spec.name].codes(step.rule, kept.observed[:, t].reshape(1, *frame), t)
-        observation = kept.D[:, :, t]
-        ground = written_ground(kept.D, kept.days, t, solved[spec.name], step)
-        kept_pixels = (codes.reshape(-1) == CLEAR) & np.isfinite(observation).all(axis=0)
+    for m in masked_pairs(site, spec, step):
+        pair, k = m.pair, m.kept
+        observation = k.D[:, :, k.target]
+        ground = written_ground(k.D, k.days, k.target, m.solved, step)
+        kept_pixels = (m.codes.reshape(-1) == CLEAR) & np.isfinite(observation).all(axis=0)
         level = np.zeros(bands)
         if kept_pixels.sum() >= MIN_KEPT:
             level = np.nanmedian(observation[:, kept_pixels] - ground[:, kept_pixels], axis=1)
-        filled = pair.scored & (codes.reshape(-1) != CLEAR) & np.isfinite(pair.truth).all(axis=0)
+        filled = m.filled & np.isfinite(pair.truth).all(axis=0)
         grounds = (ground, np.clip(ground + level[:, None], 0.0, 1.0))
         for label, written in zip(sums, grounds, strict=True):
-            out = compose_target(observation, written, codes, step, frame)
+            out = compose_target(observation, written, m.codes, step, frame)
             e = error_sums(out, pair.truth, pair.scored, pair.clear)
             sums[label] += [e["pred_num"], e["pred_den"], e["fid_num"], e["fid_den"]]
             bias[label] += np.nansum(out[:, filled] - pair.truth[:, filled], axis=1)
         truth += np.sum(pair.truth[:, filled], axis=1, dtype=np.float64)
-        baseline = MULTIBAND_BASELINES["temporal-median"](kept.D, kept.reference, kept.days)
-        e = error_sums(baseline[:, :, t], pair.truth, pair.scored, pair.clear)
+        e = error_sums(m.baseline("temporal-median"), pair.truth, pair.scored, pair.clear)
         median += [e["pred_num"], e["pred_den"]]
     rows = []
     for label, (pn, pd, fn, fd) in sums.items():
@@ -247,24 +255,22 @@ def main() -> None:
     parser.add_argument("--parts", action="store_true", help="the default's fill by part")
     parser.add_argument("--regional", action="store_true", help="a date-wide term, in sample")
     args = parser.parse_args()
-    default = f"{SolveSpec.of(SolverConfig()).name} | {PostStep.of(MaskConfig()).name}"
+    sites = {name: load_site(name) for name in site_names()}
+    spec, step = SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig())
+    default = f"{spec.name} | {step.name}"
     if args.regional:
         print(f"a date-wide term in the default's fill, in sample: {default}\n")
         print("| site | fill | r | ratio to the median | fidelity r | bias by band, filled (%) |")
         print("|---|---|---|---|---|---|")
-        for name in site_names():
-            print(
-                "\n".join(
-                    regional_look(name, SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig()))
-                )
-            )
+        for name, site in sites.items():
+            print("\n".join(regional_look(name, site, spec, step)))
         return
     if args.parts:
         print(f"the default's fill by part, in-sample: {default}\n")
-        print_parts(SolveSpec.of(SolverConfig()), PostStep.of(MaskConfig()))
+        print_parts(sites, spec, step)
         return
     if args.heldout is None:
-        picks = dict.fromkeys(site_names(), default)
+        picks = dict.fromkeys(sites, default)
         print(f"the default, in-sample: {default}\n")
     else:
         picks, _ = read_picks(args.heldout)
@@ -276,9 +282,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     levels = {}
     for name, candidate in picks.items():
-        solve, step = candidate.split(" | ")
-        scored = score_site(name, _spec(solve), step_named(step))
-        bands = ", ".join(load_site(name).series.bands)
+        solve, rule = candidate.split(" | ")
+        try:
+            chosen = solve_named(solve)
+        except KeyError as error:
+            raise SystemExit(f"{args.heldout}: {error.args[0]}") from None
+        scored = score_site(sites[name], chosen, step_named(rule))
+        bands = ", ".join(sites[name].series.bands)
         levels[name] = (bands, scored["chosen"].truth_means())
         for label, sums in scored.items():
             shown = "held-out choice" if args.heldout and label == "chosen" else label

@@ -65,12 +65,10 @@ import numpy as np
 import pandas as pd
 
 from cloudlab.candidates import (
-    FLOORED_SOLVES,
-    SHADOW_SOLVES,
-    SOLVES,
     PostStep,
     flat_dark_of,
     near_of,
+    solve_named,
     step_named,
     white_clouds_of,
 )
@@ -137,9 +135,8 @@ def main() -> None:
 
     picks, default = read_picks(args.heldout)
     names = list(picks)
-    every_solve = {s.name: s for s in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES}
     chosen = [*picks.values(), default]
-    solves = tuple(dict.fromkeys(every_solve[c.split(" | ")[0]] for c in chosen))
+    solves = tuple(dict.fromkeys(solve_named(c.split(" | ")[0]) for c in chosen))
     variants_of = SETTINGS[args.setting]
     if args.level_below is not None:
         if args.setting != "bright-level":

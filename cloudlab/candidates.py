@@ -73,6 +73,7 @@ __all__ = [
     "ground_suffix",
     "near_of",
     "post_steps",
+    "solve_named",
     "step_named",
     "thresholds_of",
     "white_clouds_of",
@@ -591,6 +592,16 @@ def _rule_variants(
         return [step]
     plain = step.with_rule(**off)
     return [plain] + [plain.with_rule(**change) for change in changes]
+
+
+def solve_named(name: str) -> SolveSpec:
+    """The solve of the grid (:data:`SOLVES`, :data:`SHADOW_SOLVES`, :data:`FLOORED_SOLVES`)
+    named ``name`` (:attr:`SolveSpec.name`, as a held-out run's tables spell it); KeyError if
+    the lab scores none of that name."""
+    for spec in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no solve of the grid is named {name!r}")
 
 
 def step_named(name: str) -> PostStep:

@@ -930,3 +930,13 @@ def test_the_envelope_holds_written_values_within_the_kept_observations() -> Non
         np.testing.assert_array_equal(held[unreached], plain[unreached])
         moved += int((held != plain).sum())
     assert moved > 0  # the default writes outside the envelope somewhere on this site
+
+
+def test_every_solve_of_the_grid_is_found_by_its_name() -> None:
+    """``solve_named`` reads a held-out run's solve names back as the grid's specs."""
+    from cloudlab.candidates import FLOORED_SOLVES, SHADOW_SOLVES, SOLVES, solve_named
+
+    for spec in SOLVES + SHADOW_SOLVES + FLOORED_SOLVES:
+        assert solve_named(spec.name) is spec
+    with pytest.raises(KeyError, match="no solve of the grid is named 'aatm-starx9'"):
+        solve_named("aatm-starx9")
