@@ -92,6 +92,7 @@ from pipeline.outputs.mask_scores import (
     scores_over,
 )
 from pipeline.store.cube import (
+    absent_chunks,
     arrays_for_writing,
     chunk_files,
     chunk_range,
@@ -229,6 +230,8 @@ def mask_row(job: MaskJob) -> dict[str, Any]:
             if job.preview is not None:
                 keep_mask(job.preview, tile, codes)
             counts += np.bincount(codes.ravel(), minlength=256)
+    except TileError:
+        raise  # names its core and what to do (a lost chunk: _prefetch)
     except OSError as exc:
         raise storage_error(exc, cube) or TileError(
             _core_id(tile), f"writing the mask: {type(exc).__name__}: {exc}"
@@ -398,19 +401,41 @@ def _prefetch(
     arrays: Mapping[str, Any], seen: Any, job: MaskJob, tile: Tile, r0: int, r1: int
 ) -> None:
     """Start reading the chunk files ``tile``'s core will read: every band's scored layers
-    (:func:`_scored`) and ``seen`` over rows ``[r0, r1)``, and with ``keep_clear`` the core's
-    clear values (:attr:`MaskJob.reads_clear`) and observations."""
+    (:func:`~pipeline.outputs.mask_scores.scored_layers`) and ``seen`` over rows ``[r0, r1)``,
+    and with ``keep_clear`` the core's clear values (:attr:`MaskJob.reads_clear`) and
+    observations.
+
+    Raises
+    ------
+    TileError
+        A chunk file of the scored layers (or of the clear values it reads) is absent
+        (:func:`~pipeline.store.cube.absent_chunks`: the cube lost it after its rows
+        finished), which would be read as no data.
+    """
     core, cube, source = tile.core, Path(job.cube), Path(job.input_store)
     chunk_rows, chunk_cols = (arrays["cloud"].shards or arrays["cloud"].chunks)[-2:]  # a file each
     cols = chunk_range(core.col_off, core.col_end, chunk_cols)
-    files = chunk_files(cube, scored_layers(job), chunk_range(r0, r1, chunk_rows), cols)
+    scored, rows = scored_layers(job), chunk_range(r0, r1, chunk_rows)
+    core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
+    bands = range(len(job.bands))
+    lost = absent_chunks(cube, scored, rows, cols, bands)
+    if job.reads_clear:
+        lost += absent_chunks(cube, ["clear"], core_chunk_rows, cols, bands)
+    if lost:
+        raise TileError(
+            _core_id(tile),
+            f"the cube has lost {len(lost)} chunk file(s) of the solved layers this core's "
+            f"mask reads (first: {lost[0].relative_to(cube)}); read as they are, the mask and "
+            "the cloud-free values there would be no data. Rerun with --overwrite to solve "
+            "the scene again",
+        )
+    files = chunk_files(cube, scored, rows, cols)
     # The input's chunks (`seen`, read whole: codes are not sharded, create_store) and shards
     # (the observations) are tile-sized: a file per core.
     tile_size = seen.chunks[-1]
     tile_cols = chunk_range(core.col_off, core.col_end, tile_size)
     files += chunk_files(source, [INPUT_SEEN], chunk_range(r0, r1, tile_size), tile_cols)
     if job.reads_clear:  # the core's clear values, no rows beyond it
-        core_chunk_rows = chunk_range(core.row_off, core.row_end, chunk_rows)
         files += chunk_files(cube, ["clear"], core_chunk_rows, cols)
     if reads_shade(job):  # the observations over the scores' rows
         files += chunk_files(source, [INPUT_OBSERVED], chunk_range(r0, r1, tile_size), tile_cols)

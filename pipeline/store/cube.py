@@ -19,6 +19,7 @@ import pandas as pd
 import xarray as xr
 
 __all__ = [
+    "absent_chunks",
     "advise_files",
     "arrays_for_writing",
     "chunk_files",
@@ -221,6 +222,31 @@ def chunk_files(
         for c in cols
         for p in store.glob(f"{name}/c/*/{bands}{r}/{c}")
     ]
+
+
+def absent_chunks(
+    store: Path,
+    variables: Sequence[str],
+    chunk_rows: Iterable[int],
+    chunk_cols: Iterable[int],
+    bands: Iterable[int],
+) -> list[Path]:
+    """The chunk files (or shards) of ``variables`` in a store made by :func:`create_store`,
+    over those chunk rows and columns and every band of ``bands``, that do not exist.
+
+    Every chunk of a run's solved layers is written whole (:func:`written_whole`), empty tiles
+    and dates left out included, so before the mask pass none of them may be absent: Zarr reads
+    an absent chunk as its fill value, NaN, which would come out as no data without a word.
+    """
+    rows, cols = list(chunk_rows), list(chunk_cols)
+    expected = (
+        store / name / "c" / "0" / str(b) / str(r) / str(c)
+        for name in variables
+        for b in bands
+        for r in rows
+        for c in cols
+    )
+    return [p for p in expected if not p.is_file()]
 
 
 def prefetch_files(paths: Iterable[Path]) -> None:

@@ -7,6 +7,7 @@ tile column and the opening's reach across cores are all checked against one ref
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -20,6 +21,7 @@ from scipy import ndimage
 
 from cloudcore.kept import keep_clear
 from cloudcore.masks import CLEAR, NODATA, MaskRule, classify, other_day_neighbours
+from pipeline.errors import TileError
 from pipeline.grid.target import TargetGrid
 from pipeline.grid.tiling import TileGrid
 from pipeline.outputs.kept import FILLED, OBSERVED
@@ -447,3 +449,36 @@ def test_each_core_s_files_are_asked_for_before_they_are_read(
     observations = chunk_files(source, [INPUT_OBSERVED], range(99), range(99))
     count, unasked = reads_asked_before(events, set(observations))
     assert count >= grid.n_rows * grid.n_cols and not unasked
+
+
+@pytest.mark.parametrize("keep_clear", [False, True])
+def test_a_lost_chunk_of_a_solved_layer_fails_its_core_in_one_line(
+    tmp_path: Path, keep_clear: bool
+) -> None:
+    """A chunk file of a solved layer that has gone from the cube (Zarr would read it as NaN,
+    and the pass would write no data there without a word) fails the mask task of the core
+    that reads it, with a message naming the core, the file and what to do; nothing of that
+    core's mask is written."""
+    height, width = 70, 75
+    grid = TileGrid(height, width, TILE, OVERLAP)
+    source, cube = _stores(tmp_path, _scene(height, width, seed=3), grid)
+    marker = tmp_path / "r00.json"
+    write_marker(marker, {"tiles": [{"band": f"B{b + 1}", "anomaly_scale": 0.01} for b in (0, 1)]})
+    # The haze of band B2 in the chunk row holding row 40 and the last core column's chunk.
+    tile = grid.tile(1, grid.n_cols - 1)
+    lost = cube / "haze" / "c" / "0" / "1" / str(40 // grid.cube_chunk_rows) / str(tile.col)
+    assert lost.is_file()
+    lost.unlink()
+    with pytest.raises(TileError) as failed:
+        _mask_all_rows(grid, source, cube, (marker,), MaskRule(), keep_clear=keep_clear)
+    message = str(failed.value)
+    assert "\n" not in message
+    # The first core whose reads reach the chunk: of the last column, its own tile row or the
+    # one above (whose scores read rows below its core).
+    core = re.search(r"mask-r(\d\d)c(\d\d)", message)
+    assert core is not None and int(core[2]) == tile.col and int(core[1]) in (0, 1)
+    assert str(lost.relative_to(cube)) in message
+    assert "--overwrite" in message
+    failed_core = grid.tile(int(core[1]), tile.col).core
+    mask = zarr.open_group(store=str(cube), mode="r")[MASK]
+    assert np.all(np.asarray(mask[(slice(None), *failed_core.slices)]) == NODATA)  # not written
